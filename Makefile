@@ -1,0 +1,30 @@
+# The two commands of the README: `make demo` (the main job) and `make test`. Both create .venv and install what
+# they need when it is missing, so they work on a fresh machine.
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+export MLFLOW_DISABLE_TELEMETRY := true
+export RAY_USAGE_STATS_ENABLED := 0
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+SAMPLE := pipelines/samples/twowiki
+
+.PHONY: install test demo
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+demo: $(STAMP)
+	$(BIN)/srag replay --corpus $(SAMPLE)/corpus $(SAMPLE)/demo_program.jsonl \
+		--question "Who is the father of the director of film Homage At Siesta Time?"

@@ -1,0 +1,1 @@
+"""car_baselines."""

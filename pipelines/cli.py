@@ -1,0 +1,45 @@
+"""`srag`: the one command line. Each subcommand lives in its own module and registers itself here.
+
+Every subcommand that produces a result can print it as JSON (`--json`) and exits non-zero with a one-line error on
+bad input. Heavy imports (Ray, MLflow, torch) happen inside the subcommands that need them, so `srag replay` starts
+fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMAND_MODULES = [
+    "pipelines.replay_cmd",
+    "pipelines.data_cmd",
+]
+
+
+class CliError(Exception):
+    """Bad input from the user: printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="srag", description="Distributed evaluation of agentic retrieval.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("srag: interrupted", file=sys.stderr)
+        return 130
+    except (CliError, ValueError, FileNotFoundError, PermissionError) as e:  # bad input: one line, no traceback
+        print(f"srag {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

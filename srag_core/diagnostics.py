@@ -1,0 +1,185 @@
+"""What every observation adds beyond its result: statistics computed against the workspace (section 3.1.2).
+
+All counts are relative to the tool's target set, so a filter on a 116-document subset reports hits out of 116.
+Diagnostics are plain dicts merged into the observation; `auto` holds the cross-set computations (filename counts
+for the pattern's tokens, how the new set compares with the previous one) and `snippets` holds excerpts.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import regex
+
+from srag_core.landscape import TOKEN
+from srag_core.regex_engine import Budget, search
+from srag_core.workspace import DocSet, Workspace
+
+SNIPPET_CHARS = 400
+MAX_DECOMPOSITION = 5
+# Escapes (\b, \d, \p{L}), group names and counted repeats are syntax, not words: drop them before tokenizing.
+_REGEX_SYNTAX = regex.compile(r"\\[pPN]\{[^}]*\}|\\[A-Za-z]|\(\?P?<[^>]*>|\{\d*,?\d*\}")
+
+
+def regex_tokens(pattern: str) -> list[str]:
+    """Words of four or more letters or digits in a regex string, distinct, in order."""
+    seen, out = set(), []
+    for tok in TOKEN.findall(_REGEX_SYNTAX.sub(" ", pattern)):
+        if tok.casefold() not in seen:
+            seen.add(tok.casefold())
+            out.append(tok)
+    return out
+
+
+def spread(items: Sequence, k: int) -> list:
+    """Up to k items spread over the sequence: first, last and evenly spaced in between."""
+    n = len(items)
+    if n <= k:
+        return list(items)
+    if k == 1:
+        return [items[0]]
+    return [items[round(j * (n - 1) / (k - 1))] for j in range(k)]
+
+
+def sample_refs(ws: Workspace, members: Sequence[int], head: int = 4, tail: int = 2) -> list[dict[str, str]]:
+    """Document references from both ends of a sorted member list (documents are sorted by filename)."""
+    members = list(members)
+    picked = members if len(members) <= head + tail else members[:head] + members[-tail:]
+    return [ws.doc_ref(i) for i in picked]
+
+
+def excerpt(text: str, start: int, end: int, width: int = SNIPPET_CHARS) -> str:
+    pad = max(0, (width - (end - start)) // 2)
+    lo, hi = max(0, start - pad // 2), min(len(text), end + pad + pad // 2)
+    return ("..." if lo else "") + text[lo:hi] + ("..." if hi < len(text) else "")
+
+
+def match_snippets(ws: Workspace, compiled: regex.Pattern, members: Sequence[int], budget: Budget,
+                   field: str = "norm", k: int = 3) -> list[dict[str, str]]:
+    out = []
+    for i in spread(list(members), k):
+        text = ws.corpus.search.text(i, field)
+        m = search(compiled, text, budget)
+        span = (m.start(), m.end()) if m else (0, 0)
+        out.append({"filename": ws.corpus.docs[i].filename, "text": excerpt(text, *span)})
+    return out
+
+
+def anchor_snippets(ws: Workspace, members: Sequence[int], k: int = 3) -> list[dict[str, str]]:
+    """Excerpts centred on the top anchor token when the document has it, else the document's start."""
+    anchor = _anchor_pattern(ws)
+    out = []
+    for i in spread(list(members), k):
+        text = ws.corpus.docs[i].norm
+        m = anchor.search(text) if anchor is not None else None
+        span = (m.start(), m.end()) if m else (0, 0)
+        out.append({"filename": ws.corpus.docs[i].filename, "text": excerpt(text, *span)})
+    return out
+
+
+def _anchor_pattern(ws: Workspace) -> regex.Pattern | None:
+    return regex.compile(regex.escape(ws.anchors[0]), regex.IGNORECASE) if ws.anchors else None
+
+
+def docs_with_token(ws: Workspace, token: str, members: Sequence[int] | None) -> list[int]:
+    return ws.corpus.search.docs_containing([token.casefold()], None if members is None else list(members))
+
+
+def set_composition(a: DocSet, b: DocSet) -> dict[str, Any]:
+    return {"sets": [a.name, b.name], "sizes": [len(a), len(b)], "intersect": len(a.members & b.members),
+            "union": len(a.members | b.members), f"{a.name} minus {b.name}": len(a.members - b.members),
+            f"{b.name} minus {a.name}": len(b.members - a.members)}
+
+
+def filename_counts(ws: Workspace, tokens: Sequence[str]) -> dict[str, int]:
+    return {tok: ws.corpus.search.filenames_containing(tok) for tok in tokens}
+
+
+def apply_filter_diagnostics(ws: Workspace, compiled: regex.Pattern, target: DocSet, pos: list[int],
+                             neg: list[int], budget: Budget) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    n_target = len(target)
+    filename_hits = sum(1 for i in target.members if compiled.search(ws.corpus.docs[i].filename))
+    out["scope_check"] = (f"apply_filter looks at document TEXT: {len(pos)} documents matched in text and "
+                          f"{filename_hits} filenames match the same pattern. To filter on names or dates in "
+                          "filenames, use search_filenames.")
+    if pos and len(pos) == n_target and target.name != "all":
+        outside = ws.corpus.search.filter(compiled, sorted(ws.sets["all"].members - target.members), budget)
+        if outside:
+            out["scope_check"] += (f" Every document of {target.name!r} matched, and {len(outside)} documents "
+                                   "outside it match too: the working set may be narrower than the question.")
+    if not pos:
+        out["zero_result_hint"] = (f"No document among the {n_target} in {target.name!r} matched. Try a shorter or "
+                                   "simpler pattern, other spellings, or search_filenames if the condition is about "
+                                   "document names.")
+    tokens = regex_tokens(compiled.pattern)[:MAX_DECOMPOSITION]
+    if len(tokens) >= 2:
+        out.update(_decomposition(ws, tokens, target, len(pos)))
+    out.update(_anchor_checks(ws, pos, neg))
+    if tokens:
+        out.setdefault("auto", {})["filename_counts"] = filename_counts(ws, tokens)
+    return out
+
+
+def _decomposition(ws: Workspace, tokens: list[str], target: DocSet, n_pos: int) -> dict[str, Any]:
+    n_target = max(1, len(target))
+    members = sorted(target.members)
+    hits = {tok: docs_with_token(ws, tok, members) for tok in tokens}
+    rows = [{"keyword": t, "matches": len(hits[t]), "pct": round(100 * len(hits[t]) / n_target, 1)} for t in tokens]
+    out: dict[str, Any] = {"keyword_decomposition": rows}
+    counts = [r["matches"] for r in rows]
+    if n_pos < min(counts):
+        out["selectivity_note"] = (f"The whole pattern matched {n_pos}; its keywords alone match "
+                                   f"{min(counts)} to {max(counts)} documents each. Consider starting from one keyword.")
+    a, b = tokens[0], tokens[1]
+    both = len(set(hits[a]) & set(hits[b]))
+    out["keyword_intersection"] = {"keywords": [a, b], "both_match": both}
+    if both > n_pos:
+        out["selectivity_gap"] = (f"{both - n_pos} documents contain both {a!r} and {b!r} but do not match the "
+                                  "pattern: they likely use a different format. Read some negatives.")
+    return out
+
+
+def _anchor_checks(ws: Workspace, pos: list[int], neg: list[int]) -> dict[str, Any]:
+    if not ws.anchors:
+        return {}
+    anchor = ws.anchors[0]
+    with_anchor = set(docs_with_token(ws, anchor, None))
+    inside = len(with_anchor.intersection(pos))
+    out: dict[str, Any] = {"entity_coverage": {"anchor": anchor, "in_positive": inside,
+                                               "outside_positive": len(with_anchor) - inside}}
+    neg_hits = len(with_anchor.intersection(neg))
+    if neg:
+        out["negative_entity_check"] = f"{neg_hits}/{len(neg)} negatives contain {anchor!r} (keyword only)."
+    return out
+
+
+def anchor_audit(ws: Workspace, pos: list[int], limit: int = 5) -> dict[str, Any] | None:
+    """How many positives mention the top anchor token, with a few short contexts."""
+    pattern = _anchor_pattern(ws)
+    if pattern is None or not pos:
+        return None
+    contexts, hits = [], 0
+    for i in pos:
+        m = pattern.search(ws.corpus.docs[i].norm)
+        if m:
+            hits += 1
+            if len(contexts) < limit:
+                contexts.append(excerpt(ws.corpus.docs[i].norm, m.start(), m.end(), width=90))
+    return {"anchor": ws.anchors[0], "in_positive_docs": hits, "of": len(pos), "contexts": contexts}
+
+
+def count_set_diagnostics(ws: Workspace, ds: DocSet) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    members = sorted(ds.members)
+    if not ds.refined:
+        out["provenance_warning"] = (f"{ds.name!r} was never refined by a condition-specific pattern (it came from "
+                                     f"{ds.tool}{' ' + repr(ds.pattern) if ds.pattern else ''}); the count may "
+                                     "include false positives.")
+    if ws.anchors:
+        anchor = ws.anchors[0]
+        outside = len(set(docs_with_token(ws, anchor, None)) - ds.members)
+        out["entity_coverage"] = {"anchor": anchor, "outside_set": outside}
+    if members:
+        out["filename_range"] = f"{ws.corpus.docs[members[0]].filename}...{ws.corpus.docs[members[-1]].filename}"
+    return out

@@ -1,0 +1,71 @@
+"""Tools about the workspace itself: count_set, list_sets, create_regex."""
+
+from __future__ import annotations
+
+from srag_core import diagnostics as dx
+from srag_core.regex_engine import Budget, compile_untrusted
+from srag_core.tools._base import Args, ToolError, tool
+from srag_core.workspace import ALL, Workspace, check_name
+
+
+class CountSetArgs(Args):
+    set_name: str
+
+
+@tool("count_set", "Exact number of documents in a set, with verification snippets and provenance checks.",
+      examples=({"set_name": "my_set"},))
+def count_set(a: CountSetArgs, ws: Workspace) -> dict:
+    ds = ws.get_set(a.set_name)
+    members = ds.sorted()
+    obs = {"set_name": ds.name, "count": len(ds), "provenance": ds.provenance()}
+    obs.update(dx.count_set_diagnostics(ws, ds))
+    if members:
+        obs["snippets"] = {"positive": dx.anchor_snippets(ws, members)}
+    return obs
+
+
+class ListSetsArgs(Args):
+    pass
+
+
+@tool("list_sets", "The current workspace: document sets (size, provenance), value sets and registered regexes.")
+def list_sets(a: ListSetsArgs, ws: Workspace) -> dict:
+    sets = [{"name": s.name, "count": len(s), **s.provenance()} for s in ws.sets.values()]
+    values = [{"name": v.name, "kind": v.kind, "n_values": len(v), "source": v.source, "tool": v.tool}
+              for v in ws.values.values()]
+    obs = {"sets": sets, "value_sets": values, "regexes": dict(ws.regexes)}
+    extra = ws.extensions.get("list_extra")
+    if extra is not None:
+        obs.update(extra(ws))
+    return obs
+
+
+class CreateRegexArgs(Args):
+    pattern: str | None = None
+    name: str | None = None
+    condition: str | None = None
+    sample_set_name: str | None = None
+
+
+@tool("create_regex", "Register a regex under a name for reuse as @name, or ask the LLM to propose one for a "
+                      "condition from sample documents.",
+      examples=({"pattern": "your_regex"}, {"condition": "what to detect", "sample_set_name": "working"}))
+def create_regex(a: CreateRegexArgs, ws: Workspace) -> dict:
+    pattern = a.pattern
+    proposal = None
+    if pattern is None:
+        if not a.condition:
+            raise ToolError("create_regex needs a 'pattern' to register, or a 'condition' for the LLM to turn into one")
+        proposer = ws.extensions.get("regex_proposer")
+        if proposer is None:
+            raise ToolError("proposing a regex from a condition needs an LLM; none is attached (replay runs offline)")
+        proposal = proposer(a.condition, ws.get_set(a.sample_set_name or ALL), ws)
+        pattern = proposal["pattern"]
+    compiled = compile_untrusted(pattern)
+    name = check_name(a.name or f"regex_{len(ws.regexes) + 1}")
+    ws.regexes[name] = pattern
+    hits = ws.corpus.search.filter(compiled, None, Budget(ws.regex_budget_s))
+    obs = {"registered": name, "pattern": pattern, "use_as": f"@{name}", "matches_in_all": len(hits)}
+    if proposal:
+        obs["proposal"] = {k: v for k, v in proposal.items() if k != "pattern"}
+    return obs

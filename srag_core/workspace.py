@@ -1,0 +1,167 @@
+"""The agent's workspace: named document sets with provenance, typed value sets, and registered regexes.
+
+Sets hold document indices into the corpus (which is sorted by filename), so iterating a sorted set walks documents
+in filename order. The registry starts with `all`. Any tool argument that names a set may use a lazy compound name:
+`A_and_B` resolves to the intersection of A and B when no set of that exact name exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from srag_core.corpus import Corpus
+from srag_core.context import Budgets
+
+ValueKind = Literal["number", "text", "date", "list"]
+ALL = "all"
+
+
+class WorkspaceError(ValueError):
+    """A reference the workspace cannot resolve; the message is written for the agent."""
+
+
+@dataclass
+class DocSet:
+    name: str
+    members: frozenset[int]
+    tool: str
+    step: int
+    pattern: str | None = None
+    source: str | None = None
+    refined: bool = False  # built by a condition-specific operation, not just a broad keyword or filename match
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def sorted(self) -> list[int]:
+        return sorted(self.members)
+
+    def provenance(self) -> dict[str, Any]:
+        out = {"tool": self.tool, "step": self.step}
+        if self.pattern is not None:
+            out["pattern"] = self.pattern
+        if self.source is not None:
+            out["source"] = self.source
+        return out
+
+
+@dataclass
+class ValueSet:
+    name: str
+    kind: ValueKind
+    values: dict[int, Any]  # doc index -> float | str | ISO date str | list[str]
+    tool: str
+    step: int
+    source: str | None = None
+    pattern: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+@dataclass
+class Workspace:
+    corpus: Corpus
+    question: str | None = None
+    budgets: Budgets = field(default_factory=Budgets)
+    regex_budget_s: float = 10.0
+    sets: dict[str, DocSet] = field(default_factory=dict)
+    values: dict[str, ValueSet] = field(default_factory=dict)
+    regexes: dict[str, str] = field(default_factory=dict)
+    step: int = 0
+    last_created: str | None = None
+    anchors: list[str] = field(default_factory=list)
+    extensions: dict[str, Any] = field(default_factory=dict)  # hooks for optional modules (embeddings, patterns)
+
+    def __post_init__(self) -> None:
+        self.sets.setdefault(ALL, DocSet(ALL, frozenset(range(len(self.corpus))), tool="corpus", step=0))
+        if self.question and not self.anchors:
+            from srag_core.landscape import anchor_tokens
+
+            self.anchors = anchor_tokens(self.question, self.corpus)
+
+    # -- document sets -------------------------------------------------------------------------------------------
+
+    def get_set(self, name: object) -> DocSet:
+        if not isinstance(name, str) or not name:
+            raise WorkspaceError(f"set name must be a non-empty string, got {name!r}")
+        found = self._resolve(name)
+        if found is None:
+            raise WorkspaceError(f"unknown set {name!r}; existing sets: {self._known_names()}")
+        return found
+
+    def _resolve(self, name: str) -> DocSet | None:
+        if name in self.sets:
+            return self.sets[name]
+        # Lazy compound name: try every split point of "_and_" so names that contain "_and_" still resolve.
+        start = 0
+        while (at := name.find("_and_", start)) > 0:
+            left, right = self._resolve(name[:at]), self._resolve(name[at + 5:])
+            if left is not None and right is not None:
+                return DocSet(name, left.members & right.members, tool="compound", step=self.step,
+                              source=f"{left.name} ∩ {right.name}", refined=left.refined or right.refined)
+            start = at + 1
+        return None
+
+    def _known_names(self, limit: int = 25) -> str:
+        names = list(self.sets)
+        shown = ", ".join(names[-limit:])
+        return shown if len(names) <= limit else f"... {shown}"
+
+    def add_set(self, name: str, members: set[int] | frozenset[int], *, tool: str, pattern: str | None = None,
+                source: str | None = None, refined: bool = False) -> DocSet:
+        check_name(name)
+        if name == ALL:
+            raise WorkspaceError("the set name 'all' is reserved for the whole corpus")
+        ds = DocSet(name, frozenset(members), tool=tool, step=self.step, pattern=pattern, source=source,
+                    refined=refined)
+        self.sets[name] = ds
+        self.last_created = name
+        return ds
+
+    # -- value sets ----------------------------------------------------------------------------------------------
+
+    def get_values(self, name: object) -> ValueSet:
+        if not isinstance(name, str) or name not in self.values:
+            known = ", ".join(self.values) or "none yet (create one with extract_field or extract_list)"
+            raise WorkspaceError(f"unknown value set {name!r}; existing value sets: {known}")
+        return self.values[name]
+
+    def add_values(self, name: str, kind: ValueKind, values: dict[int, Any], *, tool: str,
+                   source: str | None = None, pattern: str | None = None) -> ValueSet:
+        check_name(name)
+        vs = ValueSet(name, kind, values, tool=tool, step=self.step, source=source, pattern=pattern)
+        self.values[name] = vs
+        return vs
+
+    # -- helpers for tools ---------------------------------------------------------------------------------------
+
+    def doc_ref(self, i: int) -> dict[str, str]:
+        d = self.corpus.docs[i]
+        return {"doc_id": d.id, "filename": d.filename}
+
+    def resolve_doc(self, doc_id: object) -> int:
+        if not isinstance(doc_id, str):
+            raise WorkspaceError(f"doc_id must be a string, got {doc_id!r}")
+        i = self.corpus.index_of(doc_id)
+        if i is None:  # let the agent pass a filename too
+            i = next((k for k, d in enumerate(self.corpus.docs) if d.filename == doc_id), None)
+        if i is None:
+            raise WorkspaceError(f"unknown doc_id {doc_id!r}; take ids from a set listing or read_docs")
+        return i
+
+    def reset(self) -> None:
+        """Forget everything but `all` (the stateless ablation calls this between steps)."""
+        self.sets = {ALL: self.sets[ALL]}
+        self.values.clear()
+        self.regexes.clear()
+        self.last_created = None
+
+
+def check_name(name: object) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise WorkspaceError(f"a set name must be a non-empty string, got {name!r}")
+    if len(name) > 120:
+        raise WorkspaceError(f"set name is {len(name)} characters; keep it under 120")
+    return name

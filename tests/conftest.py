@@ -1,0 +1,27 @@
+"""Shared fixtures. Tests are offline and deterministic."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "pipelines" / "samples" / "twowiki"
+
+
+@pytest.fixture(scope="session")
+def sample_dir() -> Path:
+    return SAMPLE
+
+
+@pytest.fixture(scope="session")
+def sample_corpus():
+    from srag_core import load_corpus
+
+    return load_corpus(SAMPLE / "corpus")
