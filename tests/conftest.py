@@ -25,3 +25,14 @@ def sample_corpus():
     from srag_core import load_corpus
 
     return load_corpus(SAMPLE / "corpus")
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray instance for the whole session (ray.init costs about 3 s)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, namespace="srag-tests",
+                 runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1"}})
+    yield ray
