@@ -1,0 +1,90 @@
+import re
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from srag_core.corpus import Corpus
+from srag_core.regex_engine import (Budget, RegexError, RegexTimeout, compile_untrusted, pure_literal,
+                                    required_literals, search)
+
+
+def test_invalid_pattern_message_names_the_problem():
+    with pytest.raises(RegexError, match=r"invalid regex '\(unclosed': missing \).*position"):
+        compile_untrusted("(unclosed")
+    with pytest.raises(RegexError, match="pattern is empty"):
+        compile_untrusted("")
+    with pytest.raises(RegexError, match="must be a string"):
+        compile_untrusted(42)
+    with pytest.raises(RegexError, match="limit is 2000"):
+        compile_untrusted("a" * 2001)
+
+
+@pytest.mark.parametrize("pattern", [r"(a+)+$", r"(a|aa)+$"])
+def test_catastrophic_pattern_costs_at_most_its_budget(pattern):
+    text = "a" * 5000 + "b"
+    started = time.monotonic()
+    try:
+        search(compile_untrusted(pattern), text, Budget(0.5))
+    except RegexTimeout as e:
+        assert "time budget" in str(e) and "catastrophically" in str(e)
+    assert time.monotonic() - started < 3.0
+
+
+def test_runaway_pattern_raises_timeout():
+    with pytest.raises(RegexTimeout):
+        search(compile_untrusted(r"(a|aa)+$"), "a" * 60 + "!", Budget(0.2))
+
+
+def test_required_literals():
+    assert required_literals("composer") == {"composer"}
+    assert required_literals("Chuck Berry") == {"chuck berry"}
+    assert required_literals("prison|jail") == {"prison", "jail"}
+    assert required_literals(r"(?:House|Senate) hearing\s+held") == {" hearing"}
+    assert required_literals(r"Item\s+7\.?\s+Management") == {"management"}
+    assert required_literals(r"\d{4}") is None
+    assert required_literals(r"(?:abc)?xyz") == {"xyz"}
+    assert required_literals(r"a|\d") is None
+    assert required_literals(r"[[:alpha:]]+x") is None  # POSIX class: the regex module reads it differently
+    assert required_literals(r"(?:colour){e<=1}") is None  # fuzzy matching
+    assert required_literals(r"\p{Lu}ondon") is None  # syntax only the regex module knows: no prefilter
+
+
+def test_pure_literal():
+    assert pure_literal("composer") == "composer"
+    assert pure_literal(r"U\.S\.A") == "U.S.A"
+    assert pure_literal("a.b") is None
+    assert pure_literal("a|b") is None
+
+
+WORDS = ["alpha", "beta", "Gamma", "delta", "ALPHA", "béta", "x1", "ſtar", "star", "KELVIN", "\u212aelvin", "straße"]
+texts = st.lists(st.lists(st.sampled_from(WORDS + [" ", "\n", ", ", "\n\n"]), max_size=12).map("".join),
+                 min_size=1, max_size=8)
+atoms = st.sampled_from(["alpha", "beta", "gamma", "star", "kelvin", "a", r"\w+", r"\d", ".", r"\s", "é", "ss"])
+patterns = st.recursive(atoms, lambda inner: st.one_of(
+    st.tuples(inner, inner).map("".join),
+    st.tuples(inner, inner).map(lambda t: f"(?:{t[0]}|{t[1]})"),
+    inner.map(lambda p: f"(?:{p})+"),
+    inner.map(lambda p: f"(?:{p})?"),
+), max_leaves=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts, patterns, st.booleans())
+def test_prefiltered_scan_equals_naive_scan(docs, pattern, case_sensitive):
+    corpus = Corpus.from_texts({f"d{i:02d}.txt": t or "empty" for i, t in enumerate(docs)})
+    compiled = compile_untrusted(pattern, case_sensitive=case_sensitive)
+    fast = corpus.search.filter(compiled, None, Budget(5))
+    naive = [i for i, d in enumerate(corpus.docs) if compiled.search(d.norm)]
+    assert fast == naive
+    subset = list(range(0, len(corpus), 2))
+    assert corpus.search.filter(compiled, subset, Budget(5)) == [i for i in naive if i % 2 == 0]
+
+
+def test_scan_agrees_with_re_on_the_sample(sample_corpus):
+    for pattern in ["director", "born in", r"\b19[0-9]{2}\b", "prison|jail", "Film Festival"]:
+        compiled = compile_untrusted(pattern)
+        fast = sample_corpus.search.filter(compiled, None, Budget(10))
+        naive_re = re.compile(pattern, re.IGNORECASE | re.MULTILINE)
+        assert fast == [i for i, d in enumerate(sample_corpus.docs) if naive_re.search(d.norm)]

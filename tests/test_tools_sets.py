@@ -1,0 +1,200 @@
+"""apply_filter, search_filenames, set_operation, filter_values, explore_patterns, count_set, list_sets."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from srag_core import Corpus, Workspace, run_tool
+from srag_core.tools import REGISTRY
+from tests.corpora import HEARINGS, hearings_corpus
+
+HOUSE = {n for n, c, *_ in HEARINGS if c == "HOUSE"}
+ARMED = {n for n, _, com, *_ in HEARINGS if com == "ARMED SERVICES"}
+
+
+@pytest.fixture
+def ws():
+    return Workspace(hearings_corpus(), question="How many Armed Services hearings did the House hold?")
+
+
+def names(ws, set_name):
+    return {ws.corpus.docs[i].filename for i in ws.get_set(set_name).members}
+
+
+def test_every_tool_has_a_schema_and_an_example_or_no_args():
+    expected = {"apply_filter", "search_filenames", "set_operation", "filter_values", "explore_patterns", "read_docs",
+                "find_in_doc", "table_lookup", "count_set", "extract_field", "extract_list", "extract_from_filename",
+                "aggregate", "calculate", "create_regex", "list_sets"}
+    assert expected <= set(REGISTRY)
+    for t in REGISTRY.values():
+        assert t.schema()["type"] == "object"
+        assert t.examples or not t.schema().get("properties")
+
+
+def test_apply_filter_partitions_the_target_and_reports_diagnostics(ws):
+    obs = run_tool(ws, "apply_filter", {"pattern": "HOUSE OF REPRESENTATIVES", "output_prefix": "house"})
+    assert obs["positive_count"] == 6 and obs["negative_count"] == 4 and obs["total_filtered"] == 10
+    assert names(ws, "house_pos") == HOUSE
+    assert names(ws, "house_neg") == {f for f, *_ in HEARINGS} - HOUSE
+    assert [d["filename"] for d in obs["sample_positive_docs"]][:2] == ["CHRG-117hhrg10001.txt",
+                                                                          "CHRG-117hhrg10002.txt"]
+    assert obs["keyword_decomposition"] == [
+        {"keyword": "HOUSE", "matches": 6, "pct": 60.0},
+        {"keyword": "REPRESENTATIVES", "matches": 6, "pct": 60.0}]
+    assert obs["keyword_intersection"] == {"keywords": ["HOUSE", "REPRESENTATIVES"], "both_match": 6}
+    assert "6 documents matched in text and 0 filenames" in obs["scope_check"]
+    assert obs["auto"]["filename_counts"] == {"HOUSE": 0, "REPRESENTATIVES": 0}
+    assert len(obs["snippets"]["positive"]) == 3 and "HOUSE OF REPRESENTATIVES" in obs["snippets"]["positive"][0]["text"]
+    # Filtering is relative to the target set, and the new set is compared with the previous one.
+    obs = run_tool(ws, "apply_filter", {"pattern": "armed services", "target_set": "house_pos", "output_prefix": "hasc"})
+    assert obs["positive_count"] == 2 and obs["total_filtered"] == 6
+    assert names(ws, "hasc_pos") == HOUSE & ARMED
+    comp = obs["auto"]["set_compositions"]
+    assert comp["sets"] == ["house_pos", "hasc_pos"] and comp["intersect"] == 2 and comp["union"] == 6
+
+
+def test_selectivity_gap_flags_documents_in_another_format(ws):
+    # "Witnesses: 5" style lines; the pattern demands a format only one document uses.
+    obs = run_tool(ws, "apply_filter", {"pattern": r"Senator\s+Reed\s+Inhofe", "output_prefix": "both"})
+    assert obs["positive_count"] == 0
+    assert obs["keyword_intersection"] == {"keywords": ["Senator", "Reed"], "both_match": 2}
+    assert obs["selectivity_gap"].startswith("2 documents contain both 'Senator' and 'Reed'")
+    assert "zero_result_hint" in obs
+
+
+def test_anchor_checks_use_the_question(ws):
+    assert ws.anchors[0] == "Armed"
+    obs = run_tool(ws, "apply_filter", {"pattern": "HOUSE", "output_prefix": "house"})
+    assert obs["entity_coverage"] == {"anchor": "Armed", "in_positive": 2, "outside_positive": 1}
+    assert obs["negative_entity_check"] == "1/4 negatives contain 'Armed' (keyword only)."
+    assert obs["anchor_audit"]["in_positive_docs"] == 2 and obs["anchor_audit"]["of"] == 6
+
+
+def test_scope_check_looks_outside_a_fully_matching_subset(ws):
+    run_tool(ws, "search_filenames", {"pattern": "shrg", "create_set": "senate"})
+    obs = run_tool(ws, "apply_filter", {"pattern": "hearing held", "target_set": "senate", "output_prefix": "h"})
+    assert obs["positive_count"] == 4
+    assert "6 documents outside it match too" in obs["scope_check"]
+
+
+def test_search_filenames_lists_both_ends_and_range(ws):
+    obs = run_tool(ws, "search_filenames", {"pattern": "hhrg", "create_set": "house_files"})
+    assert obs["count"] == 6 and obs["searched"] == 10 and obs["not_matching"] == 4
+    assert obs["filename_range"] == "CHRG-117hhrg10001.txt...CHRG-117hhrg10006.txt"
+    assert names(ws, "house_files") == HOUSE
+    obs = run_tool(ws, "search_filenames", {"pattern": "1000[12]", "target_set": "house_files", "create_set": "early"})
+    assert obs["count"] == 2 and obs["searched"] == 6
+    obs = run_tool(ws, "search_filenames", {"pattern": "zzz"})
+    assert obs["count"] == 0 and "zero_result_hint" in obs
+
+
+def test_set_operations_and_lazy_compound_names(ws):
+    run_tool(ws, "search_filenames", {"pattern": "hhrg", "create_set": "house"})
+    run_tool(ws, "apply_filter", {"pattern": "ARMED SERVICES", "output_prefix": "armed"})
+    obs = run_tool(ws, "set_operation", {"operation": "intersect", "set_a": "house", "set_b": "armed_pos"})
+    assert obs["result_set"] == "house_and_armed_pos" and obs["count"] == 2
+    obs = run_tool(ws, "set_operation", {"operation": "difference", "set_a": "armed_pos", "set_b": "house",
+                                         "result_name": "senate_armed"})
+    assert names(ws, "senate_armed") == ARMED - HOUSE
+    assert run_tool(ws, "set_operation", {"operation": "union", "set_a": "house", "set_b": "armed_pos"})["count"] == 7
+    # A compound name works in any set argument without a set_operation call.
+    assert run_tool(ws, "count_set", {"set_name": "armed_pos_and_house"})["count"] == 2
+    assert run_tool(ws, "count_set", {"set_name": "house_and_armed_pos_and_senate_armed"})["count"] == 0
+
+
+def test_unknown_sets_and_bad_arguments_are_observations(ws):
+    obs = run_tool(ws, "count_set", {"set_name": "nope"})
+    assert obs["error"].startswith("unknown set 'nope'; existing sets: all")
+    obs = run_tool(ws, "apply_filter", {"pattern": "x", "target_set": "missing"})
+    assert "unknown set 'missing'" in obs["error"]
+    obs = run_tool(ws, "apply_filter", {"patern": "x"})
+    assert "unknown argument 'patern'" in obs["error"] and "pattern?" in obs["error"]
+    assert "missing required argument 'set_name'" in run_tool(ws, "count_set", {})["error"]
+    assert "argument 'max_docs'" in run_tool(ws, "read_docs", {"set_name": "all", "max_docs": "lots"})["error"]
+    assert run_tool(ws, "no_such_tool", {})["error"].startswith("unknown tool 'no_such_tool'")
+    assert "must be a JSON object" in run_tool(ws, "count_set", ["all"])["error"]
+    assert "invalid regex" in run_tool(ws, "apply_filter", {"pattern": "(unclosed"})["error"]
+    assert "classifier" in run_tool(ws, "apply_filter", {"filter_type": "classifier", "filter_id": "c"})["error"]
+
+
+def test_runaway_regex_is_an_observation_and_the_workspace_goes_on():
+    ws = Workspace(Corpus.from_texts({"a.txt": "a" * 3000 + "!", "b.txt": "plain"}), regex_budget_s=0.3)
+    obs = run_tool(ws, "apply_filter", {"pattern": r"(a|aa)+$"})
+    assert "time budget" in obs["error"]
+    assert run_tool(ws, "apply_filter", {"pattern": "a!"})["positive_count"] == 1
+
+
+def test_filter_values_thresholds_numbers_and_dates(ws):
+    run_tool(ws, "extract_field", {"pattern": r"Witnesses:\s*(\d+)", "save_as": "witnesses"})
+    obs = run_tool(ws, "filter_values", {"value_set": "witnesses", "operator": ">=", "threshold": 5,
+                                         "create_set": "busy"})
+    assert obs["count"] == 4 and obs["compared"] == 10
+    assert names(ws, "busy") == {n for n, *_, w, _ in HEARINGS if w >= 5}
+    run_tool(ws, "extract_field", {"pattern": r"held (.+)", "as_type": "date", "save_as": "dates"})
+    obs = run_tool(ws, "filter_values", {"value_set": "dates", "operator": "<", "threshold": "2022-01-01",
+                                         "create_set": "in_2021"})
+    assert obs["count"] == 5
+    assert "not a valid date" in run_tool(ws, "filter_values", {"value_set": "dates", "operator": "<",
+                                                                 "threshold": "soon"})["error"]
+
+
+def test_explore_patterns_is_a_dry_run(ws):
+    before = set(ws.sets)
+    obs = run_tool(ws, "explore_patterns", {"patterns": ["Senator", "Representative", "(bad"]})
+    assert [r.get("count") for r in obs["results"]] == [4, 6, None]
+    assert "invalid regex" in obs["results"][2]["error"]
+    assert set(ws.sets) == before
+    assert "at most 5" in run_tool(ws, "explore_patterns", {"patterns": ["a"] * 6})["error"]
+
+
+def test_count_set_warns_about_unrefined_sets(ws):
+    run_tool(ws, "apply_filter", {"pattern": "Armed", "output_prefix": "broad"})
+    obs = run_tool(ws, "count_set", {"set_name": "broad_pos"})
+    assert obs["count"] == 3 and "never refined" in obs["provenance_warning"]
+    assert obs["filename_range"] == "CHRG-117hhrg10001.txt...CHRG-117shrg20001.txt"
+    assert obs["entity_coverage"] == {"anchor": "Armed", "outside_set": 0}
+    run_tool(ws, "apply_filter", {"pattern": r"COMMITTEE ON ARMED", "target_set": "broad_pos", "output_prefix": "r"})
+    assert "provenance_warning" not in run_tool(ws, "count_set", {"set_name": "r_pos"})
+
+
+def test_list_sets_shows_provenance(ws):
+    run_tool(ws, "apply_filter", {"pattern": "Senator", "output_prefix": "sen"})
+    run_tool(ws, "extract_field", {"pattern": r"Witnesses:\s*(\d+)", "target_set": "sen_pos", "save_as": "w"})
+    obs = run_tool(ws, "list_sets", {})
+    by_name = {s["name"]: s for s in obs["sets"]}
+    assert by_name["sen_pos"] == {"name": "sen_pos", "count": 4, "tool": "apply_filter", "step": 1,
+                                  "pattern": "Senator", "source": "all"}
+    assert obs["value_sets"] == [{"name": "w", "kind": "number", "n_values": 4, "source": "sen_pos",
+                                  "tool": "extract_field"}]
+
+
+def test_create_regex_registers_for_reuse(ws):
+    obs = run_tool(ws, "create_regex", {"pattern": r"Senator\s+W\w+", "name": "wsen"})
+    assert obs["matches_in_all"] == 2 and obs["use_as"] == "@wsen"
+    assert run_tool(ws, "apply_filter", {"pattern": "@wsen"})["positive_count"] == 2
+    assert "needs an LLM" in run_tool(ws, "create_regex", {"condition": "senate hearings"})["error"]
+    assert "no registered regex named 'x'" in run_tool(ws, "apply_filter", {"pattern": "@x"})["error"]
+
+
+def test_stateless_reset_keeps_only_all(ws):
+    run_tool(ws, "apply_filter", {"pattern": "Senator"})
+    ws.reset()
+    assert list(ws.sets) == ["all"] and not ws.values
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sets(st.integers(0, 9)), st.sets(st.integers(0, 9)), st.sets(st.integers(0, 9)))
+def test_set_algebra_laws(a, b, c):
+    ws = Workspace(hearings_corpus())
+    for name, members in (("A", a), ("B", b), ("C", c)):
+        ws.add_set(name, members, tool="test")
+
+    def op(kind, x, y):
+        return ws.get_set(run_tool(ws, "set_operation", {"operation": kind, "set_a": x, "set_b": y})["result_set"])
+
+    assert op("intersect", "A", "B").members == op("intersect", "B", "A").members == a & b
+    assert op("union", "A", "B").members == a | b
+    assert op("difference", "A", "B").members == a - b
+    ab = op("union", "A", "B").name
+    assert op("intersect", ab, "C").members == (a & c) | (b & c)  # distributivity
+    assert ws.get_set("A_and_B").members == a & b
