@@ -1,1 +1,20 @@
-"""judges."""
+"""judges: scoring of agent answers against gold answers.
+
+    from judges import LLMJudge, score_answer, aggregate
+    judge = LLMJudge(complete)          # complete(messages: list[dict]) -> str
+    result = score_answer(question, answer, gold, aliases=[...], answer_kind="count", llm=judge)
+    metrics = aggregate(results)
+
+See README.md in this folder for the rules and the policies (precedence, numbers, percents, lists, dates).
+"""
+
+from ._llm_judge import Complete, JudgeError, LLMJudge, Verdict, clean_extraction, parse_verdict
+from ._normalize import best_em_f1, exact_match, normalize_answer, token_f1
+from ._rules import ANSWER_KINDS, INSUFFICIENT, NUMBER_REL_TOL, RuleOutcome, apply_rules
+from ._score import JudgeResult, aggregate, score_answer
+
+__all__ = [
+    "ANSWER_KINDS", "INSUFFICIENT", "NUMBER_REL_TOL", "Complete", "JudgeError", "JudgeResult", "LLMJudge",
+    "RuleOutcome", "Verdict", "aggregate", "apply_rules", "best_em_f1", "clean_extraction", "exact_match",
+    "normalize_answer", "parse_verdict", "score_answer", "token_f1",
+]
