@@ -94,7 +94,7 @@ class Corpus:
 
     @cached_property
     def search(self):  # -> CorpusSearch, built lazily on first use
-        from srag_core.regex_engine import CorpusSearch
+        from srag_core.scanner import CorpusSearch
 
         return CorpusSearch(self)
 

@@ -82,7 +82,7 @@ def _anchor_pattern(ws: Workspace) -> regex.Pattern | None:
 
 
 def docs_with_token(ws: Workspace, token: str, members: Sequence[int] | None) -> list[int]:
-    return ws.corpus.search.docs_containing([token.casefold()], None if members is None else list(members))
+    return ws.corpus.search.docs_with_word(token, members)
 
 
 def set_composition(a: DocSet, b: DocSet) -> dict[str, Any]:
@@ -99,7 +99,7 @@ def apply_filter_diagnostics(ws: Workspace, compiled: regex.Pattern, target: Doc
                              neg: list[int], budget: Budget) -> dict[str, Any]:
     out: dict[str, Any] = {}
     n_target = len(target)
-    filename_hits = sum(1 for i in target.members if compiled.search(ws.corpus.docs[i].filename))
+    filename_hits = len(ws.corpus.search.filter(compiled, sorted(target.members), budget, "spaced_filename"))
     out["scope_check"] = (f"apply_filter looks at document TEXT: {len(pos)} documents matched in text and "
                           f"{filename_hits} filenames match the same pattern. To filter on names or dates in "
                           "filenames, use search_filenames.")
@@ -159,14 +159,13 @@ def anchor_audit(ws: Workspace, pos: list[int], limit: int = 5) -> dict[str, Any
     pattern = _anchor_pattern(ws)
     if pattern is None or not pos:
         return None
-    contexts, hits = [], 0
-    for i in pos:
+    with_anchor = docs_with_token(ws, ws.anchors[0], pos)
+    contexts = []
+    for i in with_anchor[:limit]:
         m = pattern.search(ws.corpus.docs[i].norm)
         if m:
-            hits += 1
-            if len(contexts) < limit:
-                contexts.append(excerpt(ws.corpus.docs[i].norm, m.start(), m.end(), width=90))
-    return {"anchor": ws.anchors[0], "in_positive_docs": hits, "of": len(pos), "contexts": contexts}
+            contexts.append(excerpt(ws.corpus.docs[i].norm, m.start(), m.end(), width=90))
+    return {"anchor": ws.anchors[0], "in_positive_docs": len(with_anchor), "of": len(pos), "contexts": contexts}
 
 
 def count_set_diagnostics(ws: Workspace, ds: DocSet) -> dict[str, Any]:

@@ -50,7 +50,7 @@ def question_landscape(question: str, corpus: Corpus) -> dict[str, Any]:
     search = corpus.search
     n = len(corpus)
     keywords = question_keywords(question)
-    doc_hits = {k: search.docs_containing([k.casefold()], None) for k in keywords}
+    doc_hits = {k: search.docs_with_word(k) for k in keywords}
     rows = [{"keyword": k, "docs": len(doc_hits[k]), "filenames": search.filenames_containing(k)} for k in keywords]
     eligible = sorted((k for k in keywords if 0 < len(doc_hits[k]) < n), key=lambda k: len(doc_hits[k]))
     pairs = [{"keywords": [a, b], "both": len(set(doc_hits[a]) & set(doc_hits[b]))}
@@ -59,7 +59,7 @@ def question_landscape(question: str, corpus: Corpus) -> dict[str, Any]:
     landscape: dict[str, Any] = {"n_docs": n, "keywords": rows, "pairwise": pairs, "anchor_tokens": anchors}
     top = anchors[0] if anchors else (eligible[0] if eligible else None)
     if top is not None:
-        first = search.docs_containing([top.casefold()], None)[0]
+        first = search.docs_with_word(top)[0]
         landscape["snippet"] = {"keyword": top, "filename": corpus.docs[first].filename,
                                 "text": window_around(corpus.docs[first].norm, top, SNIPPET_CHARS)}
     return landscape

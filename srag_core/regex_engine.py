@@ -1,34 +1,29 @@
-"""Running untrusted regexes over a corpus: compile limits, time budgets, and a literal prefilter for speed.
+"""Untrusted regexes: compile limits, time budgets, and the static analysis the corpus scanner relies on.
 
 Patterns come from an LLM, so they are untrusted. They are compiled with the `regex` module and every search runs
-with `timeout=` taken from a per-call `Budget`: a catastrophic pattern such as `(a+)+$` costs at most the budget and
-raises `RegexTimeout`, which tools turn into an observation.
+with `timeout=` taken from a per-call `Budget`: a catastrophic pattern such as `(a|aa)+$` costs at most the budget
+and raises `RegexTimeout`, which tools turn into an observation.
 
-Speed comes from a prefilter. Most agent patterns must contain some literal (`composer`, `Chuck Berry`,
-`prison|jail`). We extract those required literals from the parsed pattern and look for them with plain substring
-search in case-folded copies of the documents, which runs at memchr-like speed in C. Only documents that contain a
-required literal are searched with the full regex, so the result is exact: the prefilter can only admit extra
-candidates, never drop a matching document.
+`required_literals` finds strings of which every match must contain one (`composer`, `chuck berry`,
+`prison|jail`); the scanner (`srag_core.scanner`) uses them as a substring prefilter. `blob_safe` says whether a
+pattern gives the same per-document answer when run over documents joined by newlines.
 """
 
 from __future__ import annotations
 
-import bisect
 import re
 import re._constants as _sc
 import re._parser as _sre_parse
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Literal
+from typing import Iterable
 
 import regex
 
-if TYPE_CHECKING:
-    from srag_core.corpus import Corpus
-
-TextField = Literal["norm", "text"]
 MAX_PATTERN_CHARS = 2000
 DEFAULT_REGEX_BUDGET_S = 10.0
+# Assertions that look past the ends of the searched text, and inline flag changes (which can turn MULTILINE off):
+# such patterns may answer differently on joined documents, so they are always searched one document at a time.
+_BLOB_UNSAFE = ("(?=", "(?!", "(?<=", "(?<!", "\\A", "\\Z", "\\z", "\\G", "\\K", "(?-", "(?r", "(?V1")
 # Syntax the `regex` module reads differently from `re`'s parser (POSIX classes, fuzzy matching, branch reset,
 # word anchors, version and other inline flags). Literal extraction is skipped for such patterns.
 _REGEX_ONLY_SYNTAX = ("[[:", "{e", "{i", "{d", "{s", "(?|", "\\m", "\\M", "(?V", "(?r", "(?f", "(?b", "(?e",
@@ -59,6 +54,12 @@ class Budget:
     def _message(self, where: str = "") -> str:
         return (f"the pattern ran past its {self.seconds:g}s time budget{where}; it probably backtracks "
                 "catastrophically (nested quantifiers such as (a+)+ or (.*)*): simplify it")
+
+
+def fold(text: str) -> str:
+    """Case-fold for substring prefilters. Beyond str.casefold, dotless i and dotted capital I become plain i, because
+    the regex module matches them to I/i when ignoring case; folded text may only gain hits, never lose them."""
+    return text.casefold().replace("\u0131", "i").replace("i\u0307", "i")
 
 
 def compile_untrusted(pattern: object, *, case_sensitive: bool = False, multiline: bool = True) -> regex.Pattern:
@@ -123,7 +124,7 @@ def required_literals(pattern: str, case_sensitive: bool = False) -> frozenset[s
     found = _seq_requirement(list(parsed))
     if not found or any(not s for s in found):
         return None
-    return frozenset(s.casefold() for s in found)
+    return frozenset(fold(s) for s in found)
 
 
 def pure_literal(pattern: str) -> str | None:
@@ -183,103 +184,7 @@ def _item_requirement(op, av) -> frozenset[str] | None:
     return None
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Corpus search
-
-
-@dataclass
-class ScanStats:
-    candidates: int = 0
-    searched: int = 0
-    prefiltered: bool = False
-
-
-class CorpusSearch:
-    """Per-corpus search structures: case-folded texts for substring prefilters, built once and reused."""
-
-    def __init__(self, corpus: "Corpus"):
-        self.corpus = corpus
-        self._folded: dict[str, list[str]] = {}
-        self._blob: dict[str, tuple[str, list[int]]] = {}
-
-    def text(self, i: int, field: TextField) -> str:
-        d = self.corpus.docs[i]
-        return d.norm if field == "norm" else d.text
-
-    def folded(self, field: TextField) -> list[str]:
-        if field not in self._folded:
-            self._folded[field] = [self.text(i, field).casefold() for i in range(len(self.corpus))]
-        return self._folded[field]
-
-    def _full_blob(self, field: TextField) -> tuple[str, list[int]]:
-        """All folded texts joined by NUL, and each document's start offset, for one-pass literal scans."""
-        if field not in self._blob:
-            parts = self.folded(field)
-            starts, pos = [], 0
-            for t in parts:
-                starts.append(pos)
-                pos += len(t) + 1
-            self._blob[field] = ("\0".join(parts), starts)
-        return self._blob[field]
-
-    def docs_containing(self, literals: Iterable[str], indices: list[int] | None, field: TextField = "norm") -> list[int]:
-        """Indices of documents whose folded text contains any of the (already folded) literals; sorted."""
-        lits = [lit for lit in literals if lit]
-        if not lits or any("\0" in lit for lit in lits):
-            return list(range(len(self.corpus))) if indices is None else sorted(indices)
-        if indices is None or len(indices) == len(self.corpus):
-            return self._scan_blob(lits, field)
-        folded = self.folded(field)
-        if len(lits) == 1:
-            lit = lits[0]
-            return sorted(i for i in indices if lit in folded[i])
-        return sorted(i for i in indices if any(lit in folded[i] for lit in lits))
-
-    def _scan_blob(self, lits: list[str], field: TextField) -> list[int]:
-        blob, starts = self._full_blob(field)
-        hits: set[int] = set()
-        for lit in lits:
-            find, pos = blob.find, 0
-            while (at := find(lit, pos)) >= 0:
-                doc = bisect.bisect_right(starts, at) - 1
-                hits.add(doc)
-                pos = starts[doc + 1] if doc + 1 < len(starts) else len(blob)
-        return sorted(hits)
-
-    def filenames_containing(self, literal: str) -> int:
-        folded = literal.casefold()
-        return sum(1 for name in self._folded_filenames() if folded in name)
-
-    def _folded_filenames(self) -> list[str]:
-        if "filenames" not in self._folded:
-            self._folded["filenames"] = [d.filename.casefold() for d in self.corpus.docs]
-        return self._folded["filenames"]
-
-    def count_containing(self, literal: str, indices: list[int] | None = None, field: TextField = "norm") -> int:
-        return len(self.docs_containing([literal.casefold()], indices, field))
-
-    def filter(self, compiled: regex.Pattern, indices: list[int] | None, budget: Budget,
-               field: TextField = "norm", stats: ScanStats | None = None) -> list[int]:
-        """Indices (sorted) of the documents among `indices` (None = all) in which `compiled` finds a match."""
-        stats = stats if stats is not None else ScanStats()
-        case_sensitive = not (compiled.flags & regex.IGNORECASE)
-        lits = required_literals(compiled.pattern, case_sensitive)
-        if lits:
-            candidates = self.docs_containing(lits, indices, field)
-            stats.prefiltered = True
-        else:
-            candidates = list(range(len(self.corpus))) if indices is None else sorted(indices)
-        stats.candidates = len(candidates)
-        # An ASCII literal found in an ASCII document by case-folded substring search is a match: no regex needed.
-        literal = pure_literal(compiled.pattern) if lits and not case_sensitive else None
-        trust_ascii = literal is not None and literal.isascii()
-        out = []
-        for i in candidates:
-            text = self.text(i, field)
-            if trust_ascii and text.isascii():
-                out.append(i)
-                continue
-            stats.searched += 1
-            if search(compiled, text, budget) is not None:
-                out.append(i)
-        return out
+def blob_safe(compiled: regex.Pattern) -> bool:
+    """True when searching newline-joined documents finds a match inside a document exactly when the document
+    alone would (matches that run across a boundary are re-checked by the caller)."""
+    return bool(compiled.flags & regex.MULTILINE) and not any(s in compiled.pattern for s in _BLOB_UNSAFE)

@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from srag_core import scanner
 from srag_core.corpus import Corpus
 from srag_core.regex_engine import (Budget, RegexError, RegexTimeout, compile_untrusted, pure_literal,
                                     required_literals, search)
@@ -58,10 +59,13 @@ def test_pure_literal():
     assert pure_literal("a|b") is None
 
 
-WORDS = ["alpha", "beta", "Gamma", "delta", "ALPHA", "béta", "x1", "ſtar", "star", "KELVIN", "\u212aelvin", "straße"]
+WORDS = ["alpha", "beta", "Gamma", "delta", "ALPHA", "béta", "x1", "ſtar", "star", "KELVIN", "\u212aelvin", "straße",
+         "\u0131stanbul", "\u0130stanbul", "Istanbul", "ﬁne", "fine"]
 texts = st.lists(st.lists(st.sampled_from(WORDS + [" ", "\n", ", ", "\n\n"]), max_size=12).map("".join),
                  min_size=1, max_size=8)
-atoms = st.sampled_from(["alpha", "beta", "gamma", "star", "kelvin", "a", r"\w+", r"\d", ".", r"\s", "é", "ss"])
+atoms = st.sampled_from(["alpha", "beta", "gamma", "star", "kelvin", "a", r"\w+", r"\d", ".", r"\s", "é", "ss",
+                         "istanbul", "ISTANBUL", "fine", "^", "$", r"\b", r"(?=a)", r"(?<!x)", r"\s+", r"\n", "[^x]+",
+                         "(?s:.)+", r"\Z", "(?-i:Gamma)", "x*"])
 patterns = st.recursive(atoms, lambda inner: st.one_of(
     st.tuples(inner, inner).map("".join),
     st.tuples(inner, inner).map(lambda t: f"(?:{t[0]}|{t[1]})"),
@@ -70,16 +74,21 @@ patterns = st.recursive(atoms, lambda inner: st.one_of(
 ), max_leaves=4)
 
 
-@settings(max_examples=300, deadline=None)
-@given(texts, patterns, st.booleans())
-def test_prefiltered_scan_equals_naive_scan(docs, pattern, case_sensitive):
-    corpus = Corpus.from_texts({f"d{i:02d}.txt": t or "empty" for i, t in enumerate(docs)})
+@settings(max_examples=400, deadline=None)
+@given(texts, patterns, st.booleans(), st.sampled_from([8, 4_000_000]))
+def test_fast_scan_equals_naive_scan(docs, pattern, case_sensitive, chunk_chars):
+    corpus = Corpus.from_texts({f"d{i:02d}.txt": t if t.strip() else "empty" for i, t in enumerate(docs)})
     compiled = compile_untrusted(pattern, case_sensitive=case_sensitive)
-    fast = corpus.search.filter(compiled, None, Budget(5))
+    saved, scanner.CHUNK_CHARS = scanner.CHUNK_CHARS, chunk_chars  # tiny chunks put documents on chunk boundaries
+    try:
+        fast = corpus.search.filter(compiled, None, Budget(5))
+        subset = list(range(0, len(corpus), 2))
+        fast_subset = corpus.search.filter(compiled, subset, Budget(5))
+    finally:
+        scanner.CHUNK_CHARS = saved
     naive = [i for i, d in enumerate(corpus.docs) if compiled.search(d.norm)]
     assert fast == naive
-    subset = list(range(0, len(corpus), 2))
-    assert corpus.search.filter(compiled, subset, Budget(5)) == [i for i in naive if i % 2 == 0]
+    assert fast_subset == [i for i in naive if i % 2 == 0]
 
 
 def test_scan_agrees_with_re_on_the_sample(sample_corpus):

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from srag_core import diagnostics as dx
-from srag_core.regex_engine import Budget, RegexTimeout, compile_untrusted, pure_literal, search
+from srag_core.regex_engine import Budget, RegexTimeout, compile_untrusted, pure_literal
 from srag_core.tools._base import Args, ToolError, resolve_pattern, slug, tool
 from srag_core.tools.values import compare_values, parse_threshold
 from srag_core.workspace import ALL, Workspace
@@ -70,7 +70,8 @@ class SearchFilenamesArgs(Args):
     case_sensitive: bool = False
 
 
-@tool("search_filenames", "Find documents whose FILENAME matches a regex; optionally within a target set.",
+@tool("search_filenames", "Find documents whose FILENAME matches a regex (underscores in names also match spaces); "
+                          "optionally within a target set.",
       examples=({"pattern": "value", "create_set": "matched"},
                 {"pattern": "value", "target_set": "existing_set", "create_set": "refined"}))
 def search_filenames(a: SearchFilenamesArgs, ws: Workspace) -> dict:
@@ -79,7 +80,9 @@ def search_filenames(a: SearchFilenamesArgs, ws: Workspace) -> dict:
     target = ws.get_set(a.target_set)
     budget = Budget(ws.regex_budget_s)
     docs = ws.corpus.docs
-    hits = [i for i in sorted(target.members) if search(compiled, docs[i].filename, budget)]
+    members = sorted(target.members)
+    hits = sorted(set(ws.corpus.search.filter(compiled, members, budget, "filename"))
+                  | set(ws.corpus.search.filter(compiled, members, budget, "spaced_filename")))
     previous = ws.sets.get(ws.last_created) if ws.last_created else None
     ds = ws.add_set(a.create_set or f"files_{slug(pattern)}", hits, tool="search_filenames", pattern=pattern,
                     source=target.name, refined=True)

@@ -1,0 +1,176 @@
+"""Fast, exact regex scans of a corpus.
+
+Three tricks keep a scan near memory speed while giving exactly the per-document answer of `regex.search`:
+
+1. Literal prefilter. Most agent patterns must contain a literal (`composer`, `prison|jail`). Documents are
+   case-folded once; a plain substring search (C `str.find`) over them picks the candidates, and only candidates are
+   searched with the full regex. For a pure ASCII literal searched case-insensitively the substring hit is already
+   the answer in every document whose non-ASCII characters never fold to ASCII ("fold-safe"), so no regex runs.
+2. Joined chunks. Calling `regex.search` with a timeout costs about 5 µs per call, which dominates on many small
+   documents. Documents are therefore joined with newlines into chunks of about 4 M characters and searched with a
+   few long calls; a match is mapped back to its document by offset. A match that runs across a document boundary is
+   re-checked on that document alone, and patterns whose answer could change when documents are joined
+   (lookarounds, \\A, \\Z, inline flag changes) are searched one document at a time (`regex_engine.blob_safe`).
+3. Every regex call draws on one `Budget`, so a runaway pattern stops the scan with `RegexTimeout`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Literal, Sequence
+
+import regex
+
+from srag_core.regex_engine import Budget, blob_safe, fold, pure_literal, required_literals, search
+
+if TYPE_CHECKING:
+    from srag_core.corpus import Corpus
+
+TextField = Literal["norm", "text", "filename", "spaced_filename"]
+CHUNK_CHARS = 4_000_000
+_NON_ASCII = regex.compile(r"[^\x00-\x7f]")
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """Consecutive documents joined by a separator; `starts[k]` is where document `first + k` begins."""
+
+    first: int
+    text: str
+    starts: tuple[int, ...]
+    lengths: tuple[int, ...]
+
+    def locate(self, offset: int) -> int:
+        return bisect.bisect_right(self.starts, offset) - 1
+
+    def end(self, k: int) -> int:
+        return self.starts[k] + self.lengths[k]
+
+    def next_start(self, k: int) -> int:
+        return self.starts[k + 1] if k + 1 < len(self.starts) else len(self.text) + 1
+
+
+def _chunks(texts: Sequence[str], sep: str) -> list[_Chunk]:
+    out, first = [], 0
+    while first < len(texts):
+        starts, lengths, size, last = [], [], 0, first
+        while last < len(texts) and (size < CHUNK_CHARS or last == first):
+            starts.append(size)
+            lengths.append(len(texts[last]))
+            size += len(texts[last]) + len(sep)
+            last += 1
+        out.append(_Chunk(first, sep.join(texts[first:last]), tuple(starts), tuple(lengths)))
+        first = last
+    return out
+
+
+class CorpusSearch:
+    """Search structures of one corpus, each built on first use and kept (the corpus is immutable)."""
+
+    def __init__(self, corpus: "Corpus"):
+        self.corpus = corpus
+        self._cache: dict[tuple[str, str], object] = {}
+
+    def _memo(self, key: tuple[str, str], build):
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]
+
+    def text(self, i: int, field: TextField) -> str:
+        d = self.corpus.docs[i]
+        if field == "spaced_filename":  # lets "Siesta Time" find Homage_at_Siesta_Time.txt
+            return d.filename.replace("_", " ")
+        return d.norm if field == "norm" else d.text if field == "text" else d.filename
+
+    def texts(self, field: TextField) -> list[str]:
+        return self._memo(("texts", field), lambda: [self.text(i, field) for i in range(len(self.corpus))])
+
+    def folded(self, field: TextField) -> list[str]:
+        return self._memo(("folded", field), lambda: [fold(t) for t in self.texts(field)])
+
+    def fold_safe(self, field: TextField) -> list[bool]:
+        """Per document: no non-ASCII character folds to something containing ASCII (as 'ß', 'K' or 'ı' do), so a
+        folded ASCII substring hit is a case-insensitive regex match."""
+        def safe(text: str) -> bool:
+            return not any(any(x.isascii() for x in fold(c)) for c in set(_NON_ASCII.findall(text)))
+
+        return self._memo(("fold_safe", field), lambda: [safe(t) for t in self.texts(field)])
+
+    def _chunked(self, kind: str, field: TextField) -> list[_Chunk]:
+        source = self.folded(field) if kind == "folded" else self.texts(field)
+        # Folded chunks are only searched for literals, so NUL keeps a literal from running across documents.
+        return self._memo((f"chunks-{kind}", field), lambda: _chunks(source, "\0" if kind == "folded" else "\n"))
+
+    # -- literal search ------------------------------------------------------------------------------------------
+
+    def docs_containing(self, literals: Iterable[str], indices: Sequence[int] | None,
+                        field: TextField = "norm") -> list[int]:
+        """Sorted indices of documents whose case-folded text contains any of the (case-folded) literals."""
+        lits = [lit for lit in literals if lit]
+        if not lits or any("\0" in lit for lit in lits):
+            return self._all(indices)
+        if indices is not None and len(indices) < len(self.corpus) // 4:
+            folded = self.folded(field)
+            return sorted(i for i in indices if any(lit in folded[i] for lit in lits))
+        hits: set[int] = set()
+        for chunk in self._chunked("folded", field):
+            for lit in lits:
+                pos, find = 0, chunk.text.find
+                while (at := find(lit, pos)) >= 0:
+                    k = chunk.locate(at)
+                    hits.add(chunk.first + k)
+                    pos = chunk.next_start(k)
+        return sorted(hits if indices is None else hits.intersection(indices))
+
+    def docs_with_word(self, word: str, indices: Sequence[int] | None = None, field: TextField = "norm") -> list[int]:
+        """Documents containing `word`, ignoring case (substring inclusion)."""
+        return self.docs_containing([fold(word)], indices, field)
+
+    def count_containing(self, word: str, indices: Sequence[int] | None = None, field: TextField = "norm") -> int:
+        return len(self.docs_with_word(word, indices, field))
+
+    def filenames_containing(self, word: str) -> int:
+        return self.count_containing(word, None, "filename")
+
+    # -- regex search --------------------------------------------------------------------------------------------
+
+    def filter(self, compiled: regex.Pattern, indices: Sequence[int] | None, budget: Budget,
+               field: TextField = "norm") -> list[int]:
+        """Sorted indices of the documents among `indices` (None = all) in which `compiled` finds a match."""
+        case_sensitive = not compiled.flags & regex.IGNORECASE
+        lits = required_literals(compiled.pattern, case_sensitive)
+        candidates = self.docs_containing(lits, indices, field) if lits else self._all(indices)
+        literal = pure_literal(compiled.pattern) if lits and not case_sensitive else None
+        if literal is not None and literal.isascii():
+            safe = self.fold_safe(field)
+            sure = [i for i in candidates if safe[i]]
+            return sorted(sure + self._search_each(compiled, [i for i in candidates if not safe[i]], budget, field))
+        if not lits and blob_safe(compiled) and len(candidates) >= len(self.corpus) // 4:
+            hits = self._search_chunks(compiled, budget, field)
+            return hits if indices is None else sorted(set(hits).intersection(candidates))
+        return self._search_each(compiled, candidates, budget, field)
+
+    def _all(self, indices: Sequence[int] | None) -> list[int]:
+        return list(range(len(self.corpus))) if indices is None else sorted(indices)
+
+    def _search_each(self, compiled: regex.Pattern, candidates: Iterable[int], budget: Budget,
+                     field: TextField) -> list[int]:
+        texts = self.texts(field)
+        return [i for i in candidates if search(compiled, texts[i], budget) is not None]
+
+    def _search_chunks(self, compiled: regex.Pattern, budget: Budget, field: TextField) -> list[int]:
+        texts = self.texts(field)
+        hits = []
+        for chunk in self._chunked("joined", field):
+            pos = 0
+            while (m := search(compiled, chunk.text, budget, pos)) is not None:
+                k = chunk.locate(m.start())
+                doc = chunk.first + k
+                inside = m.end() <= chunk.end(k)
+                if inside or search(compiled, texts[doc], budget) is not None:
+                    hits.append(doc)
+                if k + 1 == len(chunk.starts):
+                    break
+                pos = chunk.starts[k + 1]
+        return hits
