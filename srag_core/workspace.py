@@ -7,7 +7,7 @@ in filename order. The registry starts with `all`. Any tool argument that names 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from srag_core.corpus import Corpus
@@ -150,6 +150,11 @@ class Workspace:
         if i is None:
             raise WorkspaceError(f"unknown doc_id {doc_id!r}; take ids from a set listing or read_docs")
         return i
+
+    def fork(self) -> "Workspace":
+        """A copy whose registries can change without touching this one (sets themselves are immutable)."""
+        return replace(self, sets=dict(self.sets), values=dict(self.values), regexes=dict(self.regexes),
+                       anchors=list(self.anchors))
 
     def reset(self) -> None:
         """Forget everything but `all` (the stateless ablation calls this between steps)."""

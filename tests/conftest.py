@@ -11,6 +11,8 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+pytest_plugins = ["tests.fake_llm"]  # the scripted OpenAI-compatible server fixture `fake_llm`
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "pipelines" / "samples" / "twowiki"
 

@@ -19,7 +19,7 @@ import openai
 import pytest
 from pydantic import ValidationError
 
-from fake_llm import FakeLLM, count_tokens, fake_llm, last_user_message  # noqa: F401 - fake_llm is a fixture
+from tests.fake_llm import FakeLLM, count_tokens, last_user_message
 from srag_core.llm import (ChatResult, LLMClient, LLMConfig, LLMError, Usage, backoff_delay, retry_after_seconds,
                            wire_response_format)
 

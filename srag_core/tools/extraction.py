@@ -15,6 +15,7 @@ from srag_core.tools.values import parse_value
 from srag_core.workspace import ALL, Workspace
 
 MAX_LIST_ITEMS_SHOWN = 200
+MAX_ITEMS_PER_DOC = 2000  # a pattern that matches every word pair should not build millions of items
 
 
 class ExtractFieldArgs(Args):
@@ -23,13 +24,14 @@ class ExtractFieldArgs(Args):
     as_type: Literal["number", "text", "date"] = "number"
     group: int | str = 1
     save_as: str | None = None
+    case_sensitive: bool = True  # capture patterns such as [A-Z][a-z]+ mean their case
 
 
 @tool("extract_field", "Capture ONE value per document with a regex group; stores a scalar value set.", family="agg",
       examples=({"pattern": "your_regex_with_(capture)", "target_set": "filtered_set", "as_type": "number",
                  "save_as": "my_values"},))
 def extract_field(a: ExtractFieldArgs, ws: Workspace) -> dict:
-    compiled, group, note = _compile_with_group(ws, a.pattern, a.group)
+    compiled, group, note = _compile_with_group(ws, a.pattern, a.group, a.case_sensitive)
     target = ws.get_set(a.target_set)
     values, failed, unmatched = {}, [], []
     for i, m in _first_matches(ws, compiled, sorted(target.members), "norm"):
@@ -59,25 +61,34 @@ class ExtractListArgs(Args):
     target_set: str = ALL
     group: int | str = 1
     save_as: str | None = None
+    case_sensitive: bool = True  # capture patterns such as [A-Z][a-z]+ mean their case
 
 
 @tool("extract_list", "Capture EVERY match per document (raw text, newlines kept); stores a list value set.",
       family="agg",
       examples=({"pattern": "^([A-Z][a-z]+ [A-Z][a-z]+)", "target_set": "filtered_set", "save_as": "names"},))
 def extract_list(a: ExtractListArgs, ws: Workspace) -> dict:
-    compiled, group, note = _compile_with_group(ws, a.pattern, a.group)
+    compiled, group, note = _compile_with_group(ws, a.pattern, a.group, a.case_sensitive)
     target = ws.get_set(a.target_set)
     budget = Budget(ws.regex_budget_s)
     values: dict[int, list[str]] = {}
+    capped = 0
     for i in _candidates(ws, compiled, sorted(target.members), "text"):
-        items = [" ".join((m.group(group) or "").split()) for m in finditer(compiled, ws.corpus.docs[i].text, budget)]
-        items = [x for x in items if x]
+        items = []
+        for m in finditer(compiled, ws.corpus.docs[i].text, budget):
+            if len(items) == MAX_ITEMS_PER_DOC:
+                capped += 1
+                break
+            if item := " ".join((m.group(group) or "").split()):
+                items.append(item)
         if items:
             values[i] = items
     name = a.save_as or f"list_{ws.step}"
     vs = ws.add_values(name, "list", values, tool="extract_list", source=target.name, pattern=compiled.pattern)
     obs = _extraction_summary(ws, vs.name, "list", len(target), values)
     obs["n_values"] = sum(len(v) for v in values.values())
+    if capped:
+        obs["capped"] = f"{capped} documents had more than {MAX_ITEMS_PER_DOC} matches; only the first were kept"
     if note:
         obs["note"] = note
     return obs
@@ -89,12 +100,13 @@ class ExtractFromFilenameArgs(Args):
     group: int | str = 1
     as_type: Literal["number", "text", "date"] = "text"
     save_as: str | None = None
+    case_sensitive: bool = True  # capture patterns such as [A-Z][a-z]+ mean their case
 
 
 @tool("extract_from_filename", "Capture a value from each document's FILENAME with a regex group.", family="agg",
       examples=({"pattern": "^([A-Z]+)_", "target_set": "all", "save_as": "company_ticker"},))
 def extract_from_filename(a: ExtractFromFilenameArgs, ws: Workspace) -> dict:
-    compiled, group, note = _compile_with_group(ws, a.pattern, a.group)
+    compiled, group, note = _compile_with_group(ws, a.pattern, a.group, a.case_sensitive)
     target = ws.get_set(a.target_set)
     budget = Budget(ws.regex_budget_s)
     values = {}
@@ -112,8 +124,9 @@ def extract_from_filename(a: ExtractFromFilenameArgs, ws: Workspace) -> dict:
     return obs
 
 
-def _compile_with_group(ws: Workspace, pattern: str, group: int | str) -> tuple[regex.Pattern, int | str, str | None]:
-    compiled = compile_untrusted(resolve_pattern(ws, pattern))
+def _compile_with_group(ws: Workspace, pattern: str, group: int | str,
+                        case_sensitive: bool) -> tuple[regex.Pattern, int | str, str | None]:
+    compiled = compile_untrusted(resolve_pattern(ws, pattern), case_sensitive=case_sensitive)
     if isinstance(group, str) and group.isdigit():
         group = int(group)
     if isinstance(group, str):
