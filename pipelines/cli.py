@@ -14,10 +14,11 @@ import sys
 SUBCOMMAND_MODULES = [
     "pipelines.replay_cmd",
     "pipelines.data_cmd",
+    "pipelines.ask_cmd",
 ]
 
 
-class CliError(Exception):
+class CliError(ValueError):
     """Bad input from the user: printed as one line, exit status 2."""
 
 
@@ -36,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("srag: interrupted", file=sys.stderr)
         return 130
-    except (CliError, ValueError, FileNotFoundError, PermissionError) as e:  # bad input: one line, no traceback
+    except (ValueError, FileNotFoundError, PermissionError) as e:  # bad input (CliError, ConfigError, ...): one line
         print(f"srag {args.command}: error: {e}", file=sys.stderr)
         return 2
 

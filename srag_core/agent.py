@@ -119,7 +119,7 @@ class Agent:
 
     def run(self, question: str, question_id: str = "q") -> Episode:
         started = time.monotonic()
-        run = _Run(Episode(question_id=question_id, question=question, started_at=_now()),
+        run = _Run(Episode(question_id=question_id, question=question, started_at=utc_now()),
                    deadline=started + self.config.episode_timeout_s)
         try:
             self._loop(run, question)
@@ -135,7 +135,7 @@ class Agent:
         ep.usage = {"prompt_tokens": run.usage.prompt_tokens, "completion_tokens": run.usage.completion_tokens,
                     "total_tokens": run.usage.total_tokens, "cost_usd": run.usage.cost_usd, "calls": run.usage.calls}
         ep.wall_s = time.monotonic() - started
-        ep.finished_at = _now()
+        ep.finished_at = utc_now()
         return ep
 
     # -- the loop ----------------------------------------------------------------------------------------------
@@ -228,7 +228,7 @@ class Agent:
             self.on_event(event)
 
 
-def _now() -> str:
+def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 

@@ -1,0 +1,116 @@
+"""`srag ask`: answer one question with one system variant, printing each step as it happens."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from pydantic import ValidationError
+
+from pipelines.cli import CliError
+from pipelines.config import VARIANTS, ConfigError, LocalModel, RetrievalSettings, describe, read_yaml
+from pipelines.endpoints import open_endpoint
+from pipelines.systems import build_index, build_system, needs_chunk_index
+from srag_core import load_corpus
+from srag_core.agent import AgentConfig
+from srag_core.llm import LLMClient, LLMConfig
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ask", help="answer one question with the agent (or another variant)")
+    p.add_argument("question")
+    p.add_argument("--corpus", required=True, help="folder of .txt files, .jsonl or HippoRAG .json")
+    p.add_argument("--config", help="YAML with llm/agent/variant sections (a run config works)")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint; default: config, else OPENAI_BASE_URL")
+    p.add_argument("--model", help="model name; default: config, else OPENAI_MODEL")
+    p.add_argument("--variant", choices=VARIANTS, help="system variant (default zero_ingestion)")
+    p.add_argument("--max-steps", type=int, help="tool-call limit")
+    p.add_argument("--json", action="store_true", help="print the episode record as one JSON object")
+    p.set_defaults(func=run)
+
+
+def settings(args: argparse.Namespace) -> dict[str, Any]:
+    data = read_yaml(args.config) if args.config else {}
+    source = args.config or "command line"
+    llm_data = dict(data.get("llm") or {})
+    if args.base_url:
+        llm_data["base_url"] = args.base_url
+    if args.model:
+        llm_data["model"] = args.model
+    llm_data.setdefault("model", os.environ.get("OPENAI_MODEL"))
+    local = _section(LocalModel, data.get("local_model") or {}, source, "local_model")
+    if not llm_data["model"] and not local.enabled:
+        raise CliError("no model: pass --model, set llm.model in --config, or set OPENAI_MODEL")
+    llm_data["model"] = llm_data["model"] or "local"
+    agent_data = dict(data.get("agent") or {})
+    if args.max_steps:
+        agent_data["max_steps"] = args.max_steps
+    return {"llm": _section(LLMConfig, llm_data, source, "llm"),
+            "agent": _section(AgentConfig, agent_data, source, "agent"),
+            "retrieval": _section(RetrievalSettings, data.get("retrieval") or {}, source, "retrieval"),
+            "variant": args.variant or data.get("variant") or "zero_ingestion", "local": local}
+
+
+def _section(model, data: Any, source: str, name: str):
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(describe(e, f"{source} ({name})")) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = settings(args)
+    corpus = load_corpus(args.corpus)
+    for w in corpus.warnings:
+        print(f"srag ask: warning: {w}", file=sys.stderr)
+    index = build_index(corpus, cfg["retrieval"], ".cache/embeddings") if needs_chunk_index(cfg["variant"]) else None
+    printer = None if args.json else StepPrinter()
+    with open_endpoint(cfg["llm"], cfg["local"]) as llm_cfg, LLMClient(llm_cfg) as llm:
+        system = build_system(cfg["variant"], corpus, llm, cfg["agent"], cfg["retrieval"], index, on_event=printer)
+        episode = system.run(args.question, "ask")
+    if args.json:
+        print(json.dumps(episode.model_dump(), ensure_ascii=False, default=str))
+    else:
+        print(f"\nanswer: {episode.answer}" if episode.answer is not None else f"\nno answer ({episode.status})")
+        tokens = int(episode.usage.get("total_tokens", 0))
+        print(f"[{episode.status}{': ' + episode.error if episode.error else ''} · {episode.steps} steps · "
+              f"{tokens:,} tokens · ${episode.usage.get('cost_usd', 0):.4f} · {episode.wall_s:.1f} s]")
+    return 0 if episode.finished else 1
+
+
+class StepPrinter:
+    """Prints each step of an episode as it happens: thought, tool call, a one-line observation summary."""
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if event["type"] == "llm" and event.get("thought"):
+            print(f"\nstep {event['step']} · thought: {_clip(event['thought'], 300)}", flush=True)
+        if event["type"] == "llm" and event.get("tool"):
+            print(f"  → {event['tool']} {_clip(json.dumps(event.get('args'), ensure_ascii=False), 200)}", flush=True)
+        elif event["type"] == "tool":
+            print(f"  ← {summarize(event['observation'])}", flush=True)
+
+
+def summarize(obs: dict[str, Any]) -> str:
+    if "error" in obs:
+        return f"error: {_clip(obs['error'], 200)}"
+    if "positive_count" in obs:
+        return f"{obs['positive_set']}: {obs['positive_count']} of {obs['total_filtered']} documents"
+    if "set_created" in obs:
+        return f"{obs['set_created']}: {obs['count']} filenames matched"
+    if "value_set" in obs and "extracted" in obs:
+        return f"{obs['value_set']}: {obs['extracted']} values from {obs['scanned']} documents"
+    if "result" in obs:
+        return f"result: {_clip(json.dumps(obs['result'], ensure_ascii=False, default=str), 200)}"
+    if "count" in obs:
+        return f"count: {obs['count']}"
+    if "docs" in obs:
+        return f"read {obs['returned']} of {obs['of']} documents: {', '.join(d['filename'] for d in obs['docs'])}"
+    return _clip(json.dumps(obs, ensure_ascii=False, default=str), 200)
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[:n - 3] + "..."

@@ -1,0 +1,197 @@
+"""Typed run and sweep configurations, loaded from YAML.
+
+A run is one dataset x one system variant x one LLM x judge settings x limits. A sweep is a base run plus a grid of
+dotted keys (`variant`, `llm.model`, `limits.seed`, ...) whose product expands into runs. Unknown keys and bad values
+are errors that name the key and the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from srag_core.agent import AgentConfig
+from srag_core.llm import LLMConfig
+
+VARIANTS = ("zero_ingestion", "no_landscape", "no_diagnostics", "no_redaction", "stateless", "vanilla_rag",
+            "limited_ingestion")
+Variant = Literal["zero_ingestion", "no_landscape", "no_diagnostics", "no_redaction", "stateless", "vanilla_rag",
+                  "limited_ingestion"]
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; the message names the file and the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JudgeSettings(_Strict):
+    use_llm: bool = True  # run the two-call LLM judge (otherwise deterministic rules, then exact match)
+    llm: LLMConfig | None = None  # None: the run's own endpoint and model, at temperature 0
+
+
+class Limits(_Strict):
+    limit: int | None = Field(None, ge=1)  # first N questions (after shuffling by seed when shuffle is set)
+    shuffle: bool = False
+    seed: int = 0
+
+
+class Execution(_Strict):
+    ray_address: str | None = None  # None: RAY_ADDRESS, else a local Ray started for the run
+    actors: int = Field(2, ge=1)
+    episodes_per_actor: int = Field(8, ge=1)  # episodes one actor runs at once (threads; LLM waits overlap)
+    cpus_per_actor: float = Field(1.0, gt=0)
+    max_concurrent_requests: int = Field(32, ge=1)  # per LLM endpoint, across all actors
+    requests_per_minute: int | None = Field(None, ge=1)
+    max_actor_restarts: int = Field(3, ge=0)
+    episode_retries_on_actor_death: int = Field(2, ge=0)
+
+
+class Tracking(_Strict):
+    uri: str | None = None  # None: MLFLOW_TRACKING_URI, else sqlite under the runs folder
+    experiment: str = "srag"
+    traces: bool = True  # log each episode as an MLflow trace with LLM and tool spans
+
+
+class LocalModel(_Strict):
+    """Start a local llama.cpp server for this run (the quickstart); the run's llm.base_url then points at it."""
+
+    enabled: bool = False
+    n_ctx: int = Field(8192, ge=512)
+    n_threads: int | None = None
+    startup_timeout_s: float = 180.0
+
+
+class RetrievalSettings(_Strict):
+    """Vanilla RAG and cosine search."""
+
+    encoder: str = "all-MiniLM-L6-v2"
+    chunk_chars: int = Field(900, ge=50)
+    overlap: float = Field(0.5, ge=0, lt=1)
+    top_k: int = Field(5, ge=1)
+
+
+class RunConfig(_Strict):
+    name: str = "run"
+    dataset: str | None = None  # a registry name (see `srag datasets`)
+    corpus: str | None = None  # or an explicit corpus path ...
+    questions: str | None = None  # ... and questions.jsonl
+    variant: Variant = "zero_ingestion"
+    llm: LLMConfig
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    limits: Limits = Field(default_factory=Limits)
+    execution: Execution = Field(default_factory=Execution)
+    tracking: Tracking = Field(default_factory=Tracking)
+    local_model: LocalModel = Field(default_factory=LocalModel)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    runs_dir: str = "runs"
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "RunConfig":
+        if self.dataset is None and (self.corpus is None or self.questions is None):
+            raise ValueError("give either 'dataset' or both 'corpus' and 'questions'")
+        if self.dataset is not None and (self.corpus is not None or self.questions is not None):
+            raise ValueError("give 'dataset' or 'corpus'+'questions', not both")
+        return self
+
+    def fingerprint(self) -> str:
+        """Short hash of everything that changes results (not where results go)."""
+        material = self.model_dump(exclude={"name", "runs_dir", "tracking", "execution"}, mode="json")
+        return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:10]
+
+
+class SweepConfig(_Strict):
+    name: str = "sweep"
+    base: dict[str, Any]
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+
+    def expand(self, source: str = "sweep") -> list[RunConfig]:
+        keys = list(self.grid)
+        runs = []
+        for values in itertools.product(*(self.grid[k] for k in keys)) if keys else [()]:
+            data = json.loads(json.dumps(self.base))
+            for key, value in zip(keys, values):
+                set_dotted(data, key, value)
+            label = "-".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in zip(keys, values)) or "base"
+            data["name"] = f"{self.name}/{label}"
+            runs.append(validate_run(data, f"{source} [{label}]"))
+        return runs
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text.rsplit("/", 1)[-1][:40]
+
+
+def set_dotted(data: dict, dotted: str, value: Any) -> None:
+    node = data
+    *parents, leaf = dotted.split(".")
+    for p in parents:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"grid key {dotted!r}: {p!r} is not a section")
+    node[leaf] = value
+
+
+def describe(err: ValidationError, source: str) -> str:
+    problems = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
+        problems.append(f"{key}: {msg}")
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{source}: {problems[0]}{more}" if len(problems) <= 1 else f"{source}: {'; '.join(problems[:3])}{more}"
+
+
+def validate_run(data: Any, source: str) -> RunConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a run config must be a mapping")
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(describe(e, source)) from None
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file not found: {p}")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{p}: not valid YAML{where}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: expected a mapping at the top level")
+    return data
+
+
+def load_run(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
+    data = read_yaml(path)
+    if "grid" in data or "base" in data:
+        raise ConfigError(f"{path}: this is a sweep file; use `srag sweep`")
+    for key, value in (overrides or {}).items():
+        set_dotted(data, key, value)
+    return validate_run(data, str(path))
+
+
+def load_sweep(path: str | Path) -> SweepConfig:
+    data = read_yaml(path)
+    try:
+        sweep = SweepConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(describe(e, str(path))) from None
+    for key in sweep.grid:
+        if not isinstance(sweep.grid[key], list) or not sweep.grid[key]:
+            raise ConfigError(f"{path}: grid.{key}: must be a non-empty list")
+    return sweep
