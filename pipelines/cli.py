@@ -15,6 +15,7 @@ SUBCOMMAND_MODULES = [
     "pipelines.replay_cmd",
     "pipelines.data_cmd",
     "pipelines.ask_cmd",
+    "pipelines.datasets_cmd",
 ]
 
 

@@ -1,0 +1,36 @@
+"""`srag datasets`: list the registered benchmarks, whether each is built, and its counts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from pipelines.datasets import DEFAULT_CACHE_ROOT, DEFAULT_DATA_ROOT, list_datasets
+
+
+def add_root_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-root", type=Path, default=DEFAULT_DATA_ROOT,
+                   help="folder with the staged source data (default: %(default)s)")
+    p.add_argument("--cache-root", type=Path, default=DEFAULT_CACHE_ROOT,
+                   help="where converted benchmarks are built (default: %(default)s)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("datasets", help="list the benchmarks the registry knows")
+    add_root_options(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    rows = list_datasets(data_root=args.data_root, cache_root=args.cache_root)
+    if args.json:
+        print(json.dumps({"datasets": rows}, ensure_ascii=False))
+        return 0
+    print(f"{'name':<17} {'state':<10} {'docs':>6} {'questions':>9}  description")
+    for row in rows:
+        state = "not built" if not row["built"] else {True: "built", False: "stale", None: "built"}[row["up_to_date"]]
+        print(f"{row['name']:<17} {state:<10} {row.get('n_docs', ''):>6} {row.get('n_questions', ''):>9}  "
+              f"{row['description']}")
+    return 0
