@@ -11,7 +11,8 @@ built-in retriever. This package never imports Ray or MLflow; `srag car` (pipeli
 from ._authority import (FINSUPERQA_RULES, LEGAL_RULES, MEDICAL_RULES, SECURITY_RULES, AuthorityGraph, Rule,
                          rssg, rule_edges)
 from ._datasets import (DATASETS, dataset_available, dataset_names, default_data_dir, load_dataset,
-                        load_overruling_pairs, subset)
+                        load_overruling_pairs, make_example, subset)
+from ._domains import finance_domain, legal_domain, medical_domain, security_domain
 from ._metrics import (controlling_rank, no_ignored_superseder, rank_of, ranks_from_scores, recall_at_k,
                        reciprocal_rank, tca_at_k, wilson_interval)
 from ._model import Corpus, Dataset, Doc, Domain, Example, LexicalProfile
@@ -26,6 +27,7 @@ __all__ = [
     "LexicalProfile", "MEDICAL_RULES", "OracleRetriever", "RETRIEVER_NAMES", "Ranking", "RegexNERRetriever",
     "Retriever", "Rule", "SECURITY_RULES", "TfidfRetriever", "TwoStageRetriever", "build_retriever",
     "controlling_rank", "dataset_available", "dataset_names", "default_data_dir", "evaluate", "load_custom_retriever",
-    "load_dataset", "load_overruling_pairs", "no_ignored_superseder", "rank_of", "ranks_from_scores", "recall_at_k",
+    "finance_domain", "legal_domain", "load_dataset", "load_overruling_pairs", "make_example", "medical_domain",
+    "security_domain", "no_ignored_superseder", "rank_of", "ranks_from_scores", "recall_at_k",
     "reciprocal_rank", "rssg", "rule_edges", "subset", "tca_at_k", "wilson_interval",
 ]

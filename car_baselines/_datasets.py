@@ -122,8 +122,9 @@ def hop_label(hop_type: str | None) -> str | None:
     return f"T{m.group(1)}" if m else hop_type
 
 
-def _example(example_id: str, query: str, docs: Sequence[Doc], anchors: Sequence[str],
-             edges: Sequence[tuple[str, str]], **extra: Any) -> Example:
+def make_example(example_id: str, query: str, docs: Sequence[Doc], anchors: Sequence[str],
+                 edges: Sequence[tuple[str, str]], **extra: Any) -> Example:
+    """An example whose controlling documents are computed: front(cl(anchors)) under `edges`."""
     controlling = AuthorityGraph(edges).controlling(anchors)
     order = [d.doc_id for d in docs]
     return Example(example_id=example_id, query=query, doc_ids=tuple(order), anchor_ids=tuple(anchors),
@@ -153,7 +154,7 @@ def load_finsuperqa(data_dir: Path, contaminated: bool = False) -> Dataset:
             _fields(ev, ("event_id", "text", "timestamp", "event_type"), where)
             kb.append(Doc(ev["event_id"], ev["text"], ev["event_type"], scope, _time(ev["timestamp"], where)))
         anchor = min(kb, key=lambda d: d.timestamp)
-        examples.append(_example(
+        examples.append(make_example(
             row["example_id"], row["query"], kb, [anchor.doc_id], rule_edges(kb, FINSUPERQA_RULES),
             answer=row["answer"], hop_type=hop_label(row["hop_type"]),
             provenance_ids=tuple(h["event_id"] for h in row["provenance"])))
@@ -208,7 +209,7 @@ def load_ghsa(data_dir: Path, freeform: bool = False) -> Dataset:
         if freeform and p["id"] not in queries:
             raise ValueError(f"{data_dir / GHSA_FREEFORM}: no free-form query for {p['id']}")
         query = queries[p["id"]] if freeform else GHSA_QUERY.format(product=p["product"], cve_id=p["cve_id"])
-        examples.append(_example(p["id"], query, [disc, patch], [disc.doc_id], [(disc.doc_id, patch.doc_id)],
+        examples.append(make_example(p["id"], query, [disc, patch], [disc.doc_id], [(disc.doc_id, patch.doc_id)],
                                  hop_type="T1", meta={"product": p["product"], "cve_id": p["cve_id"]}))
         disclosures.append(disc)
         patches.append(patch)
@@ -232,7 +233,7 @@ def load_cve_synth(data_dir: Path, hint: bool = False) -> Dataset:
         disc = next(d for d in kb if d.doc_type == "cve_disclosed")
         patch = next(d for d in kb if d.doc_type == "patch_released")
         query = queries[row["example_id"]] + (f" {row['employee']}" if hint else "")
-        examples.append(_example(row["example_id"], query, [disc, patch], [disc.doc_id], _data_edges(row, kb),
+        examples.append(make_example(row["example_id"], query, [disc, patch], [disc.doc_id], _data_edges(row, kb),
                                  answer=row["answer"], hop_type="T1",
                                  meta={"product": row["employee"], "cve_id": row["ticker"]}))
         disclosures.append(disc)
@@ -253,7 +254,7 @@ def load_cve_structured(data_dir: Path) -> Dataset:
     for row in rows:
         kb = _kb_docs(row, {"product": row["employee"].lower(), "cve_id": row["ticker"].upper()})
         disc = next(d for d in kb if d.doc_type == "cve_disclosed")
-        examples.append(_example(row["example_id"], row["query"], kb, [disc.doc_id], _data_edges(row, kb),
+        examples.append(make_example(row["example_id"], row["query"], kb, [disc.doc_id], _data_edges(row, kb),
                                  answer=row["answer"], hop_type=hop_label(row["hop_type"]),
                                  provenance_ids=tuple(d.doc_id for d in kb)))
         gold.extend(kb)
@@ -320,7 +321,7 @@ def load_legal_synth(data_dir: Path, hint: bool = False) -> Dataset:
         last = next(d for d in kb if d.doc_type == "ruling_overruled")
         a, b, _, _ = _parties(row["employee"])
         query = queries[row["example_id"]] + (f" {a} {b}" if hint else "")
-        examples.append(_example(row["example_id"], query, [first, last], [first.doc_id], _data_edges(row, kb),
+        examples.append(make_example(row["example_id"], query, [first, last], [first.doc_id], _data_edges(row, kb),
                                  answer=row["answer"], hop_type="T1", meta={"case": row["employee"]}))
         issued.append(first)
         overruled.append(last)
@@ -340,7 +341,7 @@ def load_legal_structured(data_dir: Path) -> Dataset:
     for row in rows:
         kb = _kb_docs(row, {"case": row["employee"]})
         first = next(d for d in kb if d.doc_type == "ruling_issued")
-        examples.append(_example(row["example_id"], row["query"], kb, [first.doc_id], _data_edges(row, kb),
+        examples.append(make_example(row["example_id"], row["query"], kb, [first.doc_id], _data_edges(row, kb),
                                  answer=row["answer"], hop_type=hop_label(row["hop_type"]),
                                  provenance_ids=tuple(d.doc_id for d in kb)))
         gold.extend(kb)
@@ -366,7 +367,7 @@ def load_overruling_pairs(path: Path, name: str) -> Dataset:
         first = Doc(f"{pair_id}:original", p["original_text"], "ruling_issued", {"case": slug})
         last = Doc(f"{pair_id}:overruling", p["overruling_text"], "ruling_overruled", {"case": slug})
         query = p.get("query") or SCOTUS_QUERY.format(case=p["original_case"])
-        examples.append(_example(pair_id, query, [first, last], [first.doc_id], [(first.doc_id, last.doc_id)],
+        examples.append(make_example(pair_id, query, [first, last], [first.doc_id], [(first.doc_id, last.doc_id)],
                                  hop_type="T1", meta={"original_case": p["original_case"],
                                                       "overruling_case": p["overruling_case"]}))
         originals.append(first)
@@ -435,7 +436,7 @@ def load_fda(data_dir: Path) -> Dataset:
         scope = {"drug": p["norm_name"]}
         label = Doc(f"{p['id']}:label", p["anchor_text"], "drug_label", scope)
         recall = Doc(f"{p['id']}:recall", p["superseder_text"], "recall_enforcement", scope)
-        examples.append(_example(p["id"], p["query"], [label, recall], [label.doc_id],
+        examples.append(make_example(p["id"], p["query"], [label, recall], [label.doc_id],
                                  [(label.doc_id, recall.doc_id)], hop_type="T1", meta={"drug": p["norm_name"]}))
         labels.append(label)
         recalls.append(recall)

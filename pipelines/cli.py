@@ -16,6 +16,7 @@ SUBCOMMAND_MODULES = [
     "pipelines.data_cmd",
     "pipelines.ask_cmd",
     "pipelines.datasets_cmd",
+    "pipelines.car_cmd",
 ]
 
 

@@ -1,0 +1,110 @@
+"""`srag car`: one cell, bad input, and a grid on Ray logged to MLflow."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines.cli import main
+
+from tests.test_car_datasets import write_data  # tiny CAR data files shared with the loader tests
+
+
+@pytest.fixture()
+def data(tmp_path: Path) -> Path:
+    return write_data(tmp_path / "car")
+
+
+def car(data: Path, tmp_path: Path, *extra: str) -> list[str]:
+    return ["car", "--data-dir", str(data), "--cache-dir", str(tmp_path / "cache"), *extra]
+
+
+def test_one_cell_prints_one_json_result(data, tmp_path, capsys):
+    assert main(car(data, tmp_path, "--dataset", "finsuperqa", "--retriever", "two_stage", "--stage1", "bm25",
+                    "--json")) == 0
+    out = capsys.readouterr().out
+    result = json.loads(out)
+    assert out.count("\n") == 1
+    for key in ("dataset", "retriever", "n", "k", "tca_at_k", "recall_at_k", "mean_rank", "median_rank", "mrr",
+                "tca_ci95"):
+        assert key in result
+    assert (result["dataset"], result["retriever"], result["n"], result["k"]) == ("finsuperqa", "two_stage", 3, 5)
+    assert result["tca_at_k"] == 1.0 and result["tca_ci95"][1] == 1.0
+    assert set(result["tca_by_hop"]) == {"T0", "T1", "T2"}
+    assert "rows" not in result
+
+
+def test_split_k_and_rows(data, tmp_path, capsys):
+    assert main(car(data, tmp_path, "--dataset", "finsuperqa", "--retriever", "bm25", "--split", "test", "--k", "1",
+                    "--json", "--rows")) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["n"] == 1 and result["k"] == 1 and result["split"] == "test"
+    assert [row["example_id"] for row in result["rows"]] == ["ex-t2"]
+
+
+def test_text_output_names_the_metrics(data, tmp_path, capsys):
+    assert main(car(data, tmp_path, "--dataset", "legal-real", "--retriever", "regex_ner")) == 0
+    out = capsys.readouterr().out
+    assert "legal-real / regex_ner" in out and "TCA@5        1.000" in out
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--dataset", "nope", "--retriever", "bm25"), "unknown dataset 'nope'"),
+    (("--dataset", "finsuperqa", "--retriever", "bm2"), "unknown retriever 'bm2'"),
+    (("--dataset", "finsuperqa", "--retriever", "bm25", "--k", "0"), "--k must be a positive integer"),
+    (("--dataset", "finsuperqa", "--retriever", "bm25", "--k1", "-1"), "--k1 must be a positive integer"),
+    (("--dataset", "fda", "--retriever", "bm25"), "fda_recall_pairs.json"),
+    (("--dataset", "scotus", "--retriever", "bm25"), "SCOTUS pairs file is not available"),
+    (("--dataset", "ghsa", "--retriever", "nosuchmodule:Thing"), "cannot load custom retriever"),
+])
+def test_bad_input_exits_2_with_one_line(data, tmp_path, capsys, monkeypatch, args, message):
+    monkeypatch.delenv("CAR_SCOTUS_FILE", raising=False)
+    assert main(car(data, tmp_path, *args)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("srag car: error: ") and message in err and err.count("\n") == 1
+
+
+def test_malformed_data_file_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "finsuperqa_v1.jsonl").write_text("{broken\n")
+    assert main(car(bad, tmp_path, "--dataset", "finsuperqa", "--retriever", "bm25")) == 2
+    assert "line 1 is not valid JSON" in capsys.readouterr().err
+
+
+def test_missing_data_folder_exits_2(tmp_path, capsys):
+    assert main(car(tmp_path / "absent", tmp_path, "--dataset", "finsuperqa", "--retriever", "bm25")) == 2
+    assert "data folder not found" in capsys.readouterr().err
+
+
+def test_grid_runs_on_ray_and_logs_parent_and_children(ray_local, data, tmp_path, capsys):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert main(car(data, tmp_path, "--dataset", "finsuperqa,legal-real", "--retriever", "bm25,oracle,regex_ner",
+                    "--tracking-uri", uri, "--experiment", "car-test", "--json")) == 0
+    report = json.loads(capsys.readouterr().out)
+    results = report["results"]
+    assert [(r["dataset"], r["retriever"]) for r in results] == [
+        (d, r) for d in ("finsuperqa", "legal-real") for r in ("bm25", "oracle", "regex_ner")]
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("car-test")
+    parent = client.get_run(report["parent_run_id"])
+    assert parent.data.params["datasets"] == "finsuperqa,legal-real" and parent.data.params["k"] == "5"
+    children = client.search_runs([exp.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert len(children) == 6
+    logged = {(c.data.params["dataset"], c.data.params["retriever"]): c.data for c in children}
+    for r in results:
+        data_ = logged[(r["dataset"], r["retriever"])]
+        assert data_.metrics["tca_at_k"] == pytest.approx(r["tca_at_k"])
+        assert data_.metrics["mrr"] == pytest.approx(r["mrr"])
+        assert data_.metrics["tca_ci95_low"] == pytest.approx(r["tca_ci95"][0])
+    assert logged[("finsuperqa", "oracle")].metrics["tca_T2"] == 1.0
+    assert logged[("legal-real", "regex_ner")].metrics["tca_at_k"] == 1.0
+    assert all(c.info.status == "FINISHED" for c in children)
+    artifacts = [a.path for a in client.list_artifacts(parent.info.run_id)]
+    assert "car_grid.txt" in artifacts
