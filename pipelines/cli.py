@@ -15,8 +15,9 @@ SUBCOMMAND_MODULES = [
     "pipelines.replay_cmd",
     "pipelines.data_cmd",
     "pipelines.ask_cmd",
-    "pipelines.datasets_cmd",
+    "pipelines.run_cmd",
     "pipelines.car_cmd",
+    "pipelines.datasets_cmd",
 ]
 
 

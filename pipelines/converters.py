@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterable
 
-from srag_core.corpus import filename_for_title
+from srag_core.corpus import filename_for_title, unique_name
 
 YES_NO = {"yes", "no"}
 
@@ -44,23 +44,13 @@ def write_benchmark(out: Path, docs: Iterable[tuple[str, str]], questions: Itera
     return n_docs, n_q
 
 
-def unique_filename(name: str, used: dict[str, int]) -> str:
-    """`name`, or `name` with `_2`, `_3`, ... before `.txt` when it was handed out before (titles repeat)."""
-    base = name
-    while name in used:  # loop: a real title may already be called `X_2`
-        used[base] += 1
-        name = f"{base[:-4]}_{used[base]}.txt"
-    used.setdefault(name, 1)
-    return name
-
-
 def hipporag_passages(records: list[dict]) -> list[tuple[str, str, str]]:
     """(title, filename, text) for HippoRAG corpus records, with the same filenames `load_corpus` gives them."""
-    used: dict[str, int] = {}
+    used: set[str] = set()
     out = []
     for rec in records:
         title = rec.get("title") or ""
-        name = unique_filename(filename_for_title(title), used)
+        name = unique_name(filename_for_title(title), used)
         out.append((title, name, f"{title}\n\n{rec['text']}" if title else rec["text"]))
     return out
 
@@ -237,11 +227,11 @@ def complextr_type(question: str) -> str:
 
 def complextr_documents(corpus: list[dict]) -> list[tuple[str, str, str]]:
     """(page title, filename, text) per ComplexTR document, named after the recovered page title."""
-    used: dict[str, int] = {}
+    used: set[str] = set()
     out = []
     for rec in corpus:
         title = complextr_page_title(rec["context"], rec.get("title") or str(rec["doc_id"]))
-        out.append((title, unique_filename(filename_for_title(title), used), rec["context"]))
+        out.append((title, unique_name(filename_for_title(title), used), rec["context"]))
     return out
 
 

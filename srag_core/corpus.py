@@ -56,6 +56,10 @@ class Document:
     def chars(self) -> int:
         return len(self.text)
 
+    def __getstate__(self) -> dict:
+        # Ship only the source fields to other processes; the normalized text is rebuilt where it is needed.
+        return {k: v for k, v in self.__dict__.items() if k != "norm"}
+
 
 @dataclass(frozen=True, eq=False)
 class Corpus:
@@ -73,6 +77,10 @@ class Corpus:
 
     def __len__(self) -> int:
         return len(self.docs)
+
+    def __getstate__(self) -> dict:
+        # Search structures are large and cheap to rebuild: each replica builds its own.
+        return {k: v for k, v in self.__dict__.items() if k != "search"}
 
     def __getitem__(self, index: int) -> Document:
         return self.docs[index]
@@ -190,10 +198,21 @@ def filename_for_title(title: str) -> str:
     return stem[:150] + ".txt"
 
 
+def unique_name(name: str, used: set[str]) -> str:
+    """`name`, or `stem_2.txt`, `stem_3.txt`... when taken: titles repeat (MuSiQue has several "Shrek" passages, and
+    a repeated "Shrek" must not collide with a real "Shrek 2")."""
+    stem, k, candidate = name[:-4], 1, name
+    while candidate in used:
+        k += 1
+        candidate = f"{stem}_{k}.txt"
+    used.add(candidate)
+    return candidate
+
+
 def _load_records(p: Path, records: list, max_doc_bytes: int) -> Corpus:
     docs: list[Document] = []
     warnings: list[str] = []
-    used: dict[str, int] = {}
+    used: set[str] = set()
     for n, rec in enumerate(records, 1):
         if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
             warnings.append(f"record {n}: skipped: no 'text' string")
@@ -206,11 +225,7 @@ def _load_records(p: Path, records: list, max_doc_bytes: int) -> Corpus:
         if len(text.encode("utf-8")) > max_doc_bytes:
             warnings.append(f"record {n}: skipped: over the {max_doc_bytes:,}-byte limit per document")
             continue
-        name = filename_for_title(title or str(rec.get("id", n)))
-        if name in used:  # titles can repeat (MuSiQue): keep every passage under a distinct filename
-            used[name] += 1
-            name = f"{name[:-4]}_{used[name]}.txt"
-        used.setdefault(name, 1)
+        name = unique_name(filename_for_title(title or str(rec.get("id", n))), used)
         body = f"{title}\n\n{text}" if title else text
         doc_id = str(rec["id"]) if rec.get("id") is not None else stable_doc_id(name)
         docs.append(Document(doc_id, name, body, title))

@@ -38,3 +38,43 @@ def ray_local():
         ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, namespace="srag-tests",
                  runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1"}})
     yield ray
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory):
+    """A real `mlflow server` on loopback with a SQLite backend, for the whole session (it takes ~10 s to start)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    root = tmp_path_factory.mktemp("mlflow")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(root / "server.log", "wb")
+    mlflow_bin = Path(sys.executable).with_name("mlflow")
+    proc = subprocess.Popen([str(mlflow_bin), "server", "--host", "127.0.0.1", "--port", str(port),
+                             "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+                             "--default-artifact-root", (root / "artifacts").as_uri(), "--no-serve-artifacts",
+                             "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            urllib.request.urlopen(f"{uri}/health", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("mlflow server did not start: " + (root / "server.log").read_text()[-2000:])
+            time.sleep(0.5)
+    yield uri
+    os.killpg(proc.pid, 15)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+    log.close()

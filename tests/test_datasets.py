@@ -18,7 +18,8 @@ import pytest
 
 from pipelines import converters, datasets
 from pipelines.cli import main
-from pipelines.converters import complextr_page_title, infer_answer_kind, unique_filename, write_benchmark
+from pipelines.converters import complextr_page_title, infer_answer_kind, write_benchmark
+from srag_core.corpus import unique_name
 from pipelines.datasets import DATASETS, QuestionsError, list_datasets, load_questions, resolve
 from srag_core import load_corpus
 
@@ -243,8 +244,8 @@ def test_infer_answer_kind(question, answer, kind):
 
 
 def test_unique_filename_never_hands_out_a_name_twice():
-    used: dict[str, int] = {}
-    names = [unique_filename(n, used) for n in ["X.txt", "X_2.txt", "X.txt", "X.txt"]]
+    used: set[str] = set()
+    names = [unique_name(n, used) for n in ["X.txt", "X_2.txt", "X.txt", "X.txt"]]
     assert names == ["X.txt", "X_2.txt", "X_3.txt", "X_4.txt"]
 
 

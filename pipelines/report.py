@@ -1,0 +1,206 @@
+"""Summaries of a run, per-question tables, plots, and the paired comparison of two runs.
+
+Scores come from the judge stage; a failed episode (llm_error, timeout, crashed) is never scored: it counts as
+failed, not as wrong, and accuracy is the mean score over judged questions, reported beside the coverage.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, defaultdict
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from pipelines.results import QuestionState
+from srag_core.agent import FINISHED
+
+FAILED = ("llm_error", "timeout", "crashed")
+STATUSES = ("ok", "max_steps") + FAILED
+
+
+def question_rows(questions: list[dict[str, Any]], states: dict[str, QuestionState]) -> list[dict[str, Any]]:
+    """One row per question: its latest attempt, its judgement, and `missing` when it never ran."""
+    rows = []
+    for q in questions:
+        st = states.get(q["id"])
+        row: dict[str, Any] = {"question_id": q["id"], "question": q["question"], "gold": q["answer"],
+                               "type": q.get("type"), "answer_kind": q.get("answer_kind", "text")}
+        if st is None:
+            rows.append({**row, "status": "missing", "attempts": 0})
+            continue
+        ep, j = st.latest, st.judgement or {}
+        usage = ep.get("usage") or {}
+        rows.append({**row, "status": ep["status"], "attempts": len(st.attempts), "attempt": ep["attempt"],
+                     "answer": ep.get("answer"), "error": ep.get("error"), "steps": ep.get("steps", 0),
+                     "llm_calls": ep.get("llm_calls", 0), "tokens": usage.get("total_tokens", 0),
+                     "cost_usd": usage.get("cost_usd", 0.0), "wall_s": ep.get("wall_s", 0.0),
+                     "score": j.get("score"), "em": j.get("em"), "f1": j.get("f1"),
+                     "score_source": j.get("score_source"), "judge_error": j.get("judge_error"),
+                     "rationale": j.get("rationale"), "trace_file": ep.get("trace_file")})
+    return rows
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    counts = Counter(r["status"] for r in rows)
+    judged = [r for r in rows if r.get("score") is not None]
+    ran = [r for r in rows if r["status"] != "missing"]
+    out: dict[str, Any] = {
+        "n_questions": len(rows),
+        "status_counts": {s: counts.get(s, 0) for s in STATUSES + ("missing",)},
+        "finished": sum(counts.get(s, 0) for s in FINISHED),
+        "failed": sum(counts.get(s, 0) for s in FAILED),
+        "missing": counts.get("missing", 0),
+        "judged": len(judged),
+        "accuracy": _mean(r["score"] for r in judged),
+        "em": _mean(r["em"] for r in judged if r.get("em") is not None),
+        "f1": _mean(r["f1"] for r in judged if r.get("f1") is not None),
+        "mean_steps": _mean(r["steps"] for r in ran),
+        "tokens": sum(r.get("tokens", 0) for r in ran),
+        "cost_usd": sum(r.get("cost_usd", 0.0) for r in ran),
+        "mean_wall_s": _mean(r["wall_s"] for r in ran),
+    }
+    by_type: dict[str, list[float]] = defaultdict(list)
+    for r in judged:
+        by_type[str(r.get("type"))].append(r["score"])
+    out["accuracy_by_type"] = {t: round(fmean(v), 4) for t, v in sorted(by_type.items())}
+    return out
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return round(fmean(values), 4) if values else None
+
+
+def metrics_for_mlflow(summary: dict[str, Any]) -> dict[str, float]:
+    keys = ("accuracy", "em", "f1", "mean_steps", "tokens", "cost_usd", "finished", "failed", "missing", "judged",
+            "n_questions", "mean_wall_s")
+    out = {k: summary[k] for k in keys if summary.get(k) is not None}
+    out.update({f"status_{k}": v for k, v in summary["status_counts"].items()})
+    out.update({f"accuracy_type_{k}": v for k, v in summary["accuracy_by_type"].items()})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Paired comparison
+
+
+def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, threshold: float = 0.5,
+            resamples: int = 10_000, seed: int = 0) -> dict[str, Any]:
+    """Question-by-question comparison on the questions both runs judged.
+
+    A question is right when its score is at least `threshold`. The significance of the difference in right
+    answers is McNemar's exact test (two-sided binomial test on the discordant pairs); the interval on the
+    accuracy difference (B minus A, mean score) is a paired bootstrap.
+    """
+    a = {r["question_id"]: r["score"] for r in rows_a if r.get("score") is not None}
+    b = {r["question_id"]: r["score"] for r in rows_b if r.get("score") is not None}
+    shared = sorted(a.keys() & b.keys())
+    both = sum(1 for q in shared if a[q] >= threshold and b[q] >= threshold)
+    only_a = sum(1 for q in shared if a[q] >= threshold > b[q])
+    only_b = sum(1 for q in shared if b[q] >= threshold > a[q])
+    diffs = [b[q] - a[q] for q in shared]
+    out = {"n_paired": len(shared), "only_in_a": len(a.keys() - b.keys()), "only_in_b": len(b.keys() - a.keys()),
+           "both_right": both, "only_a_right": only_a, "only_b_right": only_b,
+           "neither_right": len(shared) - both - only_a - only_b,
+           "accuracy_a": _mean(a[q] for q in shared), "accuracy_b": _mean(b[q] for q in shared),
+           "difference": _mean(diffs), "mcnemar_p": mcnemar_exact(only_a, only_b)}
+    out["difference_ci95"] = bootstrap_ci(diffs, resamples, seed) if diffs else None
+    return out
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value: P of a split at least this uneven among b + c discordant pairs."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def bootstrap_ci(diffs: list[float], resamples: int, seed: int, level: float = 0.95) -> list[float]:
+    rng = random.Random(seed)
+    n = len(diffs)
+    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    lo = means[int((1 - level) / 2 * resamples)]
+    hi = means[min(resamples - 1, int((1 + level) / 2 * resamples))]
+    return [round(lo, 4), round(hi, 4)]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Text tables and plots
+
+
+def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return "" if v is None else str(v)
+
+    widths = [max(len(c), *(len(cell(r.get(c))) for r in rows)) if rows else len(c) for c in columns]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
+    body = ["  ".join(cell(r.get(c)).ljust(w) for c, w in zip(columns, widths)) for r in rows]
+    return "\n".join([line, "  ".join("-" * w for w in widths), *body])
+
+
+def plot_accuracy_by_type(summary: dict[str, Any], title: str, path: Path) -> Path | None:
+    by_type = summary.get("accuracy_by_type") or {}
+    if not by_type:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.bar(list(by_type), list(by_type.values()), color="#4c72b0")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("accuracy (judge score)")
+    ax.set_title(title)
+    ax.tick_params(axis="x", rotation=30)
+    return _save(fig, path)
+
+
+def plot_sweep(runs: list[dict[str, Any]], path_variant: Path, path_cost: Path) -> list[Path]:
+    """Accuracy by question type for each run, and cost against accuracy; runs are dicts with label and summary."""
+    plt = _pyplot()
+    out = []
+    types = sorted({t for r in runs for t in r["summary"].get("accuracy_by_type", {})})
+    if types:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        width = 0.8 / max(1, len(runs))
+        for i, r in enumerate(runs):
+            vals = [r["summary"]["accuracy_by_type"].get(t, 0) for t in types]
+            ax.bar([x + i * width for x in range(len(types))], vals, width, label=r["label"])
+        ax.set_xticks([x + width * (len(runs) - 1) / 2 for x in range(len(types))], types, rotation=30)
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("accuracy")
+        ax.legend(fontsize=7)
+        ax.set_title("accuracy by question type and run")
+        out.append(_save(fig, path_variant))
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for r in runs:
+        acc = r["summary"].get("accuracy")
+        if acc is not None:
+            ax.scatter(r["summary"].get("cost_usd", 0), acc)
+            ax.annotate(r["label"], (r["summary"].get("cost_usd", 0), acc), fontsize=7)
+    ax.set_xlabel("cost (USD)")
+    ax.set_ylabel("accuracy")
+    ax.set_title("cost against accuracy")
+    out.append(_save(fig, path_cost))
+    return out
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    _pyplot().close(fig)
+    return path

@@ -1,0 +1,115 @@
+"""Ray actors: episode workers holding a corpus replica, and one request limiter per LLM endpoint.
+
+A worker receives the corpus (and the chunk index, for variants that need it) from the object store when it starts,
+warms its search structures once, then runs many episodes at once on threads (`max_concurrency`): LLM waits overlap
+while tool work uses the actor's CPU. When a worker dies, Ray restarts it (`max_restarts`) and it reloads its
+replica from the object store; the driver re-queues the episodes it was running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import socket
+import time
+from collections import deque
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import ray
+
+from pipelines.config import RetrievalSettings
+from pipelines.systems import build_system
+from srag_core.agent import AgentConfig
+from srag_core.llm import LLMClient, LLMConfig
+
+
+@ray.remote(num_cpus=0)
+class RequestLimiter:
+    """Caps concurrent requests (and optionally requests per minute) to one endpoint across the whole cluster.
+
+    Slots are leases: a worker that dies while holding one cannot leak it, because leases older than `lease_s`
+    (longer than any request may take) are reclaimed on the next acquire.
+    """
+
+    def __init__(self, max_concurrent: int, per_minute: int | None = None, lease_s: float = 900.0):
+        self.max_concurrent, self.per_minute, self.lease_s = max_concurrent, per_minute, lease_s
+        self.held: dict[int, float] = {}
+        self.ids = itertools.count()
+        self.recent: deque[float] = deque()
+        self.changed = asyncio.Condition()
+        self.granted = 0
+
+    async def acquire(self) -> int:
+        async with self.changed:
+            while True:
+                self._reclaim()
+                wait = self._rate_wait()
+                if len(self.held) < self.max_concurrent and wait == 0:
+                    lease = next(self.ids)
+                    self.held[lease] = time.monotonic()
+                    self.recent.append(time.monotonic())
+                    self.granted += 1
+                    return lease
+                try:
+                    await asyncio.wait_for(self.changed.wait(), timeout=wait or 1.0)
+                except asyncio.TimeoutError:
+                    pass
+
+    async def release(self, lease: int) -> None:
+        async with self.changed:
+            self.held.pop(lease, None)
+            self.changed.notify()
+
+    def stats(self) -> dict[str, int]:
+        return {"held": len(self.held), "granted": self.granted}
+
+    def _reclaim(self) -> None:
+        stale = [k for k, t in self.held.items() if time.monotonic() - t > self.lease_s]
+        for k in stale:
+            del self.held[k]
+
+    def _rate_wait(self) -> float:
+        if not self.per_minute:
+            return 0.0
+        now = time.monotonic()
+        while self.recent and now - self.recent[0] > 60:
+            self.recent.popleft()
+        return 0.0 if len(self.recent) < self.per_minute else 60 - (now - self.recent[0]) + 0.01
+
+
+class RayLimiterSlot:
+    """The `srag_core.llm.Limiter` protocol backed by a RequestLimiter actor."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        lease = ray.get(self.handle.acquire.remote())
+        try:
+            yield
+        finally:
+            self.handle.release.remote(lease)  # fire and forget: the next acquire sees it
+
+
+@ray.remote
+class EpisodeWorker:
+    def __init__(self, corpus, index, variant: str, llm: LLMConfig, agent: AgentConfig,
+                 retrieval: RetrievalSettings, limiter=None):
+        self.started = time.time()
+        corpus.search.folded("norm")  # build the search structures once per replica, not per episode
+        self.client = LLMClient(llm, limiter=RayLimiterSlot(limiter) if limiter is not None else None)
+        self.system = build_system(variant, corpus, self.client, agent, retrieval, index)
+        self.where = {"node": socket.gethostname(), "pid": os.getpid(),
+                      "node_id": ray.get_runtime_context().get_node_id()}
+
+    def ready(self) -> dict[str, Any]:
+        return {**self.where, "startup_s": round(time.time() - self.started, 3)}
+
+    def run_episode(self, question: dict[str, Any], attempt: int) -> dict[str, Any]:
+        episode = self.system.run(question["question"], question["id"])
+        record = episode.model_dump()
+        record.update(attempt=attempt, worker=self.where)
+        return record

@@ -1,0 +1,102 @@
+"""A scripted agent behind the fake LLM server, and small benchmarks for pipeline tests.
+
+Question n asks "What is the code of item Q<n>?" and its gold answer is "<n>". The scripted agent calls one tool,
+then answers n. Sets of question numbers select injected faults; `healed` switches the persistent ones off, so a
+rerun can fill the failures.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+QUESTION = re.compile(r"Question: What is the code of item Q(\d+)\?")
+
+
+def write_benchmark(root: Path, sample_corpus: Path, n: int) -> tuple[Path, Path]:
+    corpus = root / "corpus"
+    if not corpus.exists():
+        shutil.copytree(sample_corpus, corpus)
+    questions = root / "questions.jsonl"
+    with questions.open("w") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"id": f"q{i:03d}", "question": f"What is the code of item Q{i}?", "answer": str(i),
+                                 "type": "even" if i % 2 == 0 else "odd"}) + "\n")
+    return corpus, questions
+
+
+@dataclass
+class ScriptedAgent:
+    failing: set[int] = field(default_factory=set)  # 503 on every call until healed
+    rate_limited: set[int] = field(default_factory=set)  # one 429 on the first call
+    slow: set[int] = field(default_factory=set)  # first call slower than the client timeout
+    malformed_body: set[int] = field(default_factory=set)  # first call answers a non-JSON body
+    malformed_turn: set[int] = field(default_factory=set)  # first turn is prose, not a JSON turn
+    delay: float = 0.0  # every answer waits this long (pipeline overhead benchmark, kill tests)
+    slow_delay: float = 2.0
+    healed: bool = False
+    calls: Counter = field(default_factory=Counter)
+    active: int = 0
+    peak_active: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, request: dict[str, Any]) -> Any:
+        first_user = next(m["content"] for m in request["messages"] if m["role"] == "user")
+        n = int(QUESTION.search(first_user).group(1))
+        turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        with self.lock:
+            self.calls[n] += 1
+            first_call = self.calls[n] == 1
+            self.active += 1
+            self.peak_active = max(self.peak_active, self.active)
+        try:
+            if self.delay:
+                time.sleep(self.delay)
+            return self._reply(n, turn, first_call)
+        finally:
+            with self.lock:
+                self.active -= 1
+
+    def _reply(self, n: int, turn: int, first_call: bool) -> Any:
+        if n in self.failing and not self.healed:
+            return {"status": 503, "body": {"error": {"message": "scripted outage"}}}
+        if first_call and n in self.rate_limited:
+            return {"status": 429, "headers": {"Retry-After": "0"}}
+        if first_call and n in self.slow:
+            return {"delay": self.slow_delay, "content": "too late"}
+        if first_call and n in self.malformed_body:
+            return {"malformed": True}
+        if turn == 0 and first_call and n in self.malformed_turn:
+            return "Let me think about item codes first."
+        if turn == 0 or (turn == 1 and n in self.malformed_turn):
+            return json.dumps({"thought": "look", "tool": "count_set", "args": {"set_name": "all"}})
+        return json.dumps({"thought": "found it", "answer": str(n)})
+
+
+def run_config(corpus: Path, questions: Path, base_url: str, *, tracking_uri: str | None = None, **overrides) -> dict:
+    cfg = {
+        "name": "test",
+        "corpus": str(corpus),
+        "questions": str(questions),
+        "variant": "zero_ingestion",
+        "llm": {"base_url": base_url, "model": "scripted", "max_retries": 2, "backoff_base_s": 0.01,
+                "backoff_max_s": 0.05, "timeout_s": 1.0},
+        "agent": {"max_steps": 3},
+        "judge": {"use_llm": False},
+        "execution": {"actors": 2, "episodes_per_actor": 8, "cpus_per_actor": 0.25},
+        "tracking": {"uri": tracking_uri, "experiment": "tests"},
+    }
+    for key, value in overrides.items():
+        node = cfg
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return cfg

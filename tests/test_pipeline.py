@@ -1,0 +1,164 @@
+"""The pipeline end to end on real Ray, a real MLflow server and the scripted LLM server."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+import yaml
+
+from pipelines.cli import main
+from pipelines.results import RunDir
+from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
+
+N = 200
+
+
+def faults() -> ScriptedAgent:
+    """Disjoint fault sets: an outage until healed, one 429, one timeout, one non-JSON body, one prose turn."""
+    def every(k: int) -> set[int]:
+        return {n for n in range(N) if n % 10 == k}
+
+    return ScriptedAgent(failing={n for n in range(N) if n % 20 == 0}, rate_limited=every(3), slow=every(5),
+                         malformed_body=every(7), malformed_turn=every(1))
+
+
+def cli_json(capsys, *argv) -> tuple[int, dict]:
+    code = main(list(argv) + ["--json", "--quiet"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.fixture
+def bench(tmp_path, sample_dir):
+    return write_benchmark(tmp_path / "bench", sample_dir / "corpus", N)
+
+
+def test_faults_are_recorded_once_each_and_rerun_fills_them(ray_local, mlflow_server, fake_llm, bench, tmp_path,
+                                                            capsys):
+    agent = faults()
+    fake_llm.respond_with(agent)
+    cfg_file = tmp_path / "run.yaml"
+    cfg_file.write_text(yaml.safe_dump(run_config(*bench, fake_llm.base_url, tracking_uri=mlflow_server)))
+    runs = tmp_path / "runs"
+
+    code, out = cli_json(capsys, "run", str(cfg_file), "--runs-dir", str(runs))
+    assert code == 0 and out["n_questions"] == N
+    failing = len(agent.failing)
+    assert out["status_counts"]["llm_error"] == failing and out["status_counts"]["ok"] == N - failing
+    assert out["judged"] == N - failing and out["accuracy"] == 1.0 and out["missing"] == 0
+
+    run_dir = RunDir.open(runs, out["run_id"])
+    records = [r for r in run_dir.store().records() if r["type"] == "episode"]
+    per_question = Counter(r["question_id"] for r in records)
+    assert len(per_question) == N and set(per_question.values()) == {1}  # every question exactly once
+    by_id = {r["question_id"]: r for r in records}
+    assert all(by_id[f"q{n:03d}"]["status"] == "llm_error" and "server" in by_id[f"q{n:03d}"]["error"]
+               for n in agent.failing)
+    assert all(by_id[f"q{n:03d}"]["malformed_turns"] == 1 for n in agent.malformed_turn)
+    assert all(by_id[f"q{n:03d}"]["status"] == "ok" for n in agent.rate_limited | agent.slow | agent.malformed_body)
+    assert all((run_dir.path / r["trace_file"]).is_file() for r in records)
+
+    agent.healed = True
+    code, again = cli_json(capsys, "rerun", out["run_id"], "--runs-dir", str(runs))
+    assert code == 0 and again["status_counts"]["ok"] == N and again["failed"] == 0 and again["accuracy"] == 1.0
+    records = [r for r in run_dir.store().records() if r["type"] == "episode"]
+    assert len(records) == N + failing  # the failed attempts are kept beside the new ones
+    attempts = Counter((r["question_id"], r["attempt"]) for r in records)
+    assert set(attempts.values()) == {1}
+    assert {q for (q, a) in attempts if a == 2} == {f"q{n:03d}" for n in agent.failing}
+
+    _check_mlflow(mlflow_server, run_dir)
+
+
+def _check_mlflow(uri: str, run_dir: RunDir) -> None:
+    from mlflow import MlflowClient
+
+    meta = run_dir.read_meta()
+    client = MlflowClient(tracking_uri=uri)
+    run = client.get_run(meta["mlflow_run_id"])
+    assert run.data.metrics["finished"] == N and run.data.metrics["accuracy"] == 1.0
+    assert run.data.params["llm.model"] == "scripted" and run.data.params["llm.api_key_env"] == "OPENAI_API_KEY"
+    assert run.data.tags["srag.run_id"] == run_dir.run_id
+    history = client.get_metric_history(run.info.run_id, "done")
+    assert len(history) >= 2 and max(m.step for m in history) >= N
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"summary.json", "results.parquet", "config.yaml", "traces", "per_question.json"} <= artifacts
+    traces = client.search_traces(locations=[meta["mlflow_experiment_id"]], max_results=500)
+    assert len(traces) >= N
+    spans = client.get_trace(traces[0].info.trace_id).data.spans
+    assert {s.span_type for s in spans} >= {"AGENT", "LLM", "TOOL"}
+
+
+def test_limiter_caps_concurrent_requests_across_workers(ray_local, fake_llm, tmp_path, sample_dir, capsys):
+    agent = ScriptedAgent(delay=0.05)
+    fake_llm.respond_with(agent)
+    corpus, questions = write_benchmark(tmp_path / "b", sample_dir / "corpus", 24)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(run_config(corpus, questions, fake_llm.base_url, tracking_uri=None,
+                                             **{"execution.max_concurrent_requests": 3,
+                                                "tracking.uri": f"sqlite:///{tmp_path / 'm.db'}"})))
+    code, out = cli_json(capsys, "run", str(cfg), "--runs-dir", str(tmp_path / "runs"))
+    assert code == 0 and out["status_counts"]["ok"] == 24
+    assert agent.peak_active == 3  # 16 episodes at once, never more than 3 requests at the server
+
+
+def test_quick_run_from_flags_and_report(ray_local, fake_llm, tmp_path, sample_dir, capsys, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    fake_llm.respond_with(ScriptedAgent())
+    corpus, questions = write_benchmark(tmp_path / "b", sample_dir / "corpus", 6)
+    runs = str(tmp_path / "runs")
+    code, out = cli_json(capsys, "run", "--corpus", str(corpus), "--questions", str(questions), "--base-url",
+                         fake_llm.base_url, "--model", "m", "--concurrency", "4", "--limit", "5", "--runs-dir", runs)
+    assert code == 0 and out["n_questions"] == 5 and out["accuracy"] == 1.0
+    code, rep = cli_json(capsys, "report", out["run_id"], "--runs-dir", runs)
+    assert rep["status_counts"] == out["status_counts"] and rep["accuracy_by_type"] == {"even": 1.0, "odd": 1.0}
+    assert (tmp_path / "runs" / out["run_id"] / "plots" / "accuracy_by_type.png").is_file()
+    config = yaml.safe_load((tmp_path / "runs" / out["run_id"] / "config.yaml").read_text())
+    assert config["execution"]["episodes_per_actor"] == 2 and config["limits"]["limit"] == 5
+
+
+def test_sweep_logs_parent_and_children_and_compare(ray_local, mlflow_server, fake_llm, tmp_path, sample_dir,
+                                                    capsys):
+    agent = ScriptedAgent(failing={3})
+    fake_llm.respond_with(agent)
+    corpus, questions = write_benchmark(tmp_path / "b", sample_dir / "corpus", 8)
+    base = run_config(corpus, questions, fake_llm.base_url, tracking_uri=mlflow_server, name="abl")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"name": "ablation", "base": base,
+                                     "grid": {"variant": ["zero_ingestion", "no_diagnostics"]}}))
+    runs = str(tmp_path / "runs")
+    code, out = cli_json(capsys, "sweep", str(sweep), "--runs-dir", runs)
+    assert code == 0 and out["n_runs"] == 2 and [r["variant"] for r in out["runs"]] == ["zero_ingestion",
+                                                                                        "no_diagnostics"]
+    assert all(r["failed"] == 1 and r["accuracy"] == 1.0 for r in out["runs"])
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=mlflow_server)
+    info = json.loads((tmp_path / "runs" / "sweeps" / out["sweep_id"] / "sweep.json").read_text())
+    children = client.search_runs([client.get_run(info["mlflow_run_id"]).info.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{info['mlflow_run_id']}'")
+    assert sorted(c.data.params["variant"] for c in children) == ["no_diagnostics", "zero_ingestion"]
+    parent_artifacts = {a.path for a in client.list_artifacts(info["mlflow_run_id"], "plots")}
+    assert {"plots/cost_vs_accuracy.png", "plots/accuracy_by_type_and_run.png"} <= parent_artifacts
+
+    code, rep = cli_json(capsys, "report", out["sweep_id"], "--runs-dir", runs)
+    assert rep["n_runs"] == 2
+    a, b = (r["run_id"] for r in out["runs"])
+    code, cmp = cli_json(capsys, "compare", a, b, "--runs-dir", runs)
+    assert cmp["n_paired"] == 7 and cmp["both_right"] == 7 and cmp["mcnemar_p"] == 1.0
+    assert cmp["difference"] == 0.0 and cmp["difference_ci95"] == [0.0, 0.0]
+
+
+def test_bad_run_input_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ndataset: twowiki-sample\nllm: {model: m}\nagent: {max_stepz: 3}\n")
+    assert main(["run", str(bad), "--runs-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"srag run: error: {bad}: agent.max_stepz: unknown key"
+    assert main(["run", "--runs-dir", str(tmp_path)]) == 2
+    assert "give a config file, or --dataset" in capsys.readouterr().err
+    assert main(["report", "nope", "--runs-dir", str(tmp_path)]) == 2
+    assert "no run 'nope'" in capsys.readouterr().err
+    assert main(["rerun", "nope", "--status", "weird", "--runs-dir", str(tmp_path)]) == 2
