@@ -148,6 +148,7 @@ class _Stats:
     steps: int = 0
     tokens: int = 0
     cost: float = 0.0
+    requeued: int = 0  # episodes put back in the queue because their worker died
 
     def add_episode(self, rec: dict[str, Any]) -> None:
         self.done += 1
@@ -248,11 +249,11 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
             stats.add_episode(st.latest)
             if st.judgement:
                 stats.add_judgement(st.judgement)
-    from pipelines.worker import EpisodeWorker, RequestLimiter, RayLimiterSlot
+    from pipelines.worker import EpisodeWorker, RayLimiterSlot, start_limiter
 
     with open_endpoint(cfg.llm, cfg.local_model, run_dir.path) as llm_cfg:
         ex = cfg.execution
-        limiter = RequestLimiter.remote(ex.max_concurrent_requests, ex.requests_per_minute)
+        limiter = start_limiter(ex.max_concurrent_requests, ex.requests_per_minute)
         judge = JudgeStage(cfg.judge, llm_cfg, RayLimiterSlot(limiter) if cfg.judge.llm is None else None)
         corpus_ref = ray.put(corpus)
         index_ref = ray.put(index)
@@ -262,6 +263,7 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
             for _ in range(ex.actors)]
         try:
             _schedule(run_dir, cfg, todo, unjudged, workers, judge, store, stats, tracker, mlflow_id, quiet)
+            run_dir.update_meta(requeued=run_dir.read_meta().get("requeued", 0) + stats.requeued)
         finally:
             judge.close()
             store.close()
@@ -270,66 +272,121 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
             ray.kill(limiter)
 
 
+class _Pool:
+    """The episode workers and their health. A worker that just failed cools down briefly (Ray is restarting it);
+    one that keeps failing (restarts exhausted) is retired."""
+
+    COOLDOWN_S = 2.0
+
+    def __init__(self, workers: list, max_failures: int):
+        self.workers = workers
+        self.load = [0] * len(workers)
+        self.cool_until = [0.0] * len(workers)
+        self.failures = [0] * len(workers)
+        self.max_failures = max_failures
+
+    def alive(self, w: int) -> bool:
+        return self.failures[w] <= self.max_failures
+
+    def any_alive(self) -> bool:
+        return any(self.alive(w) for w in range(len(self.workers)))
+
+    def pick(self) -> int | None:
+        now = time.monotonic()
+        ready = [w for w in range(len(self.workers)) if self.alive(w) and self.cool_until[w] <= now]
+        return min(ready, key=self.load.__getitem__) if ready else None
+
+    def failed(self, w: int) -> None:
+        self.failures[w] += 1
+        self.cool_until[w] = time.monotonic() + self.COOLDOWN_S
+
+    def succeeded(self, w: int) -> None:
+        self.failures[w] = 0
+
+
 def _schedule(run_dir, cfg, todo, unjudged, workers, judge, store, stats, tracker, mlflow_id, quiet) -> None:
     import ray
-    from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+    from ray.exceptions import ActorUnavailableError, RayActorError
 
+    pool = _Pool(workers, cfg.execution.max_actor_restarts + 2)
     pending = deque(todo)
     inflight: dict[Any, _Slot] = {}
-    load = [0] * len(workers)
     deaths: Counter = Counter()
     judging: dict[Future, dict] = {judge.submit(q, rec): rec for q, rec in unjudged}
     capacity = cfg.execution.actors * cfg.execution.episodes_per_actor
+    traces = tracker if cfg.tracking.traces else None
     last_report = 0.0
     while pending or inflight or judging:
-        while pending and len(inflight) < capacity:
+        while pending and len(inflight) < capacity and (w := pool.pick()) is not None:
             q, attempt = pending.popleft()
-            w = min(range(len(workers)), key=load.__getitem__)
             inflight[workers[w].run_episode.remote(q, attempt)] = _Slot(q, attempt, w)
-            load[w] += 1
-        if inflight:
-            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=0.2)
-            if ready:
-                more, _ = ray.wait([r for r in inflight if r not in ready], num_returns=len(inflight) - len(ready),
-                                   timeout=0)
-                ready += more
-        else:
-            ready = []
-            time.sleep(0.05)
+            pool.load[w] += 1
+        if pending and not inflight and not pool.any_alive():  # every worker is gone for good: record, don't drop
+            while pending:
+                q, attempt = pending.popleft()
+                _record(run_dir, store, stats, traces, mlflow_id,
+                        failed_record(q, attempt, "crashed", "no live workers left to run this question"))
+        ready = _wait_ready(inflight)
         for ref in ready:
             slot = inflight.pop(ref)
-            load[slot.worker] -= 1
+            pool.load[slot.worker] -= 1
             try:
                 record = ray.get(ref)
-            except (ActorDiedError, ActorUnavailableError, RayActorError) as e:
+                pool.succeeded(slot.worker)
+            except ActorUnavailableError:  # the worker is restarting: the episode never started, try elsewhere
+                pool.failed(slot.worker)
+                pending.appendleft((slot.question, slot.attempt))
+                stats.requeued += 1
+                continue
+            except RayActorError as e:  # the worker died while running it
+                pool.failed(slot.worker)
                 qid = slot.question["id"]
                 deaths[qid] += 1
                 if deaths[qid] <= cfg.execution.episode_retries_on_actor_death:
                     pending.appendleft((slot.question, slot.attempt))  # same attempt: it never produced a record
+                    stats.requeued += 1
                     continue
                 record = failed_record(slot.question, slot.attempt, "crashed",
                                        f"worker died {deaths[qid]} times while running this question: "
                                        f"{type(e).__name__}")
             except Exception as e:  # an error inside the task itself
                 record = failed_record(slot.question, slot.attempt, "crashed", f"{type(e).__name__}: {e}")
-            _record(run_dir, store, stats, tracker if cfg.tracking.traces else None, mlflow_id, record)
+            _record(run_dir, store, stats, traces, mlflow_id, record)
             if record["status"] in FINISHED:
                 judging[judge.submit(slot.question, record)] = record
-        for fut in [f for f in judging if f.done()]:
-            judging.pop(fut)
-            try:
-                verdict = fut.result()
-            except Exception as e:  # the judge stage must not end the run; the episode stays unjudged
-                log.warning("judging failed: %s", e)
-                continue
-            store.append(verdict)
-            stats.add_judgement(verdict)
+        _collect_judgements(judging, store, stats)
         if time.monotonic() - last_report > PROGRESS_EVERY_S or not (pending or inflight or judging):
             last_report = time.monotonic()
             if not quiet:
                 print(f"[{run_dir.run_id}] {stats.line()}", file=sys.stderr, flush=True)
             if tracker is not None and mlflow_id:
                 tracker.log_metrics(mlflow_id, stats.metrics(), step=stats.done)
+
+
+def _wait_ready(inflight: dict) -> list:
+    import ray
+
+    if not inflight:
+        time.sleep(0.05)
+        return []
+    refs = list(inflight)
+    ready, rest = ray.wait(refs, num_returns=1, timeout=0.2)
+    if ready and rest:
+        more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+        ready += more
+    return ready
+
+
+def _collect_judgements(judging: dict, store, stats: _Stats) -> None:
+    for fut in [f for f in judging if f.done()]:
+        judging.pop(fut)
+        try:
+            verdict = fut.result()
+        except Exception as e:  # the judge stage must not end the run; the episode stays unjudged (resume judges it)
+            log.warning("judging failed: %s", e)
+            continue
+        store.append(verdict)
+        stats.add_judgement(verdict)
 
 
 def failed_record(question: dict[str, Any], attempt: int, status: str, error: str) -> dict[str, Any]:

@@ -79,19 +79,34 @@ class RequestLimiter:
         return 0.0 if len(self.recent) < self.per_minute else 60 - (now - self.recent[0]) + 0.01
 
 
+def start_limiter(max_concurrent: int, per_minute: int | None):
+    """The limiter lives on the driver's node and is restarted (and its calls retried) if it ever dies, so losing a
+    worker node never takes the limiter with it."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    return RequestLimiter.options(max_restarts=-1, max_task_retries=-1, scheduling_strategy=here).remote(
+        max_concurrent, per_minute)
+
+
 class RayLimiterSlot:
-    """The `srag_core.llm.Limiter` protocol backed by a RequestLimiter actor."""
+    """The `srag_core.llm.Limiter` protocol backed by a RequestLimiter actor. If the limiter cannot be reached at
+    all, the request goes ahead unlimited: a limiter outage must not fail questions."""
 
     def __init__(self, handle):
         self.handle = handle
 
     @contextmanager
     def slot(self) -> Iterator[None]:
-        lease = ray.get(self.handle.acquire.remote())
+        try:
+            lease = ray.get(self.handle.acquire.remote())
+        except ray.exceptions.RayActorError:
+            lease = None
         try:
             yield
         finally:
-            self.handle.release.remote(lease)  # fire and forget: the next acquire sees it
+            if lease is not None:
+                self.handle.release.remote(lease)  # fire and forget: the next acquire sees it
 
 
 @ray.remote

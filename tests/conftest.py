@@ -35,7 +35,7 @@ def ray_local():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, namespace="srag-tests",
+        ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, namespace="srag-tests",
                  runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1"}})
     yield ray
 

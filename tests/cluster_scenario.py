@@ -1,0 +1,71 @@
+"""Run a pipeline on a two-node `ray.cluster_utils.Cluster` and remove the worker node mid-run.
+
+Executed as its own process by tests/test_pipeline_faults.py (a Cluster cannot share a process with the test
+session's local Ray). Prints one JSON object describing what happened.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import ray
+import yaml
+from ray.cluster_utils import Cluster
+
+from pipelines import runner
+from pipelines.config import validate_run
+from tests.fake_llm import FakeLLM
+from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
+
+
+def main(workdir: Path, sample_corpus: Path, n: int) -> dict:
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    try:
+        return scenario(cluster, workdir, sample_corpus, n)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> dict:
+    worker_node = cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    removed_id = worker_node.node_id
+    agent = ScriptedAgent(delay=0.15)
+    with FakeLLM(responder=agent) as server:
+        corpus, questions = write_benchmark(workdir / "bench", sample_corpus, n)
+        data = run_config(corpus, questions, server.base_url, tracking_uri=f"sqlite:///{workdir / 'm.db'}",
+                          **{"execution.actors": 4, "execution.episodes_per_actor": 3,
+                             "execution.cpus_per_actor": 0.5, "tracking.traces": False})
+        (workdir / "run.yaml").write_text(yaml.safe_dump(data))
+        cfg = validate_run(data, "scenario")
+        tracker = runner.open_tracker(cfg, workdir / "runs")
+        run_dir = runner.start_run(cfg, workdir / "runs", tracker)
+        todo, _ = runner.pending_work(run_dir, None)
+        thread = threading.Thread(target=runner.execute, args=(run_dir, cfg, todo, tracker), kwargs={"quiet": True})
+        thread.start()
+        store = run_dir.store()
+        while sum(1 for r in store.records() if r.get("type") == "episode") < n // 4:
+            time.sleep(0.1)
+        recorded_before = sum(1 for r in store.records() if r.get("type") == "episode")
+        from ray.util.state import list_actors
+        placed = [a.node_id for a in list_actors(filters=[("class_name", "=", "EpisodeWorker"), ("state", "=", "ALIVE")])]
+        cluster.remove_node(worker_node)
+        thread.join(timeout=600)
+        summary = runner.finish(run_dir, tracker)
+        tracker.close()
+    episodes = [r for r in store.records() if r.get("type") == "episode"]
+    return {"run_dir": str(run_dir.path), "removed_node": removed_id, "recorded_before_removal": recorded_before,
+            "episodes": [{"question_id": r["question_id"], "attempt": r["attempt"], "status": r["status"],
+                          "node_id": (r.get("worker") or {}).get("node_id")} for r in episodes],
+            "requeued": run_dir.read_meta().get("requeued", 0), "placed": placed, "summary": summary, "alive": not thread.is_alive()}
+
+
+if __name__ == "__main__":
+    result = main(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]))
+    print("RESULT " + json.dumps(result, default=str), flush=True)

@@ -1,0 +1,78 @@
+"""Faults the pipeline must survive: a node that leaves the cluster mid-run, and a driver killed mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import yaml
+
+from pipelines.cli import main
+from pipelines.results import RunDir
+from tests.conftest import REPO
+from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
+
+
+def test_a_node_removed_mid_run_loses_no_question(tmp_path, sample_dir):
+    n = 48
+    proc = subprocess.run([sys.executable, "-m", "tests.cluster_scenario", str(tmp_path), str(sample_dir / "corpus"),
+                           str(n)], cwd=REPO, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(lines[0][len("RESULT "):])
+    assert result["alive"]
+    episodes = result["episodes"]
+    per_question = Counter(e["question_id"] for e in episodes)
+    assert len(per_question) == n and set(per_question.values()) == {1}  # none lost, none counted twice
+    assert all(e["status"] == "ok" for e in episodes) and result["summary"]["accuracy"] == 1.0
+    nodes = Counter(e["node_id"] for e in episodes)
+    assert nodes[result["removed_node"]] >= 1  # work really ran on the node that went away ...
+    late = [e for e in episodes[result["recorded_before_removal"]:]]
+    assert all(e["node_id"] != result["removed_node"] for e in late[len(late) // 2:])  # ... and moved off it
+    assert result["requeued"] >= 1  # the episodes it was running were put back and finished elsewhere
+
+
+def test_a_killed_driver_resumes_without_redoing_finished_questions(ray_local, fake_llm, tmp_path, sample_dir,
+                                                                    capsys):
+    n = 60
+    agent = ScriptedAgent(delay=0.4)
+    fake_llm.respond_with(agent)
+    corpus, questions = write_benchmark(tmp_path / "b", sample_dir / "corpus", n)
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(run_config(corpus, questions, fake_llm.base_url,
+                                             tracking_uri=f"sqlite:///{tmp_path / 'm.db'}",
+                                             **{"execution.episodes_per_actor": 4, "tracking.traces": False})))
+    runs = tmp_path / "runs"
+    env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address}
+    driver = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", str(cfg), "--runs-dir", str(runs),
+                               "--quiet", "--json"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + 300
+    results = None
+    while time.monotonic() < deadline and driver.poll() is None:
+        found = list(runs.glob("*/results.jsonl"))
+        if found and sum(1 for line in found[0].read_text().splitlines() if '"type": "episode"' in line) >= 12:
+            results = found[0]
+            break
+        time.sleep(0.1)
+    assert results is not None, driver.communicate()[1][-3000:]
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+    time.sleep(1.0)  # let the killed driver's workers stop
+    run_id = results.parent.name
+    before = RunDir.open(runs, run_id).store().states()
+    assert 12 <= len(before) < n
+    calls_before = {int(q[1:]): agent.calls[int(q[1:])] for q in before}
+
+    code = main(["run", "--resume", run_id, "--runs-dir", str(runs), "--json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["status_counts"]["ok"] == n and out["missing"] == 0
+    records = [r for r in RunDir.open(runs, run_id).store().records() if r["type"] == "episode"]
+    assert Counter(r["question_id"] for r in records) == Counter({f"q{i:03d}": 1 for i in range(n)})
+    assert all(agent.calls[i] == c for i, c in calls_before.items())  # finished questions were not asked again
