@@ -83,12 +83,12 @@ def test_grid_runs_on_ray_and_logs_parent_and_children(ray_local, data, tmp_path
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    assert main(car(data, tmp_path, "--dataset", "finsuperqa,legal-real", "--retriever", "bm25,oracle,regex_ner",
+    assert main(car(data, tmp_path, "--dataset", "finsuperqa,legal-real", "--retriever", "oracle,regex_ner",
                     "--tracking-uri", uri, "--experiment", "car-test", "--json")) == 0
     report = json.loads(capsys.readouterr().out)
     results = report["results"]
     assert [(r["dataset"], r["retriever"]) for r in results] == [
-        (d, r) for d in ("finsuperqa", "legal-real") for r in ("bm25", "oracle", "regex_ner")]
+        (d, r) for d in ("finsuperqa", "legal-real") for r in ("oracle", "regex_ner")]
 
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("car-test")
@@ -96,7 +96,7 @@ def test_grid_runs_on_ray_and_logs_parent_and_children(ray_local, data, tmp_path
     assert parent.data.params["datasets"] == "finsuperqa,legal-real" and parent.data.params["k"] == "5"
     children = client.search_runs([exp.experiment_id],
                                   filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
-    assert len(children) == 6
+    assert len(children) == 4
     logged = {(c.data.params["dataset"], c.data.params["retriever"]): c.data for c in children}
     for r in results:
         data_ = logged[(r["dataset"], r["retriever"])]
