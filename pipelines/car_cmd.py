@@ -79,6 +79,8 @@ def _datasets(spec: str, data_dir: Path) -> tuple[list[str], list[str]]:
     names = _names(spec, dataset_names(), "dataset")
     if spec.strip() == "all":
         present = [n for n in names if dataset_available(n, data_dir)]
+        if not present:
+            raise FileNotFoundError(f"no CAR dataset files found in {data_dir}")
         return present, [n for n in names if n not in present]
     return names, []
 

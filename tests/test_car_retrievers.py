@@ -109,6 +109,8 @@ def test_oracle_puts_the_controlling_document_first():
     assert evaluate(ds, oracle, k=1).tca_at_k == 1.0  # the lift alone answers correctly
     assert evaluate(ds, oracle, k=2).tca_at_k == 0.5  # the clearance now shows without its blackout
     assert evaluate(ds, oracle, k=3).tca_at_k == 1.0
+    # Theorem 4's reading: the lift witnesses the clearance through the blackout it voids
+    assert evaluate(ds, oracle, k=2, witness="transitive").tca_at_k == 1.0
     with pytest.raises(ValueError, match="own queries"):
         oracle.retrieve("an unknown question", 3)
 
