@@ -31,7 +31,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from car_baselines import (DenseRetriever, EvalResult, build_retriever, dataset_available,  # noqa: E402
+from car_baselines import (EvalResult, build_retriever, dataset_available,  # noqa: E402
                            default_data_dir, evaluate, load_dataset, wilson_interval)
 
 E5_NOTE = ("E5-large-v2 cannot run here: no offline copy of its weights exists (the machine reaches only package "

@@ -144,7 +144,7 @@ METRICS = ("tca_at_k", "recall_at_k", "mean_rank", "median_rank", "mrr", "anchor
 
 def log_grid(results: list[dict], tracking_uri: str, experiment: str, config: dict[str, Any]) -> str:
     """One parent run for the grid, one child per cell; params are the configuration, metrics the numbers."""
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri)
