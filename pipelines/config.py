@@ -49,7 +49,7 @@ class Execution(_Strict):
     actors: int = Field(2, ge=1)
     episodes_per_actor: int = Field(8, ge=1)  # episodes one actor runs at once (threads; LLM waits overlap)
     cpus_per_actor: float = Field(1.0, gt=0)
-    max_concurrent_requests: int = Field(32, ge=1)  # per LLM endpoint, across all actors
+    max_concurrent_requests: int | None = Field(32, ge=1)  # per LLM endpoint, across all actors; None: no limiter
     requests_per_minute: int | None = Field(None, ge=1)
     max_actor_restarts: int = Field(3, ge=0)
     episode_retries_on_actor_death: int = Field(2, ge=0)

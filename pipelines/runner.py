@@ -37,6 +37,7 @@ from srag_core.llm import LLMClient, LLMConfig
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 5.0
+JUDGE_THREADS = 8
 EMBED_CACHE = Path(".cache") / "embeddings"
 
 
@@ -191,7 +192,7 @@ def _clock(seconds: float) -> str:
 class JudgeStage:
     """Scores finished episodes on driver threads while other episodes still run."""
 
-    def __init__(self, settings: JudgeSettings, run_llm: LLMConfig, limiter=None, threads: int = 8):
+    def __init__(self, settings: JudgeSettings, run_llm: LLMConfig, limiter=None, threads: int = JUDGE_THREADS):
         self.client = None
         if settings.use_llm:
             cfg = settings.llm or run_llm.model_copy(update={"temperature": 0.0})
@@ -232,6 +233,18 @@ def init_ray(address: str | None) -> None:
         ray.init(include_dashboard=False, runtime_env=env, log_to_driver=False)
 
 
+def limiter_can_bind(cfg: RunConfig) -> bool:
+    """An episode has at most one request in flight, so a concurrency cap at or above the number of episodes (plus
+    judge threads) can never bind: then the limiter, and its round trip per request, is skipped."""
+    ex = cfg.execution
+    if ex.requests_per_minute is not None:
+        return True
+    if ex.max_concurrent_requests is None:
+        return False
+    judge_threads = JUDGE_THREADS if cfg.judge.use_llm and cfg.judge.llm is None else 0
+    return ex.max_concurrent_requests < ex.actors * ex.episodes_per_actor + judge_threads
+
+
 def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], tracker: Tracker | None,
             unjudged: list[tuple[dict, dict]] = (), quiet: bool = False) -> None:
     import ray
@@ -253,8 +266,10 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
 
     with open_endpoint(cfg.llm, cfg.local_model, run_dir.path) as llm_cfg:
         ex = cfg.execution
-        limiter = start_limiter(ex.max_concurrent_requests, ex.requests_per_minute)
-        judge = JudgeStage(cfg.judge, llm_cfg, RayLimiterSlot(limiter) if cfg.judge.llm is None else None)
+        limiter = start_limiter(ex.max_concurrent_requests or 1_000_000, ex.requests_per_minute) \
+            if limiter_can_bind(cfg) else None
+        shared = RayLimiterSlot(limiter) if limiter is not None and cfg.judge.llm is None else None
+        judge = JudgeStage(cfg.judge, llm_cfg, shared)
         corpus_ref = ray.put(corpus)
         index_ref = ray.put(index)
         workers = [EpisodeWorker.options(max_restarts=ex.max_actor_restarts, max_concurrency=ex.episodes_per_actor,
@@ -262,14 +277,32 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
             corpus_ref, index_ref, cfg.variant, llm_cfg, cfg.agent, cfg.retrieval, limiter)
             for _ in range(ex.actors)]
         try:
+            startup = _wait_for_workers(workers)
+            started = time.monotonic()
             _schedule(run_dir, cfg, todo, unjudged, workers, judge, store, stats, tracker, mlflow_id, quiet)
-            run_dir.update_meta(requeued=run_dir.read_meta().get("requeued", 0) + stats.requeued)
+            run_dir.update_meta(requeued=run_dir.read_meta().get("requeued", 0) + stats.requeued,
+                                worker_startup_s=round(startup, 3), episodes_wall_s=round(time.monotonic() - started, 3))
         finally:
             judge.close()
             store.close()
             for w in workers:
                 ray.kill(w)
-            ray.kill(limiter)
+            if limiter is not None:
+                ray.kill(limiter)
+
+
+def _wait_for_workers(workers: list, timeout_s: float = 600) -> float:
+    """Seconds until every worker has loaded its replica (a worker that fails to start is left to the scheduler)."""
+    import ray
+
+    started = time.monotonic()
+    ready, _ = ray.wait([w.ready.remote() for w in workers], num_returns=len(workers), timeout=timeout_s)
+    for ref in ready:
+        try:
+            ray.get(ref)
+        except Exception as e:
+            log.warning("a worker failed to start: %s", e)
+    return time.monotonic() - started
 
 
 class _Pool:

@@ -1,0 +1,96 @@
+"""Pipeline overhead: wall time of many episodes against a scripted endpoint with a fixed delay per call, compared
+with the ideal (episodes x calls per episode x delay / concurrency).
+
+The scripted agent makes two calls per episode (one tool call, then the answer). The endpoint runs in its own process
+so it does not share the driver's CPU. Judging is deterministic (no LLM), MLflow logs to a local SQLite store without
+per-episode traces, so what is measured is the pipeline itself: Ray scheduling, the limiter, the agent loop, the LLM
+client, the results store and the judge stage.
+
+Run: `.venv/bin/python -m benchmarks.pipeline_overhead [--episodes 1000] [--delay 0.5] [--concurrency 8 16 32 64]`.
+Prints a markdown table; `episodes_wall_s` starts once every worker holds its replica (worker start-up is reported
+separately, it does not grow with the number of episodes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import tempfile
+import time
+from pathlib import Path
+
+from pipelines import runner
+from pipelines.config import validate_run
+from tests.fake_llm import FakeLLM
+from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
+
+SAMPLE = Path(__file__).resolve().parents[1] / "pipelines" / "samples" / "twowiki" / "corpus"
+CALLS_PER_EPISODE = 2
+
+
+def serve(delay: float, conn) -> None:
+    with FakeLLM(responder=ScriptedAgent(delay=delay)) as server:
+        conn.send(server.base_url)
+        conn.recv()  # run until told to stop
+
+
+def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay: float, actors: int,
+            limiter: bool = True) -> dict:
+    corpus, questions = write_benchmark(workdir / "bench", SAMPLE, episodes)
+    data = run_config(corpus, questions, base_url, tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}",
+                      name=f"overhead-c{concurrency}",
+                      **{"execution.actors": actors, "execution.episodes_per_actor": concurrency // actors,
+                         "execution.cpus_per_actor": 0.1, "execution.max_concurrent_requests": concurrency if limiter else None,
+                         "llm.timeout_s": delay * 10 + 5, "tracking.traces": False})
+    cfg = validate_run(data, "benchmark")
+    tracker = runner.open_tracker(cfg, workdir / "runs")
+    started = time.monotonic()
+    run_dir = runner.start_run(cfg, workdir / "runs", tracker)
+    todo, _ = runner.pending_work(run_dir, None)
+    runner.execute(run_dir, cfg, todo, tracker, quiet=True)
+    summary = runner.finish(run_dir, tracker)
+    tracker.close()
+    total = time.monotonic() - started
+    meta = run_dir.read_meta()
+    ideal = episodes * CALLS_PER_EPISODE * delay / concurrency
+    return {"concurrency": concurrency, "actors": actors, "limiter": limiter, "episodes": episodes, "ok": summary["status_counts"]["ok"],
+            "ideal_s": round(ideal, 2), "episodes_wall_s": meta["episodes_wall_s"],
+            "overhead_pct": round(100 * (meta["episodes_wall_s"] / ideal - 1), 1),
+            "worker_startup_s": meta["worker_startup_s"], "total_s": round(total, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=1000)
+    ap.add_argument("--delay", type=float, default=0.5)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[8, 16, 32, 64])
+    ap.add_argument("--actors", type=int, default=4)
+    ap.add_argument("--no-limiter", action="store_true", help="measure without the cluster-wide request limiter")
+    ap.add_argument("--json-out", type=Path)
+    args = ap.parse_args()
+    parent, child = multiprocessing.Pipe()
+    server = multiprocessing.Process(target=serve, args=(args.delay, child), daemon=True)
+    server.start()
+    base_url = parent.recv()
+    runner.init_ray(None)
+    rows = []
+    try:
+        for c in args.concurrency:
+            with tempfile.TemporaryDirectory() as tmp:
+                rows.append(measure(base_url, Path(tmp), args.episodes, c, args.delay, min(args.actors, c),
+                                    not args.no_limiter))
+                print(json.dumps(rows[-1]), flush=True)
+    finally:
+        parent.send("stop")
+        server.join(timeout=10)
+    cols = list(rows[0])
+    print("\n| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+    if args.json_out:
+        args.json_out.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Run/sweep configs, summaries and the paired comparison (pure functions, no Ray)."""
+
+import math
+from statistics import fmean
+
+import pytest
+
+from pipelines.config import ConfigError, load_run, load_sweep, validate_run
+from pipelines.report import bootstrap_ci, compare, mcnemar_exact, question_rows, summarize
+from pipelines.results import QuestionState
+from pipelines.runner import limiter_can_bind
+
+BASE = {"dataset": "twowiki-sample", "llm": {"model": "m"}}
+
+
+def test_run_config_errors_name_the_key_and_file(tmp_path):
+    f = tmp_path / "r.yaml"
+    f.write_text("dataset: twowiki-sample\nllm: {model: m, temperature: -1}\nexecution: {actors: 0}\n")
+    with pytest.raises(ConfigError) as e:
+        load_run(f)
+    assert str(e.value).startswith(f"{f}: llm.temperature: Input should be greater than or equal to 0; "
+                                   "execution.actors: Input should be greater than or equal to 1")
+    f.write_text("llm: {model: m}\n")
+    with pytest.raises(ConfigError, match="give either 'dataset' or both 'corpus' and 'questions'"):
+        load_run(f)
+    f.write_text("a: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML at line"):
+        load_run(f)
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_run(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="variant: Input should be"):
+        validate_run({**BASE, "variant": "magic"}, "x")
+
+
+def test_sweep_expands_the_grid_product_with_labels(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("name: abl\nbase: {dataset: twowiki-sample, llm: {model: m}}\n"
+                 "grid: {variant: [zero_ingestion, stateless], llm.model: [a, b/c], limits.seed: [1]}\n")
+    runs = load_sweep(f).expand(str(f))
+    assert len(runs) == 4
+    assert [r.name for r in runs][:2] == ["abl/variant=zero_ingestion-model=a-seed=1",
+                                          "abl/variant=zero_ingestion-model=c-seed=1"]
+    assert {(r.variant, r.llm.model, r.limits.seed) for r in runs} == {
+        ("zero_ingestion", "a", 1), ("zero_ingestion", "b/c", 1), ("stateless", "a", 1), ("stateless", "b/c", 1)}
+    f.write_text("name: x\nbase: {dataset: twowiki-sample, llm: {model: m}}\ngrid: {agent.max_stepz: [1]}\n")
+    with pytest.raises(ConfigError, match=r"\[max_stepz=1\]: agent.max_stepz: unknown key"):
+        load_sweep(f).expand(str(f))
+
+
+def test_fingerprint_ignores_where_results_go():
+    a = validate_run({**BASE, "runs_dir": "a"}, "x")
+    b = validate_run({**BASE, "runs_dir": "b", "execution": {"actors": 9}}, "x")
+    c = validate_run({**BASE, "agent": {"max_steps": 3}}, "x")
+    assert a.fingerprint() == b.fingerprint() != c.fingerprint()
+
+
+def test_limiter_is_only_used_when_it_can_bind():
+    def cfg(**ex):
+        return validate_run({**BASE, "judge": {"use_llm": False}, "execution": {"actors": 2,
+                                                                              "episodes_per_actor": 8, **ex}}, "x")
+
+    assert not limiter_can_bind(cfg(max_concurrent_requests=16))  # 16 episodes can never exceed 16 requests
+    assert limiter_can_bind(cfg(max_concurrent_requests=15))
+    assert limiter_can_bind(cfg(max_concurrent_requests=None, requests_per_minute=60))
+    assert not limiter_can_bind(cfg(max_concurrent_requests=None))
+
+
+def _state(qid, status, score=None, attempt=1):
+    st = QuestionState(qid, attempts=[{"question_id": qid, "attempt": attempt, "status": status, "steps": 2,
+                                       "usage": {"total_tokens": 10, "cost_usd": 0.5}, "wall_s": 1.0}])
+    if score is not None:
+        st.judgements[attempt] = {"score": score, "em": float(score == 1), "f1": score}
+    return st
+
+
+def test_failed_episodes_are_not_scored_as_wrong():
+    questions = [{"id": f"q{i}", "question": "?", "answer": "a", "type": t} for i, t in enumerate("xxyy")]
+    states = {"q0": _state("q0", "ok", 1.0), "q1": _state("q1", "llm_error"), "q2": _state("q2", "max_steps", 0.0)}
+    s = summarize(question_rows(questions, states))
+    assert s["accuracy"] == 0.5 and s["judged"] == 2 and s["failed"] == 1 and s["missing"] == 1
+    assert s["status_counts"]["llm_error"] == 1 and s["finished"] == 2
+    assert s["accuracy_by_type"] == {"x": 1.0, "y": 0.0}
+    assert s["tokens"] == 30 and s["cost_usd"] == 1.5
+
+
+def test_mcnemar_exact_matches_the_binomial():
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(5, 5) == 1.0
+    assert mcnemar_exact(0, 6) == pytest.approx(2 * 0.5 ** 6)
+    assert mcnemar_exact(1, 9) == pytest.approx(2 * (1 + 10) / 2 ** 10)
+
+
+def test_compare_pairs_questions_and_intervals_cover_the_difference():
+    rows_a = [{"question_id": f"q{i}", "score": 1.0 if i < 60 else 0.0} for i in range(100)]
+    rows_b = [{"question_id": f"q{i}", "score": 1.0 if i < 75 else 0.0} for i in range(100)]
+    rows_b.append({"question_id": "extra", "score": 1.0})
+    out = compare(rows_a, rows_b)
+    assert out["n_paired"] == 100 and out["only_in_b"] == 1
+    assert (out["both_right"], out["only_a_right"], out["only_b_right"], out["neither_right"]) == (60, 0, 15, 25)
+    assert out["difference"] == 0.15 and out["mcnemar_p"] < 0.001
+    lo, hi = out["difference_ci95"]
+    assert lo < 0.15 < hi and lo > 0.05
+
+
+def test_bootstrap_ci_is_deterministic_and_reasonable():
+    diffs = [1.0] * 30 + [0.0] * 70
+    a = bootstrap_ci(diffs, 2000, seed=1)
+    assert a == bootstrap_ci(diffs, 2000, seed=1)
+    se = math.sqrt(0.3 * 0.7 / 100)
+    assert a[0] == pytest.approx(fmean(diffs) - 1.96 * se, abs=0.03)
+    assert a[1] == pytest.approx(fmean(diffs) + 1.96 * se, abs=0.03)
