@@ -4,6 +4,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LOCAL_LLM := $(VENV)/.installed-local-llm
 
 export MLFLOW_DISABLE_TELEMETRY := true
 export RAY_USAGE_STATS_ENABLED := 0
@@ -12,7 +13,7 @@ export TOKENIZERS_PARALLELISM := false
 
 SAMPLE := pipelines/samples/twowiki
 
-.PHONY: install test demo
+.PHONY: install test demo replay-demo
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +26,17 @@ install: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-demo: $(STAMP)
+$(LOCAL_LLM): $(STAMP) infra/local_llm/install.sh
+	bash infra/local_llm/install.sh $(BIN)/python
+	touch $@
+
+# The main job: a small sweep (two variants on the shipped sample) with local Ray, local MLflow and a local model.
+demo: $(STAMP) $(LOCAL_LLM)
+	$(BIN)/srag sweep configs/quickstart.yaml
+	@echo
+	@echo "Run folders: runs/   MLflow: $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/runs/mlflow.db"
+
+# Tool calls replayed on the sample with no LLM at all (the quickest look at the workspace and its diagnostics).
+replay-demo: $(STAMP)
 	$(BIN)/srag replay --corpus $(SAMPLE)/corpus $(SAMPLE)/demo_program.jsonl \
 		--question "Who is the father of the director of film Homage At Siesta Time?"

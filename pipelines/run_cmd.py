@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -230,7 +231,8 @@ def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> dict:
             tracker.log_artifact(info["mlflow_run_id"], plot, "plots")
         for r in rows:
             if r["summary"]["accuracy"] is not None:
-                tracker.log_metrics(info["mlflow_run_id"], {f"accuracy_{r['label']}": r["summary"]["accuracy"]}, 0)
+                name = re.sub(r"[^\w\-. :/]", "_", f"accuracy/{r['label']}")  # MLflow's allowed metric names
+                tracker.log_metrics(info["mlflow_run_id"], {name: r["summary"]["accuracy"]}, 0)
         tracker.set_terminated(info["mlflow_run_id"])
     runs = [{"run_id": r["meta"]["run_id"], "label": r["label"], "variant": r["meta"]["variant"],
              "model": r["meta"]["model"], **r["summary"]} for r in rows]
