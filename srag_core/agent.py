@@ -107,6 +107,8 @@ class Agent:
         self.config = config or AgentConfig()
         context_tokens = getattr(getattr(llm, "config", None), "context_tokens", 128_000)
         self.budgets = budgets or ctx.Budgets(context_tokens=context_tokens)
+        # Optional modules plug in here: "chunk_index", "pattern_index", "llm", "init_workspace", tool hooks such as
+        # "classifier_filter"; tools read them from Workspace.extensions.
         self.extensions = extensions or {}
         self.extra_sections = extra_sections  # question -> extra text (corpus profile, pattern routing)
         self.on_event = on_event
@@ -143,6 +145,8 @@ class Agent:
     def _loop(self, run: _Run, question: str) -> None:
         ws = Workspace(self.corpus, question=question, budgets=self.budgets,
                        regex_budget_s=self.config.regex_budget_s, extensions=dict(self.extensions))
+        if "init_workspace" in self.extensions:  # optional modules pre-register sets (e.g. pat_{name})
+            self.extensions["init_workspace"](ws)
         landscape = question_landscape(question, self.corpus) if self.config.landscape else None
         extra = self.extra_sections(question) if self.extra_sections else []
         user = prompts.question_message(question, landscape, extra)
