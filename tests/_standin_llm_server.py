@@ -4,13 +4,14 @@ Stdlib only. It serves GET /v1/models and POST /v1/chat/completions (a canned re
 start listening late, never become ready, ignore SIGTERM, or start a child process of its own.
 
     python tests/_standin_llm_server.py --port 8123 [--model NAME] [--reply TEXT] [--ready-after SECONDS]
-        [--never-ready] [--ignore-sigterm] [--child-pid-file PATH] [--exit-with CODE]
+        [--never-ready] [--ignore-sigterm] [--child-pid-file PATH] [--print-env NAME] [--exit-with CODE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--never-ready", action="store_true", help="listen, but answer /v1/models with 503")
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--child-pid-file", default=None, help="start a sleeping child and write its PID here")
+    parser.add_argument("--print-env", action="append", default=[], help="print this environment variable at start")
     parser.add_argument("--exit-with", type=int, default=None, help="print an error and exit with this status")
     return parser.parse_args(argv)
 
@@ -73,6 +75,8 @@ def completion(text: str, model: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    for name in args.print_env:
+        print(f"standin: env {name}={os.environ.get(name)}", flush=True)
     if args.exit_with is not None:
         print("standin: fatal: cannot load model file", flush=True)
         return args.exit_with

@@ -133,6 +133,15 @@ def test_default_log_file_is_named_and_kept(tmp_path):
         log.unlink()
 
 
+def test_server_waits_passively_and_gets_extra_environment(tmp_path):
+    log = tmp_path / "log"
+    with LocalModelServer(command=standin("--print-env", "OMP_WAIT_POLICY", "--print-env", "EXTRA"),
+                          env={"EXTRA": "yes"}, log_path=log):
+        pass
+    assert "standin: env OMP_WAIT_POLICY=PASSIVE" in log.read_text()
+    assert "standin: env EXTRA=yes" in log.read_text()
+
+
 def test_base_url_before_start_is_an_error():
     with pytest.raises(LocalModelError, match="not been started"):
         LocalModelServer(command=standin()).base_url
@@ -141,13 +150,19 @@ def test_base_url_before_start_is_an_error():
 def test_llama_cpp_command_line(tmp_path):
     gguf = tmp_path / "m.gguf"
     server = LocalModelServer(gguf, n_ctx=4096, n_threads=2, chat_format="chatml", model_alias="m",
-                              extra_args=["--verbose", "false"], python="/venv/bin/python")
+                              extra_args=["--seed", "7"], python="/venv/bin/python")
     argv = server.launch_command("127.0.0.1", 8123)
     assert argv[:3] == ["/venv/bin/python", "-m", "llama_cpp.server"]
     options = dict(zip(argv[3::2], argv[4::2]))
     assert options == {"--model": str(gguf), "--model_alias": "m", "--host": "127.0.0.1", "--port": "8123",
                        "--n_ctx": "4096", "--n_threads": "2", "--n_threads_batch": "2", "--chat_format": "chatml",
-                       "--verbose": "false"}
+                       "--logits_all": "False", "--verbose": "False", "--cache": "True", "--cache_type": "ram",
+                       "--cache_size": str(2048 << 20), "--seed": "7"}
+
+
+def test_prompt_cache_can_be_switched_off():
+    argv = LocalModelServer("m.gguf", prompt_cache_mb=0).launch_command("127.0.0.1", 8123)
+    assert "--cache" not in argv and "--cache_size" not in argv
 
 
 def write_fake_package(root: Path, with_gguf: bool) -> Path:
