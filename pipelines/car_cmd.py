@@ -105,8 +105,8 @@ def _names(spec: str, known: list[str], kind: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def run_cell(dataset: str, retriever: str, data_dir: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Score one (dataset, retriever) pair; the unit of work of a grid."""
+def run_cell(dataset: str, retriever: str, data_dir: str, options: dict[str, Any], after: Any = None) -> dict[str, Any]:
+    """Score one (dataset, retriever) pair; the unit of work of a grid (`after` only orders tasks)."""
     from car_baselines import build_retriever, evaluate, load_custom_retriever, load_dataset
 
     ds = load_dataset(dataset, data_dir)
@@ -128,8 +128,22 @@ def run_grid(datasets: list[str], retrievers: list[str], data_dir: str, options:
                  runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1",
                                            "TOKENIZERS_PARALLELISM": "false"}})
     cell = ray.remote(num_cpus=1)(run_cell)
-    futures = [cell.remote(d, r, data_dir, options) for d in datasets for r in retrievers]
+    futures = []
+    for d in datasets:
+        # The dense cell embeds the corpus into the shared cache first; cells that may reuse those embeddings wait
+        # for it instead of encoding the same corpus in parallel.
+        first = cell.remote(d, "dense", data_dir, options) if "dense" in retrievers else None
+        for r in retrievers:
+            if r == "dense":
+                futures.append(first)
+            elif r in MAY_EMBED and first is not None:
+                futures.append(cell.remote(d, r, data_dir, options, first))
+            else:
+                futures.append(cell.remote(d, r, data_dir, options))
     return ray.get(futures)
+
+
+MAY_EMBED = ("dense_rerank", "two_stage", "two_stage_rssg", "regex_ner")
 
 
 def _local_store() -> str:
