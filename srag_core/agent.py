@@ -94,7 +94,10 @@ class _Run:
     messages: list[dict[str, str]] = field(default_factory=list)
     observations: dict[int, dict] = field(default_factory=dict)  # message index -> structured observation
     usage: Usage = field(default_factory=Usage)
-    deadline: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
 
 
 class Agent:
@@ -120,9 +123,7 @@ class Agent:
         self.schema = turn_schema(self.tool_names) if self.config.structured_turns else None
 
     def run(self, question: str, question_id: str = "q") -> Episode:
-        started = time.monotonic()
-        run = _Run(Episode(question_id=question_id, question=question, started_at=utc_now()),
-                   deadline=started + self.config.episode_timeout_s)
+        run = _Run(Episode(question_id=question_id, question=question, started_at=utc_now()))
         try:
             self._loop(run, question)
         except LLMError as e:
@@ -136,7 +137,7 @@ class Agent:
         ep = run.episode
         ep.usage = {"prompt_tokens": run.usage.prompt_tokens, "completion_tokens": run.usage.completion_tokens,
                     "total_tokens": run.usage.total_tokens, "cost_usd": run.usage.cost_usd, "calls": run.usage.calls}
-        ep.wall_s = time.monotonic() - started
+        ep.wall_s = run.elapsed()
         ep.finished_at = utc_now()
         return ep
 
@@ -179,7 +180,7 @@ class Agent:
         run.episode.answer = (turn.answer if turn.is_answer else run.messages[-1]["content"]).strip()
 
     def _ask(self, run: _Run, step: int, final: bool = False):
-        if time.monotonic() > run.deadline:
+        if run.elapsed() > self.config.episode_timeout_s:
             raise EpisodeTimeout(f"episode ran past its {self.config.episode_timeout_s:g}s limit at step {step}")
         sent = self._prepare(run)
         result = self.llm.chat(sent, json_schema=self.schema)
@@ -226,7 +227,7 @@ class Agent:
         return tool, choice.candidates[choice.index]
 
     def _event(self, run: _Run, event: dict[str, Any]) -> None:
-        event = {**event, "t": round(time.monotonic() - (run.deadline - self.config.episode_timeout_s), 4)}
+        event = {**event, "t": round(run.elapsed(), 4)}  # seconds since the episode started
         run.episode.trace.append(event)
         if self.on_event is not None:
             self.on_event(event)
