@@ -18,6 +18,7 @@ SUBCOMMAND_MODULES = [
     "pipelines.run_cmd",
     "pipelines.car_cmd",
     "pipelines.datasets_cmd",
+    "pipelines.discover_cmd",
 ]
 
 

@@ -1,0 +1,203 @@
+"""`srag discover`: run pattern discovery on a corpus and print what it found.
+
+With an LLM (`--base-url/--model`, or `--config` with an `llm` or `local_model` section) all stages run and the
+validation scans are Ray tasks (a local Ray instance unless RAY_ADDRESS names a cluster), each with a hard timeout on
+top of the per-document regex timeout. Without one, only the deterministic stages run (label scanner, index, gap
+clusters), in this process. The index is cached under `--cache-dir` by corpus content hash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from collections import deque
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from pipelines.cli import CliError
+
+DEFAULT_TASK_TIMEOUT_S = 90.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("discover", help="discover regex and semantic patterns in a corpus and build its pattern index")
+    p.add_argument("--corpus", required=True, help="folder of .txt files, .jsonl or HippoRAG .json")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint of the LLM (with --model)")
+    p.add_argument("--model", help="model name; without a model only the deterministic stages run")
+    p.add_argument("--config", help="YAML with an llm section (and optionally local_model); a run config works")
+    p.add_argument("--sample-size", type=int, default=20, help="documents the LLM reads (default 20)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the document sample (default 0)")
+    p.add_argument("--cache-dir", default=".cache/patterns", help="where indexes are cached (default .cache/patterns)")
+    p.add_argument("--rebuild", action="store_true", help="ignore a cached index and build it again")
+    p.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT_S,
+                   help=f"hard timeout of one validation task in seconds (default {DEFAULT_TASK_TIMEOUT_S:g})")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.set_defaults(func=run)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Ray map_fn
+
+
+class RayMapFn:
+    """A `sandbox.MapFn` over Ray tasks with a hard timeout per task.
+
+    At most as many tasks as the cluster has CPUs are in flight, so a task starts when it is submitted and its
+    deadline (submission + task_timeout_s) bounds its own run time, worker start-up included (keep the timeout well
+    above a cold start); overdue tasks are cancelled with force=True, which kills the worker process. Ray is
+    initialised on first use.
+    """
+
+    def __init__(self, task_timeout_s: float = DEFAULT_TASK_TIMEOUT_S, max_in_flight: int | None = None) -> None:
+        self.task_timeout_s = task_timeout_s
+        self.max_in_flight = max_in_flight
+        self._remotes: dict[Callable, Any] = {}
+
+    def __call__(self, func: Callable[[Any], Any], chunks: Sequence[Any]) -> list[Any]:
+        import ray
+
+        if not ray.is_initialized():
+            from pipelines.runner import init_ray
+
+            init_ray(None)
+        remote = self._remotes.get(func)
+        if remote is None:
+            remote = self._remotes[func] = ray.remote(num_cpus=1, max_retries=0)(func)
+        slots = self.max_in_flight or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        results: list[Any] = [None] * len(chunks)
+        todo = deque(range(len(chunks)))
+        running: dict[Any, tuple[int, float]] = {}
+        while todo or running:
+            while todo and len(running) < slots:
+                i = todo.popleft()
+                running[remote.remote(chunks[i])] = (i, time.monotonic() + self.task_timeout_s)
+            wait_s = max(0.0, min(d for _, d in running.values()) - time.monotonic())
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=wait_s)
+            for ref in ready:
+                i, _ = running.pop(ref)
+                try:
+                    results[i] = ray.get(ref)
+                except Exception as e:  # the task raised or its worker died: the failure is the entry
+                    results[i] = e
+            now = time.monotonic()
+            for ref, (i, deadline) in list(running.items()):
+                if now >= deadline:
+                    ray.cancel(ref, force=True)
+                    running.pop(ref)
+                    results[i] = TimeoutError(f"Ray task killed after its hard timeout of {self.task_timeout_s:g}s")
+        return results
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The command
+
+
+def llm_settings(args: argparse.Namespace):
+    """(LLMConfig or None, LocalModel): None when no model is configured (deterministic mode)."""
+    from pydantic import ValidationError
+
+    from pipelines.config import ConfigError, LocalModel, describe, read_yaml
+    from srag_core.llm import LLMConfig
+
+    data = read_yaml(args.config) if args.config else {}
+    source = args.config or "command line"
+    llm_data = dict(data.get("llm") or {})
+    if args.base_url:
+        llm_data["base_url"] = args.base_url
+    if args.model:
+        llm_data["model"] = args.model
+    try:
+        local = LocalModel.model_validate(data.get("local_model") or {})
+        if not llm_data.get("model") and not local.enabled:
+            if llm_data.get("base_url"):
+                raise CliError("--base-url needs --model (or llm.model in --config)")
+            return None, local
+        llm_data["model"] = llm_data.get("model") or "local"
+        return LLMConfig.model_validate(llm_data), local
+    except ValidationError as e:
+        raise ConfigError(describe(e, source)) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipelines.endpoints import open_endpoint
+    from srag_core import load_corpus
+    from srag_core.discovery import DiscoveryConfig, PatternIndex, cache_key
+    from srag_core.llm import LLMClient
+
+    if args.sample_size < 1:
+        raise CliError(f"--sample-size must be at least 1, got {args.sample_size}")
+    if args.task_timeout <= 0:
+        raise CliError(f"--task-timeout must be positive, got {args.task_timeout}")
+    llm_cfg, local = llm_settings(args)
+    corpus = load_corpus(args.corpus)
+    progress = None if args.json else (lambda msg: print(f"  {msg}", flush=True))
+    config = DiscoveryConfig(sample_size=args.sample_size, seed=args.seed, task_timeout_s=args.task_timeout)
+    started = time.monotonic()
+    with ExitStack() as stack:
+        llm = None
+        if llm_cfg is not None:
+            endpoint = stack.enter_context(open_endpoint(llm_cfg, local))
+            llm = stack.enter_context(LLMClient(endpoint))
+        kwargs = dict(config=config, progress=progress,
+                      map_fn=RayMapFn(args.task_timeout) if llm is not None else None)
+        if args.rebuild:
+            shutil.rmtree(Path(args.cache_dir) / cache_key(corpus, llm, config=config), ignore_errors=True)
+        index = PatternIndex.build_or_load(corpus, args.cache_dir, llm, **kwargs)
+    report = summary(index, corpus, args.corpus, time.monotonic() - started)
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+    else:
+        print_report(report)
+    return 0
+
+
+def summary(index, corpus, source: str, wall_s: float) -> dict[str, Any]:
+    m = index.manifest
+    return {
+        "corpus": source, "n_docs": len(corpus), "content_hash": corpus.content_hash, "mode": m.get("mode"),
+        "model": m.get("model"), "notes": m.get("notes", []),
+        "cache": "loaded" if index.loaded_from_cache else "built",
+        "index_dir": str(index.source_dir) if index.source_dir else None, "wall_s": round(wall_s, 3),
+        "patterns": [{"name": p.name, "kind": p.kind, "parameters": p.parameters, "docs": p.docs_matched,
+                      "coverage_pct": p.coverage_pct, "validation_score": p.score, "utility": p.utility,
+                      "description": p.description, "template": p.template, "sample_values": p.sample_values[:3]}
+                     for p in index.patterns],
+        "semantic_patterns": [{"name": s.name, "description": s.description, "keywords": s.keywords,
+                               "docs": s.docs_covered, "coverage_pct": s.coverage_pct, "utility": s.utility}
+                              for s in index.semantic],
+        "dropped": m.get("dropped", []),
+        "counts": m.get("counts", {}),
+        "timings_s": m.get("timings_s", {}),
+        "llm_calls": m.get("llm_calls", {}),
+        "gap_catalog": {name: {k: v for k, v in st.items() if k.startswith("gap")}
+                        for name, st in (m.get("build") or {}).get("patterns", {}).items()},
+    }
+
+
+def print_report(r: dict[str, Any]) -> None:
+    print(f"corpus {r['corpus']}: {r['n_docs']:,} documents (hash {r['content_hash']}), mode {r['mode']}"
+          + (f" ({r['model']})" if r["model"] else ""))
+    for note in r["notes"]:
+        print(f"note: {note}")
+    print(f"index {r['cache']}: {r['index_dir']}")
+    print(f"\n{len(r['patterns'])} indexed regex pattern(s):")
+    for p in r["patterns"]:
+        samples = "; ".join(json.dumps(v, ensure_ascii=False)[:60] for v in p["sample_values"])
+        print(f"  {p['name']:<40} {p['kind']:<5} {p['docs']:>7,} docs {p['coverage_pct']:>6.2f}%  "
+              f"params={','.join(p['parameters'])}  {samples}")
+    if r["semantic_patterns"]:
+        print(f"\n{len(r['semantic_patterns'])} semantic pattern(s):")
+        for s in r["semantic_patterns"]:
+            print(f"  {s['name']:<40} {s['coverage_pct']:>6.2f}%  keywords={', '.join(s['keywords'])}")
+    if r["dropped"]:
+        print(f"\n{len(r['dropped'])} dropped:")
+        for d in r["dropped"]:
+            print(f"  {d['name']} [{d['kind']}, {d['stage']}]: {d['reason']}")
+    stages = " · ".join(f"{k} {v:.2f}s" for k, v in r["timings_s"].items())
+    print(f"\ntime per stage: {stages}")
+    calls = r["llm_calls"]
+    by_stage = ", ".join(f"{k} {v}" for k, v in (calls.get("by_stage") or {}).items())
+    print(f"LLM calls: {calls.get('total', 0)}" + (f" ({by_stage})" if by_stage else ""))
