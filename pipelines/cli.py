@@ -19,6 +19,7 @@ SUBCOMMAND_MODULES = [
     "pipelines.car_cmd",
     "pipelines.datasets_cmd",
     "pipelines.discover_cmd",
+    "pipelines.submit_cmd",
 ]
 
 

@@ -1,0 +1,234 @@
+"""`srag submit`, `srag status`, `srag logs`: run a sweep on a Ray cluster as a Ray Job.
+
+`srag submit SWEEP.yaml --address http://HEAD:8265` ships this checkout (minus the virtualenv, caches, run folders
+and git history) as the job's working directory, with the sweep file copied into it, and runs
+`python -m pipelines.cli sweep ... --runs-dir RUNS --json` there. The job's driver connects to the cluster it runs on,
+so its episodes spread over every node; it writes the same run folders and MLflow runs as a local `srag sweep`.
+
+Where results go must be the same for the cluster and for you: `--runs-dir` is sent as an absolute path, which on a
+real cluster must be a shared filesystem mounted at the same path everywhere, and `MLFLOW_TRACKING_URI` (from
+`--tracking-uri` or your environment) should be the team's MLflow server.
+
+API keys are never shipped: a job's runtime environment is readable by anyone who can open the cluster's dashboard,
+so the nodes must hold the key in their own environment (see infra/ray/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import secrets
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pipelines.config import load_sweep
+from srag_core.agent import utc_now
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# Never shipped: heavy, local or regenerated on the cluster.
+NOT_SHIPPED = [".venv", ".git", ".cache", "runs", "mlruns", "mlflow.db", "*.egg-info", "__pycache__", ".pytest_cache",
+               ".hypothesis", "build", "benchmarks/out"]
+SUBMITTED_DIR = "_submitted"  # where the sweep file sits inside the job's working directory
+TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
+ADDRESS_ENV = "RAY_API_SERVER_ADDRESS"  # Ray's own name for the Jobs API address (RAY_ADDRESS is the cluster's GCS)
+POLL_S = 2.0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("submit", help="submit a sweep to a Ray cluster as a Ray Job")
+    p.add_argument("sweep", help="sweep YAML file")
+    _address(p)
+    p.add_argument("--runs-dir", type=Path, default=Path(os.environ.get("SRAG_RUNS_DIR", "runs")),
+                   help="where the job writes run folders, sent as an absolute path: on a real cluster a shared "
+                        "filesystem mounted at the same path on every node (default: ./runs or SRAG_RUNS_DIR)")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI for the job (default: MLFLOW_TRACKING_URI)")
+    p.add_argument("--limit", type=int, help="first N questions of every run")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("status", help="the state of a submitted sweep (and its sweep and run ids once finished)")
+    p.add_argument("job_id")
+    _address(p)
+    p.add_argument("--wait", action="store_true", help="wait until the job has finished")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("logs", help="the output of a submitted sweep")
+    p.add_argument("job_id")
+    _address(p)
+    p.add_argument("--follow", action="store_true", help="keep printing until the job has finished")
+    p.set_defaults(func=cmd_logs)
+
+
+def _address(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--address", default=os.environ.get(ADDRESS_ENV),
+                   help=f"the Ray Jobs API of the cluster, http://HEAD:8265 (default: {ADDRESS_ENV})")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def auth_headers() -> dict[str, str]:
+    """Ray clusters check a bearer token by default: RAY_AUTH_TOKEN, else the token file Ray itself reads."""
+    token = os.environ.get("RAY_AUTH_TOKEN")
+    if not token:
+        path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+        token = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def jobs_client(address: str | None):
+    from ray.job_submission import JobSubmissionClient
+
+    if not address:
+        raise ValueError(f"no cluster address: pass --address http://HEAD:8265 or set {ADDRESS_ENV}")
+    if not re.match(r"^https?://", address):
+        raise ValueError(f"--address must be the Jobs API URL, like http://HEAD:8265 (got {address!r})")
+    try:
+        return JobSubmissionClient(address, headers=auth_headers())
+    except Exception as e:  # ConnectionError, an authentication error, a version mismatch: one line for the user
+        raise ValueError(f"cannot reach the Ray Jobs API at {address}: {_first_line(e)}") from None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def stage_working_dir(sweep_file: Path, into: Path) -> Path:
+    """A copy of this checkout with the sweep file inside, as the job's working directory. Relative paths in the
+    sweep resolve against it, as they do for `srag sweep` run from the repository root."""
+    root = into / "srag"
+    shutil.copytree(REPO_ROOT, root, symlinks=True, ignore=shutil.ignore_patterns(*NOT_SHIPPED))
+    (root / SUBMITTED_DIR).mkdir(exist_ok=True)
+    shutil.copy2(sweep_file, root / SUBMITTED_DIR / sweep_file.name)
+    return root
+
+
+def entrypoint(sweep_name: str, runs_dir: Path, limit: int | None) -> str:
+    argv = ["python", "-m", "pipelines.cli", "sweep", f"{SUBMITTED_DIR}/{sweep_name}", "--runs-dir", str(runs_dir),
+            "--json"]
+    if limit:
+        argv += ["--limit", str(limit)]
+    return shlex.join(argv)
+
+
+def job_env(tracking_uri: str | None) -> dict[str, str]:
+    # The sweep's driver calls ray.init with a runtime env of its own (pipelines.runner.init_ray); Ray refuses to
+    # merge it with the job's unless told to, and then the driver's settings win where both set a variable.
+    env = {"RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"}
+    if tracking_uri:
+        env["MLFLOW_TRACKING_URI"] = tracking_uri
+    return env
+
+
+def submission_id(sweep_name: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", sweep_name.lower()).strip("-")[:40] or "sweep"
+    return f"srag-{slug}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    sweep_file = Path(args.sweep)
+    if not sweep_file.is_file():
+        raise FileNotFoundError(f"sweep file not found: {sweep_file}")
+    sweep = load_sweep(sweep_file)
+    sweep.expand(str(sweep_file))  # a config error shows here, not minutes later in the job's log
+    client = jobs_client(args.address)
+    runs_dir = args.runs_dir.expanduser().resolve()
+    tracking_uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    with tempfile.TemporaryDirectory(prefix="srag-submit-") as tmp:
+        working_dir = stage_working_dir(sweep_file, Path(tmp))
+        try:
+            job_id = client.submit_job(
+                entrypoint=entrypoint(sweep_file.name, runs_dir, args.limit),
+                submission_id=submission_id(sweep.name),
+                runtime_env={"working_dir": str(working_dir), "env_vars": job_env(tracking_uri)},
+                metadata={"srag_sweep": sweep.name, "srag_sweep_file": str(sweep_file),
+                          "srag_runs_dir": str(runs_dir), "srag_submitted": utc_now()})
+        except RuntimeError as e:  # the Jobs API's own refusal (a working dir over Ray's size cap, ...)
+            raise ValueError(f"the cluster refused the job: {_first_line(e)}") from None
+    out = {"job_id": job_id, "address": args.address, "status": str(client.get_job_status(job_id).value),
+           "sweep": sweep.name, "runs_dir": str(runs_dir)}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(job_id)
+        print(f"follow it with: srag status {job_id} --address {args.address}  ·  srag logs {job_id} --follow "
+              f"--address {args.address}", file=sys.stderr)
+    if not tracking_uri:
+        print(f"note: no MLFLOW_TRACKING_URI: the job logs to sqlite under {runs_dir}", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def job_state(client, job_id: str) -> dict[str, Any]:
+    try:
+        info = client.get_job_info(job_id)
+    except RuntimeError as e:  # the Jobs API answers 404 for an unknown id
+        raise ValueError(f"job {job_id}: {_first_line(e)}") from None
+    status = str(info.status.value)
+    meta = info.metadata or {}
+    out: dict[str, Any] = {"job_id": job_id, "status": status, "message": info.message,
+                           "sweep": meta.get("srag_sweep"), "runs_dir": meta.get("srag_runs_dir")}
+    if status in TERMINAL:
+        out.update(sweep_result(client.get_job_logs(job_id)))
+    return out
+
+
+def sweep_result(logs: str) -> dict[str, Any]:
+    """The sweep's `--json` line from the job's output: its id and its runs."""
+    for line in reversed(logs.splitlines()):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and "sweep_id" in data:
+            runs = [{k: r.get(k) for k in ("run_id", "label", "n_questions", "missing", "accuracy")}
+                    for r in data.get("runs", [])]
+            return {"sweep_id": data["sweep_id"], "run_ids": [r["run_id"] for r in runs], "runs": runs}
+    return {}
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    client = jobs_client(args.address)
+    state = job_state(client, args.job_id)
+    while args.wait and state["status"] not in TERMINAL:
+        time.sleep(POLL_S)
+        state = job_state(client, args.job_id)
+    if args.json:
+        print(json.dumps(state, default=str))
+    else:
+        print(f"job {state['job_id']} ({state['sweep']}): {state['status']}"
+              + (f"  {state['message']}" if state.get("message") else ""))
+        if state.get("sweep_id"):
+            print(f"sweep {state['sweep_id']} in {state['runs_dir']}: runs {', '.join(state['run_ids'])}")
+            print(f"  srag report {state['sweep_id']} --runs-dir {state['runs_dir']}")
+    return 1 if state["status"] in ("FAILED", "STOPPED") else 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    client = jobs_client(args.address)
+    job_state(client, args.job_id)  # an unknown id is a one-line error, not a traceback
+    if not args.follow:
+        print(client.get_job_logs(args.job_id), end="")
+        return 0
+
+    async def follow() -> None:
+        async for chunk in client.tail_job_logs(args.job_id):
+            print(chunk, end="", flush=True)
+
+    asyncio.run(follow())
+    return 0
