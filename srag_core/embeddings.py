@@ -30,6 +30,7 @@ _SHIPPED = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 # English WordPiece text averages about 4-4.5 characters per token; 3 leaves room for numbers, names and markup.
 CONSERVATIVE_CHARS_PER_TOKEN = 3.0
 _TOKENIZE_BATCH = 256  # documents tokenized per call while chunking (bounds memory on large corpora)
+_RATE_SAMPLE_CHARS = 20_000  # of each sampled text, when measuring characters per token
 
 
 def encoder_path(name: str = DEFAULT_ENCODER) -> str:
@@ -81,7 +82,7 @@ def max_chunk_tokens(encoder: str = DEFAULT_ENCODER) -> int:
 def estimate_chars_per_token(texts: Sequence[str], encoder: str = DEFAULT_ENCODER, quantile: float = 0.1,
                              sample: int = 200) -> float:
     """A low quantile of characters per token over a spread sample of the texts: denser text than usual still fits."""
-    picked = [t for t in _spread(list(texts), sample) if t.strip()]
+    picked = [t[:_RATE_SAMPLE_CHARS] for t in _spread(list(texts), sample) if t.strip()]
     if not picked:
         return CONSERVATIVE_CHARS_PER_TOKEN
     with encoder_lock(encoder):
