@@ -267,3 +267,12 @@ def test_llm_calls_do_not_grow_with_the_corpus(fake_llm):
         assert len(index.manifest["sample"]) == 5
     assert totals[0] == totals[1]
     assert sum(totals[0].values()) <= index.manifest["llm_calls"]["bound"] == 2 + 2 + 8 * 17
+
+
+def test_a_pattern_with_the_template_of_an_accepted_one_is_dropped(fake_llm):
+    twins = [{**PROPOSAL, "regex_template": BOTH_HEADINGS}, {**PROPOSAL, "name": "twin", "regex_template": BOTH_HEADINGS}]
+    fake_llm.respond_with(DiscoveryLLM(proposals=twins))
+    index = discover(hotels(), client(fake_llm), sample_size=3)
+    assert [p.name for p in index.patterns] == ["facilities_section"]
+    assert {"name": "twin", "kind": "llm", "stage": "validate", "reason": "same template as facilities_section",
+            "template": BOTH_HEADINGS} in index.manifest["dropped"]

@@ -294,7 +294,7 @@ def build_index(corpus: "Corpus", patterns: list[RegexPattern], semantic: list[S
     """Run every pattern over every scan window and compute the gap catalog; returns the index and build stats."""
     windows = windows if windows is not None else [scan_window(d.text, cfg.window_chars) for d in corpus.docs]
     matches, timeouts, failures = scan_all(patterns, windows, map_fn or inline_map, cfg)
-    postings = token_postings(windows)
+    postings = token_postings(windows) if patterns else {}
     stats: dict[str, Any] = {"patterns": {}, "failed_jobs": failures}
     gaps: dict[str, dict[str, list[tuple[int, str]]]] = {}
     for p in patterns:

@@ -187,10 +187,13 @@ def _validate_all(proposed: list[RegexPattern], windows: list[str], corpus: Corp
         validate_pattern(p, windows, filenames, llm, sandbox, cfg.validation)
         if progress:
             progress(f"  {p.name}: {p.validation.status} ({p.validation.reason})")
-        if p.validation.status == "accepted":
-            accepted.append(p)
-        else:
+        twin = next((q.name for q in accepted if q.template == p.template), None)
+        if p.validation.status != "accepted":
             rejected.append(Dropped(p.name, "llm", "validate", p.validation.reason, original))
+        elif twin is not None:  # refinement can converge on a template another pattern already has
+            rejected.append(Dropped(p.name, "llm", "validate", f"same template as {twin}", original))
+        else:
+            accepted.append(p)
     return accepted, rejected
 
 
