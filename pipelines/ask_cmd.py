@@ -11,9 +11,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from pipelines.cli import CliError
-from pipelines.config import VARIANTS, ConfigError, LocalModel, RetrievalSettings, describe, read_yaml
+from pipelines.config import VARIANTS, ConfigError, IngestionSettings, LocalModel, RetrievalSettings, describe, read_yaml
 from pipelines.endpoints import open_endpoint
-from pipelines.systems import build_index, build_system, needs_chunk_index
+from pipelines.systems import build_system, prepare_resources
 from srag_core import load_corpus
 from srag_core.agent import AgentConfig
 from srag_core.llm import LLMClient, LLMConfig
@@ -51,6 +51,7 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"llm": _section(LLMConfig, llm_data, source, "llm"),
             "agent": _section(AgentConfig, agent_data, source, "agent"),
             "retrieval": _section(RetrievalSettings, data.get("retrieval") or {}, source, "retrieval"),
+            "ingestion": _section(IngestionSettings, data.get("ingestion") or {}, source, "ingestion"),
             "variant": args.variant or data.get("variant") or "zero_ingestion", "local": local}
 
 
@@ -66,10 +67,11 @@ def run(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.corpus)
     for w in corpus.warnings:
         print(f"srag ask: warning: {w}", file=sys.stderr)
-    index = build_index(corpus, cfg["retrieval"], ".cache/embeddings") if needs_chunk_index(cfg["variant"]) else None
     printer = None if args.json else StepPrinter()
     with open_endpoint(cfg["llm"], cfg["local"]) as llm_cfg, LLMClient(llm_cfg) as llm:
-        system = build_system(cfg["variant"], corpus, llm, cfg["agent"], cfg["retrieval"], index, on_event=printer)
+        resources = prepare_resources(cfg["variant"], corpus, cfg["retrieval"], cfg["ingestion"], llm)
+        system = build_system(cfg["variant"], corpus, llm, cfg["agent"], cfg["retrieval"], resources,
+                              on_event=printer)
         episode = system.run(args.question, "ask")
     if args.json:
         print(json.dumps(episode.model_dump(), ensure_ascii=False, default=str))

@@ -79,6 +79,17 @@ class RetrievalSettings(_Strict):
     top_k: int = Field(5, ge=1)
 
 
+class IngestionSettings(_Strict):
+    """Limited ingestion: coarse chunk embeddings and pattern discovery, built once per corpus and cached."""
+
+    encoder: str = "all-MiniLM-L6-v2"
+    chunk_unit: Literal["tokens", "chars"] = "tokens"  # chunks as large as the encoder accepts
+    discovery_llm: bool = True  # False: the deterministic stages only (label scanner, index, gap clusters)
+    sample_size: int = Field(20, ge=1)  # documents the discovery LLM reads; constant in corpus size
+    task_timeout_s: float = Field(120.0, gt=0)  # hard limit per validation task on Ray
+    cache_dir: str = ".cache"
+
+
 class RunConfig(_Strict):
     name: str = "run"
     dataset: str | None = None  # a registry name (see `srag datasets`)
@@ -93,6 +104,7 @@ class RunConfig(_Strict):
     tracking: Tracking = Field(default_factory=Tracking)
     local_model: LocalModel = Field(default_factory=LocalModel)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
     runs_dir: str = "runs"
 
     @model_validator(mode="after")

@@ -29,7 +29,7 @@ from pipelines.datasets import load_questions, resolve
 from pipelines.endpoints import open_endpoint
 from pipelines.report import metrics_for_mlflow, plot_accuracy_by_type, question_rows, summarize
 from pipelines.results import RunDir, git_revision, new_run_id, package_versions
-from pipelines.systems import build_index, needs_chunk_index
+from pipelines.systems import prepare_resources
 from pipelines.tracking import Tracker, tracking_uri
 from srag_core.agent import FINISHED, utc_now
 from srag_core.corpus import Corpus, load_corpus
@@ -38,7 +38,6 @@ from srag_core.llm import LLMClient, LLMConfig
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 5.0
 JUDGE_THREADS = 8
-EMBED_CACHE = Path(".cache") / "embeddings"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -233,6 +232,23 @@ def init_ray(address: str | None) -> None:
         ray.init(include_dashboard=False, runtime_env=env, log_to_driver=False)
 
 
+def _resources(run_dir: RunDir, cfg: RunConfig, corpus: Corpus, llm_cfg: LLMConfig) -> dict[str, Any]:
+    """The per-corpus stage (chunk embeddings, pattern discovery on Ray), recorded in the run's metadata."""
+    from pipelines.discover_cmd import RayMapFn
+
+    llm = LLMClient(llm_cfg) if cfg.variant == "limited_ingestion" and cfg.ingestion.discovery_llm else None
+    started = time.monotonic()
+    resources = prepare_resources(cfg.variant, corpus, cfg.retrieval, cfg.ingestion, llm,
+                                  RayMapFn(cfg.ingestion.task_timeout_s))
+    info: dict[str, Any] = {"variant_resources": sorted(resources), "prepare_s": round(time.monotonic() - started, 3)}
+    if "pattern_index" in resources:
+        manifest = resources["pattern_index"].manifest
+        info["pattern_index"] = {k: manifest.get(k) for k in ("n_patterns", "llm_calls", "stages", "notes")
+                                 if k in manifest}
+    run_dir.update_meta(ingestion=info)
+    return resources
+
+
 def limiter_can_bind(cfg: RunConfig) -> bool:
     """An episode has at most one request in flight, so a concurrency cap at or above the number of episodes (plus
     judge threads) can never bind: then the limiter, and its round trip per request, is skipped."""
@@ -253,7 +269,6 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
     mlflow_id = meta.get("mlflow_run_id")
     init_ray(cfg.execution.ray_address)
     corpus = corpus_for(Path(meta["corpus"]))
-    index = build_index(corpus, cfg.retrieval, str(EMBED_CACHE)) if needs_chunk_index(cfg.variant) else None
     store = run_dir.store()
     stats = _Stats(total=len(run_dir.read_questions()))
     redo = {q["id"] for q, _ in todo}
@@ -265,16 +280,17 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
     from pipelines.worker import EpisodeWorker, RayLimiterSlot, start_limiter
 
     with open_endpoint(cfg.llm, cfg.local_model, run_dir.path) as llm_cfg:
+        resources = _resources(run_dir, cfg, corpus, llm_cfg)
         ex = cfg.execution
         limiter = start_limiter(ex.max_concurrent_requests or 1_000_000, ex.requests_per_minute) \
             if limiter_can_bind(cfg) else None
         shared = RayLimiterSlot(limiter) if limiter is not None and cfg.judge.llm is None else None
         judge = JudgeStage(cfg.judge, llm_cfg, shared)
         corpus_ref = ray.put(corpus)
-        index_ref = ray.put(index)
+        resources_ref = ray.put(resources)
         workers = [EpisodeWorker.options(max_restarts=ex.max_actor_restarts, max_concurrency=ex.episodes_per_actor,
                                          num_cpus=ex.cpus_per_actor, scheduling_strategy="SPREAD").remote(
-            corpus_ref, index_ref, cfg.variant, llm_cfg, cfg.agent, cfg.retrieval, limiter)
+            corpus_ref, resources_ref, cfg.variant, llm_cfg, cfg.agent, cfg.retrieval, limiter)
             for _ in range(ex.actors)]
         try:
             startup = _wait_for_workers(workers)

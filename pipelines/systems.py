@@ -1,10 +1,17 @@
-"""System variants: the name in a run config -> the object that answers one question (`.run(question, id)`)."""
+"""System variants: the name in a run config -> the object that answers one question (`.run(question, id)`).
+
+`prepare_resources` is the per-corpus stage: what a variant needs besides the corpus (chunk embeddings for vanilla
+RAG; coarse chunk embeddings and the pattern index for limited ingestion). It runs once per corpus in the driver,
+results are cached on disk by corpus content hash and in memory for the rest of the process (a sweep shares them),
+and they travel to the workers through the object store.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
-from pipelines.config import ConfigError, RetrievalSettings
+from pipelines.config import ConfigError, IngestionSettings, RetrievalSettings
 from srag_core.agent import Agent, AgentConfig
 from srag_core.corpus import Corpus
 from srag_core.embeddings import ChunkIndex
@@ -18,23 +25,68 @@ AGENT_VARIANTS: dict[str, dict[str, Any]] = {
     "no_redaction": {"redaction": False},
     "stateless": {"stateless": True},
 }
+LIMITED_FAMILIES = ("embeddings", "pattern_search")
+_RESOURCES: dict[tuple, dict[str, Any]] = {}
 
 
-def needs_chunk_index(variant: str) -> bool:
-    return variant == "vanilla_rag"
+def prepare_resources(variant: str, corpus: Corpus, retrieval: RetrievalSettings, ingestion: IngestionSettings,
+                      llm=None, map_fn=None) -> dict[str, Any]:
+    """What `build_system` needs for this variant besides the corpus; `llm` and `map_fn` drive pattern discovery."""
+    if variant == "vanilla_rag":
+        key = (corpus.content_hash, variant, retrieval.encoder, retrieval.chunk_chars, retrieval.overlap)
+        if key not in _RESOURCES:
+            _RESOURCES[key] = {"chunk_index": ChunkIndex.build(
+                corpus, encoder=retrieval.encoder, chunk_chars=retrieval.chunk_chars, overlap=retrieval.overlap,
+                cache_dir=Path(ingestion.cache_dir) / "embeddings")}
+        return _RESOURCES[key]
+    if variant == "limited_ingestion":
+        model = getattr(getattr(llm, "config", None), "model", None)
+        key = (corpus.content_hash, variant, ingestion.model_dump_json(), model if ingestion.discovery_llm else None)
+        if key not in _RESOURCES:
+            _RESOURCES[key] = limited_ingestion_resources(corpus, ingestion, llm, map_fn)
+        return _RESOURCES[key]
+    return {}
 
 
-def build_index(corpus: Corpus, retrieval: RetrievalSettings, cache_dir: str | None) -> ChunkIndex:
-    return ChunkIndex.build(corpus, encoder=retrieval.encoder, chunk_chars=retrieval.chunk_chars,
-                            overlap=retrieval.overlap, cache_dir=cache_dir)
+def limited_ingestion_resources(corpus: Corpus, ingestion: IngestionSettings, llm, map_fn) -> dict[str, Any]:
+    from srag_core.discovery import PatternIndex
+
+    cache = Path(ingestion.cache_dir)
+    coarse = ChunkIndex.build_coarse(corpus, encoder=ingestion.encoder, unit=ingestion.chunk_unit,
+                                     cache_dir=cache / "embeddings")
+    patterns = PatternIndex.build_or_load(corpus, cache / "patterns", llm=llm if ingestion.discovery_llm else None,
+                                          sample_size=ingestion.sample_size, map_fn=map_fn)
+    return {"coarse_index": coarse, "pattern_index": patterns}
 
 
 def build_system(variant: str, corpus: Corpus, llm, agent: AgentConfig, retrieval: RetrievalSettings,
-                 index: ChunkIndex | None = None, on_event: Callable[[dict], None] | None = None):
+                 resources: dict[str, Any] | None = None, on_event: Callable[[dict], None] | None = None):
+    resources = resources or {}
     if variant in AGENT_VARIANTS:
         return Agent(corpus, llm, agent.model_copy(update=AGENT_VARIANTS[variant]), on_event=on_event)
     if variant == "vanilla_rag":
-        if index is None:
-            raise ConfigError("vanilla_rag needs the corpus chunk index (build_index)")
-        return VanillaRAG(corpus, index, llm, top_k=retrieval.top_k)
-    raise ConfigError(f"variant {variant!r} is not available yet")
+        if "chunk_index" not in resources:
+            raise ConfigError("vanilla_rag needs the corpus chunk index (prepare_resources)")
+        return VanillaRAG(corpus, resources["chunk_index"], llm, top_k=retrieval.top_k)
+    if variant == "limited_ingestion":
+        return limited_ingestion_agent(corpus, llm, agent, resources, on_event)
+    raise ConfigError(f"unknown variant {variant!r}")
+
+
+def limited_ingestion_agent(corpus: Corpus, llm, agent: AgentConfig, resources: dict[str, Any],
+                            on_event: Callable[[dict], None] | None) -> Agent:
+    from srag_core.tools.embedding_tools import embedding_extensions
+    from srag_core.tools.patterns import corpus_profile, pattern_routing, register_pattern_sets
+
+    if "coarse_index" not in resources or "pattern_index" not in resources:
+        raise ConfigError("limited_ingestion needs the coarse chunk index and the pattern index (prepare_resources)")
+    index = resources["pattern_index"]
+    families = list(dict.fromkeys([*agent.tool_families, *LIMITED_FAMILIES]))
+    extensions = {**embedding_extensions(resources["coarse_index"], llm), "pattern_index": index,
+                  "init_workspace": register_pattern_sets}
+
+    def sections(question: str) -> list[str]:
+        return [corpus_profile(index), pattern_routing(index, question)]
+
+    return Agent(corpus, llm, agent.model_copy(update={"tool_families": families}), extensions=extensions,
+                 extra_sections=sections, on_event=on_event)

@@ -1,6 +1,7 @@
 """Ray actors: episode workers holding a corpus replica, and one request limiter per LLM endpoint.
 
-A worker receives the corpus (and the chunk index, for variants that need it) from the object store when it starts,
+A worker receives the corpus (and the variant's per-corpus resources: chunk embeddings, pattern index) from the
+object store when it starts,
 warms its search structures once, then runs many episodes at once on threads (`max_concurrency`): LLM waits overlap
 while tool work uses the actor's CPU. When a worker dies, Ray restarts it (`max_restarts`) and it reloads its
 replica from the object store; the driver re-queues the episodes it was running.
@@ -111,12 +112,12 @@ class RayLimiterSlot:
 
 @ray.remote
 class EpisodeWorker:
-    def __init__(self, corpus, index, variant: str, llm: LLMConfig, agent: AgentConfig,
+    def __init__(self, corpus, resources: dict[str, Any], variant: str, llm: LLMConfig, agent: AgentConfig,
                  retrieval: RetrievalSettings, limiter=None):
         self.started = time.time()
         corpus.search.folded("norm")  # build the search structures once per replica, not per episode
         self.client = LLMClient(llm, limiter=RayLimiterSlot(limiter) if limiter is not None else None)
-        self.system = build_system(variant, corpus, self.client, agent, retrieval, index)
+        self.system = build_system(variant, corpus, self.client, agent, retrieval, resources)
         self.where = {"node": socket.gethostname(), "pid": os.getpid(),
                       "node_id": ray.get_runtime_context().get_node_id()}
 
