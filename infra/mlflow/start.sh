@@ -11,7 +11,8 @@
 # Then point the pipeline at it: export MLFLOW_TRACKING_URI=http://HOST:PORT. Binding another address than
 # loopback also needs `-- --allowed-hosts HOST:PORT` (MLflow refuses other Host headers) and a network that only the
 # team reaches: the server has no login of its own. Environment: MLFLOW_WORKERS (default 4); MLFLOW the mlflow
-# command (default: the repository's .venv, else the one on PATH), which needs a PostgreSQL driver (psycopg2).
+# command (default: the repository's .venv, else the one on PATH), which needs the PostgreSQL driver psycopg
+# (`pip install "psycopg[binary]"`, part of the project's dev extra).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
