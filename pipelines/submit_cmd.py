@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.config import load_sweep
+from pipelines.results import git_revision
 from srag_core.agent import utc_now
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -152,7 +153,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
                 submission_id=submission_id(sweep.name),
                 runtime_env={"working_dir": str(working_dir), "env_vars": job_env(tracking_uri)},
                 metadata={"srag_sweep": sweep.name, "srag_sweep_file": str(sweep_file),
-                          "srag_runs_dir": str(runs_dir), "srag_submitted": utc_now()})
+                          "srag_runs_dir": str(runs_dir), "srag_submitted": utc_now(),
+                          # the shipped copy has no .git, so the runs cannot tell which revision they ran
+                          "srag_git_revision": str(git_revision())})
         except RuntimeError as e:  # the Jobs API's own refusal (a working dir over Ray's size cap, ...)
             raise ValueError(f"the cluster refused the job: {_first_line(e)}") from None
     out = {"job_id": job_id, "address": args.address, "status": str(client.get_job_status(job_id).value),
@@ -179,7 +182,8 @@ def job_state(client, job_id: str) -> dict[str, Any]:
     status = str(info.status.value)
     meta = info.metadata or {}
     out: dict[str, Any] = {"job_id": job_id, "status": status, "message": info.message,
-                           "sweep": meta.get("srag_sweep"), "runs_dir": meta.get("srag_runs_dir")}
+                           "sweep": meta.get("srag_sweep"), "runs_dir": meta.get("srag_runs_dir"),
+                           "git_revision": meta.get("srag_git_revision")}
     if status in TERMINAL:
         out.update(sweep_result(client.get_job_logs(job_id)))
     return out

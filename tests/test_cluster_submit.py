@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -243,6 +244,8 @@ def test_a_sweep_submitted_to_a_two_node_cluster_lands_in_run_folders_and_mlflow
         assert state["sweep_id"] in logs and state["sweep_id"] in capsys.readouterr().out
         job = cluster.api(f"/api/jobs/{job_id}")
         assert job["metadata"]["srag_sweep"] == "cluster-smoke"
+        assert state["git_revision"] == job["metadata"]["srag_git_revision"]
+        assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", state["git_revision"])  # this checkout's, as it was sent
         assert set(job["runtime_env"]["env_vars"]) == {"MLFLOW_TRACKING_URI", "RAY_OVERRIDE_JOB_RUNTIME_ENV"}
         assert SECRET not in json.dumps(job) + logs and cluster.token not in json.dumps(job) + logs
 
