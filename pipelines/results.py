@@ -45,6 +45,10 @@ def new_run_id(name: str) -> str:
 
 
 def git_revision(repo: Path | None = None) -> str | None:
+    """HEAD of the checkout (with -dirty for uncommitted changes); SRAG_GIT_REVISION when the code runs from a copy
+    without .git, such as a Ray job's working directory."""
+    if os.environ.get("SRAG_GIT_REVISION"):
+        return os.environ["SRAG_GIT_REVISION"]
     repo = repo or Path(__file__).resolve().parents[1]
     try:
         rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,

@@ -128,6 +128,9 @@ def job_env(tracking_uri: str | None) -> dict[str, str]:
     env = {"RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"}
     if tracking_uri:
         env["MLFLOW_TRACKING_URI"] = tracking_uri
+    revision = git_revision()
+    if revision:  # the shipped copy has no .git: runs on the cluster record the submitter's revision instead
+        env["SRAG_GIT_REVISION"] = revision
     return env
 
 

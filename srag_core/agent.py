@@ -12,6 +12,7 @@ the trace up to that point is kept, so a failed episode is a record that can be 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -95,6 +96,7 @@ class _Run:
     observations: dict[int, dict] = field(default_factory=dict)  # message index -> structured observation
     usage: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # tools may call the LLM from several threads
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -146,6 +148,8 @@ class Agent:
     def _loop(self, run: _Run, question: str) -> None:
         ws = Workspace(self.corpus, question=question, budgets=self.budgets,
                        regex_budget_s=self.config.regex_budget_s, extensions=dict(self.extensions))
+        if "llm" in ws.extensions:  # tools that call the LLM (label_docs) are charged to this episode
+            ws.extensions["llm"] = _ChargedLLM(ws.extensions["llm"], lambda result: self._account(run, result))
         if "init_workspace" in self.extensions:  # optional modules pre-register sets (e.g. pat_{name})
             self.extensions["init_workspace"](ws)
         landscape = question_landscape(question, self.corpus) if self.config.landscape else None
@@ -196,10 +200,11 @@ class Agent:
         return turn
 
     def _account(self, run: _Run, result: ChatResult) -> None:
-        run.usage = run.usage + result.usage
-        run.episode.llm_calls += 1
-        run.episode.llm_s += result.latency_s
-        run.episode.cached_calls += result.cached
+        with run.lock:
+            run.usage = run.usage + result.usage
+            run.episode.llm_calls += 1
+            run.episode.llm_s += result.latency_s
+            run.episode.cached_calls += result.cached
 
     def _observe(self, run: _Run, step: int, tool: str | None, args: dict | None, obs: dict,
                  text: str | None) -> None:
@@ -231,6 +236,19 @@ class Agent:
         run.episode.trace.append(event)
         if self.on_event is not None:
             self.on_event(event)
+
+
+class _ChargedLLM:
+    """An LLM handle for tools whose every call is added to the episode's usage."""
+
+    def __init__(self, llm, charge: Callable[[ChatResult], None]):
+        self.llm, self.charge = llm, charge
+        self.config = getattr(llm, "config", None)
+
+    def chat(self, messages, **kwargs) -> ChatResult:
+        result = self.llm.chat(messages, **kwargs)
+        self.charge(result)
+        return result
 
 
 def utc_now() -> str:

@@ -111,11 +111,12 @@ def enabled_tools(families: Iterable[str]) -> list[Tool]:
     return [t for t in REGISTRY.values() if t.family in wanted]
 
 
-def tool_section(tools: Iterable[Tool]) -> str:
+def tool_section(tools: Iterable[Tool], families: set[str]) -> str:
     lines = [RULE, "TOOLS", RULE]
     for t in tools:
         lines.append(f"{t.name}({t.signature()}) - {t.summary}")
-        lines.extend(f"  {json.dumps(ex, ensure_ascii=False)}" for ex in t.examples)
+        examples = [*t.examples, *(ex for fam, ex in t.module_examples if fam in families)]
+        lines.extend(f"  {json.dumps(ex, ensure_ascii=False)}" for ex in examples)
     return "\n".join(lines)
 
 
@@ -129,7 +130,7 @@ def system_prompt(*, n_docs: int, total_chars: int, context_tokens: int, max_ste
         _APPROACH.format(rule=RULE),
         _AGGREGATION if agg else "",
         _VERIFY if agg else _VERIFY.replace("6. ", "4. ", 1),
-        tool_section(enabled_tools(families)),
+        tool_section(enabled_tools(families), families),
         _GUARDRAILS.format(rule=RULE, max_steps=max_steps,
                            cosine_hint=", or cosine_search with a plain description" if "embeddings" in families
                            else "",

@@ -59,16 +59,18 @@ def mlflow_server(tmp_path_factory):
                              "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
                              "--default-artifact-root", (root / "artifacts").as_uri(), "--no-serve-artifacts",
                              "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
+                            # No job-execution workers: the pipeline does not use them and they slow start-up.
+                            env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true",
+                                 "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
     uri = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 180
     while True:
         try:
             urllib.request.urlopen(f"{uri}/health", timeout=2)
             break
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
+                os.killpg(proc.pid, 9)  # the whole group: the server's workers too
                 raise RuntimeError("mlflow server did not start: " + (root / "server.log").read_text()[-2000:])
             time.sleep(0.5)
     yield uri

@@ -246,7 +246,8 @@ def test_a_sweep_submitted_to_a_two_node_cluster_lands_in_run_folders_and_mlflow
         assert job["metadata"]["srag_sweep"] == "cluster-smoke"
         assert state["git_revision"] == job["metadata"]["srag_git_revision"]
         assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", state["git_revision"])  # this checkout's, as it was sent
-        assert set(job["runtime_env"]["env_vars"]) == {"MLFLOW_TRACKING_URI", "RAY_OVERRIDE_JOB_RUNTIME_ENV"}
+        assert set(job["runtime_env"]["env_vars"]) == {"MLFLOW_TRACKING_URI", "RAY_OVERRIDE_JOB_RUNTIME_ENV",
+                                                       "SRAG_GIT_REVISION"}
         assert SECRET not in json.dumps(job) + logs and cluster.token not in json.dumps(job) + logs
 
     # The job's results are ordinary run folders: report and rerun work on them from here.
@@ -258,6 +259,7 @@ def test_a_sweep_submitted_to_a_two_node_cluster_lands_in_run_folders_and_mlflow
     for run_id in state["run_ids"]:
         run_dir = RunDir.open(runs, run_id)
         assert run_dir.read_meta()["sweep_id"] == state["sweep_id"]
+        assert run_dir.read_meta()["git_revision"] == state["git_revision"]  # recorded even without .git
         assert (run_dir.path / "summary.json").is_file() and (run_dir.path / "results.parquet").is_file()
 
     agent.healed = True

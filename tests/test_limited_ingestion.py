@@ -76,3 +76,22 @@ def test_a_sweep_compares_zero_against_limited_ingestion(ray_local, fake_llm, tm
     assert all(r["accuracy"] == 1.0 for r in out["runs"])
     meta = json.loads((tmp_path / "runs" / out["runs"][1]["run_id"] / "run.json").read_text())
     assert meta["ingestion"]["variant_resources"] == ["coarse_index", "pattern_index"]
+
+
+def test_llm_calls_made_by_tools_are_charged_to_the_episode(fake_llm, tmp_path):
+    corpus = hearings_corpus()
+    resources = resources_for(corpus, tmp_path)
+
+    def reply(request):
+        if "label" in request["messages"][0]["content"].lower() and "numbered condition" in \
+                request["messages"][0]["content"]:
+            return json.dumps({"labels": [1]})
+        turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        return call("label_docs", set_name="all", labels=["senate"], max_docs=4) if turn == 0 else answer("x")
+
+    fake_llm.respond_with(reply)
+    llm = LLMClient(LLMConfig(base_url=fake_llm.base_url, model="m", backoff_base_s=0.01))
+    ep = build_system("limited_ingestion", corpus, llm, AgentConfig(), RetrievalSettings(), resources).run(QUESTION)
+    labelled = next(e for e in ep.trace if e["type"] == "tool")["observation"]
+    assert ep.status == "ok" and labelled["labelled"] == 4
+    assert ep.llm_calls == len(fake_llm.requests) == 6 and ep.usage["calls"] == 6

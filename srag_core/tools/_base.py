@@ -37,6 +37,7 @@ class Tool:
     family: str = "core"  # core | agg | embeddings | pattern_search: decides which prompt sections list it
     deterministic: bool = True  # same args and workspace give the same observation (branch-and-select may preview)
     examples: tuple[dict, ...] = ()
+    module_examples: tuple[tuple[str, dict], ...] = ()  # (family, example): shown only when that family is on
 
     def schema(self) -> dict:
         return self.args.model_json_schema()
@@ -51,12 +52,12 @@ REGISTRY: dict[str, Tool] = {}
 
 
 def tool(name: str, summary: str, *, family: str = "core", deterministic: bool = True,
-         examples: tuple[dict, ...] = ()) -> Callable:
+         examples: tuple[dict, ...] = (), module_examples: tuple[tuple[str, dict], ...] = ()) -> Callable:
     def register(fn: Callable) -> Callable:
         args_model = fn.__annotations__["a"]
         if isinstance(args_model, str):  # postponed annotations: look the model up in the function's module
             args_model = fn.__globals__[args_model]
-        REGISTRY[name] = Tool(name, summary, args_model, fn, family, deterministic, examples)
+        REGISTRY[name] = Tool(name, summary, args_model, fn, family, deterministic, examples, module_examples)
         return fn
 
     return register

@@ -24,7 +24,9 @@ class ApplyFilterArgs(Args):
 
 @tool("apply_filter", "Split a set by a regex over section-normalized text into <prefix>_pos and <prefix>_neg.",
       examples=({"filter_type": "regex", "pattern": "term", "target_set": "all", "output_prefix": "has_term"},
-                {"filter_type": "regex", "pattern": "precise", "target_set": "broad_pos", "output_prefix": "refined"}))
+                {"filter_type": "regex", "pattern": "precise", "target_set": "broad_pos", "output_prefix": "refined"}),
+      module_examples=(("embeddings", {"filter_type": "classifier", "filter_id": "clf_1", "target_set": "working",
+                                       "output_prefix": "refined"}),))
 def apply_filter(a: ApplyFilterArgs, ws: Workspace) -> dict:
     if a.filter_type == "classifier":
         hook = ws.extensions.get("classifier_filter")
