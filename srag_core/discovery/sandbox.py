@@ -12,6 +12,10 @@ Three layers bound the cost of one pattern:
 
 `MapFn` contract: `map_fn(func, chunks)` returns one entry per chunk, in order: `func(chunk)`'s result, or an
 exception instance when the chunk failed, was killed or timed out. `func` must be a picklable top-level function.
+
+`LocalProcessMap` starts its workers with the forkserver method, which (like spawn) imports the main module in each
+new process: a script that calls `discover` with an LLM and no map_fn must keep its top-level code under
+`if __name__ == "__main__":`, as any multiprocessing program must. The `srag` entry point and pytest do.
 """
 
 from __future__ import annotations
@@ -123,12 +127,24 @@ def inline_map(func: Callable[[Any], Any], chunks: Sequence[Any]) -> list[Any]:
 # Local worker processes
 
 
+def _address_space_bytes() -> int:
+    """This process's current virtual size (Linux), or 0 when unknown."""
+    try:
+        import os
+
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _worker_main(conn: Connection, memory_limit_mb: int | None) -> None:
     if memory_limit_mb:
         try:
             import resource
 
-            limit = memory_limit_mb * 1024 * 1024
+            # Room to grow beyond what the worker already maps, whatever its parent had loaded.
+            limit = _address_space_bytes() + memory_limit_mb * 1024 * 1024
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         except (ImportError, ValueError, OSError):  # not every platform lets a process lower its limit
             pass
@@ -161,7 +177,7 @@ class LocalProcessMap:
 
     workers: int = 2
     task_timeout_s: float = 60.0
-    memory_limit_mb: int | None = 2048
+    memory_limit_mb: int | None = 2048  # address space a worker may add to what it maps at start
     start_method: str = "forkserver"
     _pool: list[_Worker] = field(default_factory=list, repr=False)
 
