@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
-from pydantic import ValidationError
-
 from pipelines.cli import CliError
-from pipelines.config import VARIANTS, ConfigError, IngestionSettings, LocalModel, RetrievalSettings, describe, read_yaml
+from pipelines.config import VARIANTS, IngestionSettings, RetrievalSettings, endpoint_from, read_yaml, section
 from pipelines.endpoints import open_endpoint
 from pipelines.systems import build_system, prepare_resources
 from srag_core import load_corpus
 from srag_core.agent import AgentConfig
-from srag_core.llm import LLMClient, LLMConfig
+from srag_core.llm import LLMClient
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,31 +32,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 def settings(args: argparse.Namespace) -> dict[str, Any]:
     data = read_yaml(args.config) if args.config else {}
     source = args.config or "command line"
-    llm_data = dict(data.get("llm") or {})
-    if args.base_url:
-        llm_data["base_url"] = args.base_url
-    if args.model:
-        llm_data["model"] = args.model
-    llm_data.setdefault("model", os.environ.get("OPENAI_MODEL"))
-    local = _section(LocalModel, data.get("local_model") or {}, source, "local_model")
-    if not llm_data["model"] and not local.enabled:
+    llm, local = endpoint_from(data, source, args.base_url, args.model)
+    if llm is None:
         raise CliError("no model: pass --model, set llm.model in --config, or set OPENAI_MODEL")
-    llm_data["model"] = llm_data["model"] or "local"
     agent_data = dict(data.get("agent") or {})
     if args.max_steps:
         agent_data["max_steps"] = args.max_steps
-    return {"llm": _section(LLMConfig, llm_data, source, "llm"),
-            "agent": _section(AgentConfig, agent_data, source, "agent"),
-            "retrieval": _section(RetrievalSettings, data.get("retrieval") or {}, source, "retrieval"),
-            "ingestion": _section(IngestionSettings, data.get("ingestion") or {}, source, "ingestion"),
-            "variant": args.variant or data.get("variant") or "zero_ingestion", "local": local}
-
-
-def _section(model, data: Any, source: str, name: str):
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        raise ConfigError(describe(e, f"{source} ({name})")) from None
+    return {"llm": llm, "local": local, "agent": section(AgentConfig, agent_data, source, "agent"),
+            "retrieval": section(RetrievalSettings, data.get("retrieval"), source, "retrieval"),
+            "ingestion": section(IngestionSettings, data.get("ingestion"), source, "ingestion"),
+            "variant": args.variant or data.get("variant") or "zero_ingestion"}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -173,6 +173,33 @@ def validate_run(data: Any, source: str) -> RunConfig:
         raise ConfigError(describe(e, source)) from None
 
 
+def section(model: type[BaseModel], data: Any, source: str, name: str):
+    """Validate one section of a config file, naming the file and section in the error."""
+    try:
+        return model.model_validate(data or {})
+    except ValidationError as e:
+        raise ConfigError(describe(e, f"{source} ({name})")) from None
+
+
+def endpoint_from(data: dict[str, Any], source: str, base_url: str | None, model: str | None,
+                  ) -> tuple[LLMConfig | None, LocalModel]:
+    """The LLM of a command: the config's `llm` and `local_model` sections with --base-url/--model on top, the model
+    falling back to OPENAI_MODEL. None when no model is named and no local model is enabled."""
+    import os
+
+    llm_data = dict(data.get("llm") or {})
+    if base_url:
+        llm_data["base_url"] = base_url
+    if model:
+        llm_data["model"] = model
+    llm_data["model"] = llm_data.get("model") or os.environ.get("OPENAI_MODEL")
+    local = section(LocalModel, data.get("local_model"), source, "local_model")
+    if not llm_data["model"] and not local.enabled:
+        return None, local
+    llm_data["model"] = llm_data["model"] or "local"  # replaced by the started server's model name
+    return section(LLMConfig, llm_data, source, "llm"), local
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():

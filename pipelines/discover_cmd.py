@@ -106,28 +106,13 @@ def ensure_ray() -> float:
 
 def llm_settings(args: argparse.Namespace):
     """(LLMConfig or None, LocalModel): None when no model is configured (deterministic mode)."""
-    from pydantic import ValidationError
-
-    from pipelines.config import ConfigError, LocalModel, describe, read_yaml
-    from srag_core.llm import LLMConfig
+    from pipelines.config import endpoint_from, read_yaml
 
     data = read_yaml(args.config) if args.config else {}
-    source = args.config or "command line"
-    llm_data = dict(data.get("llm") or {})
-    if args.base_url:
-        llm_data["base_url"] = args.base_url
-    if args.model:
-        llm_data["model"] = args.model
-    try:
-        local = LocalModel.model_validate(data.get("local_model") or {})
-        if not llm_data.get("model") and not local.enabled:
-            if llm_data.get("base_url"):
-                raise CliError("--base-url needs --model (or llm.model in --config)")
-            return None, local
-        llm_data["model"] = llm_data.get("model") or "local"
-        return LLMConfig.model_validate(llm_data), local
-    except ValidationError as e:
-        raise ConfigError(describe(e, source)) from None
+    llm, local = endpoint_from(data, args.config or "command line", args.base_url, args.model)
+    if llm is None and args.base_url:
+        raise CliError("--base-url needs --model (or llm.model in --config)")
+    return llm, local
 
 
 def run(args: argparse.Namespace) -> int:
