@@ -127,18 +127,45 @@ def required_literals(pattern: str, case_sensitive: bool = False) -> frozenset[s
     return frozenset(fold(s) for s in found)
 
 
-def pure_literal(pattern: str) -> str | None:
-    """The pattern's text if it matches only itself (no metacharacters), else None."""
+MAX_LANGUAGE = 64
+
+
+def literal_language(pattern: str) -> frozenset[str] | None:
+    """Every string the pattern can match, when that is a small finite set of literals (`composer`,
+    `prison|jail`, `colou?r` is not: repeats are left out), else None."""
     if any(s in pattern for s in _REGEX_ONLY_SYNTAX):
         return None
     try:
-        parsed = _sre_parse.parse(pattern, re.MULTILINE)
+        words = _finite(list(_sre_parse.parse(pattern, re.MULTILINE)))
     except Exception:
         return None
-    items = list(parsed)
-    if not items or any(op is not _sc.LITERAL for op, _ in items):
-        return None
-    return "".join(chr(av) for _, av in items)
+    return frozenset(words) if words and all(words) else None
+
+
+def pure_literal(pattern: str) -> str | None:
+    """The pattern's text if it matches only itself (no metacharacters), else None."""
+    words = literal_language(pattern)
+    return next(iter(words)) if words is not None and len(words) == 1 else None
+
+
+def _finite(items: list) -> list[str] | None:
+    out = [""]
+    for op, av in items:
+        if op is _sc.LITERAL:
+            options = [chr(av)]
+        elif op is _sc.IN and all(o is _sc.LITERAL for o, _ in av):
+            options = [chr(v) for _, v in av]
+        elif op is _sc.SUBPATTERN and not av[1] and not av[2]:  # a group without inline flags
+            options = _finite(list(av[-1]))
+        elif op is _sc.BRANCH:
+            branches = [_finite(list(b)) for b in av[1]]
+            options = None if any(b is None for b in branches) else [w for b in branches for w in b]
+        else:
+            return None
+        if options is None or len(out) * len(options) > MAX_LANGUAGE:
+            return None
+        out = [a + b for a in out for b in options]
+    return out
 
 
 def _seq_requirement(items: list) -> frozenset[str] | None:
@@ -188,3 +215,146 @@ def blob_safe(compiled: regex.Pattern) -> bool:
     """True when searching newline-joined documents finds a match inside a document exactly when the document
     alone would (matches that run across a boundary are re-checked by the caller)."""
     return bool(compiled.flags & regex.MULTILINE) and not any(s in compiled.pattern for s in _BLOB_UNSAFE)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# RE2 supersets: a pattern for Arrow's RE2 kernels that matches wherever the original might
+
+
+_RE2_WORD = r"\pL\pN\pM_\p{Pc}\x{200c}\x{200d}"  # at least every character the regex module calls a word character
+_RE2_SPACE = r"\s\pZ\x{0b}\x{85}\x{1c}-\x{1f}"
+_WIDE = {_sc.CATEGORY_DIGIT: r"\pN", _sc.CATEGORY_WORD: _RE2_WORD, _sc.CATEGORY_SPACE: _RE2_SPACE,
+         # RE2's \D, \W, \S are complements of ASCII sets, so they contain the Unicode complements Python means.
+         _sc.CATEGORY_NOT_DIGIT: r"\D", _sc.CATEGORY_NOT_WORD: r"\W", _sc.CATEGORY_NOT_SPACE: r"\S"}
+_NARROW = {_sc.CATEGORY_DIGIT: "0-9", _sc.CATEGORY_WORD: "0-9A-Za-z_", _sc.CATEGORY_SPACE: r"\t\n\f\r "}
+# Letters whose case-insensitive matches in the regex module reach beyond RE2's case folding.
+_FOLD_EXTRA = {"i": "iI\u0131\u0130", "k": "kK\u212a", "s": "sS\u017f"}
+_ANY = r"(?s:.)"
+_MAX_RE2_REPEAT = 1000
+
+
+class _NoRE2(Exception):
+    pass
+
+
+def re2_superset(pattern: str, case_sensitive: bool = False) -> tuple[str, bool] | None:
+    """(RE2 pattern, exact) such that the RE2 pattern matches every text the original matches (MULTILINE, the
+    flags of `compile_untrusted`). `exact` means it also matches nothing more, so no verification is needed. None
+    when the pattern cannot be translated. Word boundaries, lookarounds and backreferences are dropped, and Unicode
+    classes are widened, which only admits extra candidates."""
+    if any(s in pattern for s in _REGEX_ONLY_SYNTAX):
+        return None
+    flags = (0 if case_sensitive else re.IGNORECASE) | re.MULTILINE
+    try:
+        parsed = _sre_parse.parse(pattern, flags)
+        state = {"exact": case_sensitive and pattern.isascii()}
+        body = _re2_seq(list(parsed), not case_sensitive, state)
+    except (_NoRE2, Exception):
+        return None
+    head = "(?m)" + ("" if case_sensitive else "(?i)") + ("(?s)" if parsed.state.flags & re.DOTALL else "")
+    return head + body, state["exact"]
+
+
+def _re2_seq(items: list, ic: bool, state: dict) -> str:
+    return "".join(_re2_item(op, av, ic, state) for op, av in items)
+
+
+def _re2_item(op, av, ic: bool, state: dict) -> str:  # noqa: C901 - one case per node type of the parse tree
+    if op is _sc.LITERAL:
+        return _re2_char(av, ic, state)
+    if op is _sc.NOT_LITERAL:
+        state["exact"] = False
+        return f"[^{_re2_class_char(av)}]" if chr(av).isascii() and not chr(av).isalpha() else _ANY
+    if op is _sc.ANY:
+        return "."
+    if op is _sc.IN:
+        return _re2_class(av, ic, state)
+    if op in (_sc.MAX_REPEAT, _sc.MIN_REPEAT, _sc.POSSESSIVE_REPEAT):
+        lo, hi, sub = av
+        inner = _re2_seq(list(sub), ic, state)
+        if lo > _MAX_RE2_REPEAT or (hi is not _sc.MAXREPEAT and hi > _MAX_RE2_REPEAT):
+            state["exact"] = False
+            return f"(?:{inner})*"
+        upper = "" if hi is _sc.MAXREPEAT else str(hi)
+        return f"(?:{inner}){{{lo},{upper}}}"
+    if op is _sc.SUBPATTERN:
+        _group, add, delete, sub = av
+        sub_ic = (ic or bool(add & re.IGNORECASE)) and not delete & re.IGNORECASE
+        if add & ~re.IGNORECASE or delete & ~re.IGNORECASE:
+            raise _NoRE2("inline flags other than i")
+        if sub_ic != ic:
+            state["exact"] = False
+        flag = "" if sub_ic == ic else ("i" if sub_ic else "-i")
+        return f"(?{flag}:{_re2_seq(list(sub), sub_ic, state)})" if flag else f"(?:{_re2_seq(list(sub), ic, state)})"
+    if op is _sc.ATOMIC_GROUP:
+        state["exact"] = False
+        return f"(?:{_re2_seq(list(av), ic, state)})"
+    if op is _sc.BRANCH:
+        return "(?:" + "|".join(_re2_seq(list(b), ic, state) for b in av[1]) + ")"
+    if op is _sc.AT:
+        return _re2_anchor(av, state)
+    if op in (_sc.ASSERT, _sc.ASSERT_NOT, _sc.GROUPREF):  # dropped or widened: more matches, never fewer
+        state["exact"] = False
+        return "" if op is not _sc.GROUPREF else f"{_ANY}*"
+    raise _NoRE2(str(op))
+
+
+def _re2_anchor(at, state: dict) -> str:
+    if at in (_sc.AT_BEGINNING, _sc.AT_BEGINNING_LINE):
+        return "^"
+    if at in (_sc.AT_END, _sc.AT_END_LINE):
+        return "$"
+    if at is _sc.AT_BEGINNING_STRING:
+        return r"\A"
+    if at is _sc.AT_END_STRING:
+        return r"\z"
+    state["exact"] = False  # \b, \B: RE2 only knows ASCII word boundaries
+    return ""
+
+
+def _re2_char(code: int, ic: bool, state: dict) -> str:
+    ch = chr(code)
+    if ic and ch.lower() in _FOLD_EXTRA:
+        state["exact"] = False
+        return f"[{_FOLD_EXTRA[ch.lower()]}]"
+    if ic and not ch.isascii():
+        state["exact"] = False
+    return ch if ch.isascii() and ch.isalnum() else f"\\x{{{code:x}}}"
+
+
+def _re2_class_char(code: int) -> str:
+    ch = chr(code)
+    return ch if ch.isascii() and ch.isalnum() else f"\\x{{{code:x}}}"
+
+
+def _re2_class(items: list, ic: bool, state: dict) -> str:
+    negate = bool(items) and items[0][0] is _sc.NEGATE
+    parts = []
+    for op, av in items[1:] if negate else items:
+        if op is _sc.LITERAL:
+            if ic and chr(av).lower() in _FOLD_EXTRA:
+                state["exact"] = False
+                if negate:
+                    return _ANY
+                parts.append(_FOLD_EXTRA[chr(av).lower()])
+            else:
+                parts.append(_re2_class_char(av))
+        elif op is _sc.RANGE:
+            lo, hi = av
+            parts.append(f"{_re2_class_char(lo)}-{_re2_class_char(hi)}")
+            if ic and any(lo <= ord(c) <= hi for c in "iksIKS"):
+                state["exact"] = False
+                if negate:
+                    return _ANY
+                parts.extend(v for k, v in _FOLD_EXTRA.items())
+        elif op is _sc.CATEGORY:
+            state["exact"] = False
+            table = _NARROW if negate else _WIDE
+            if av not in table:
+                return _ANY  # the class matches one character: any character is a superset
+            parts.append(table[av])
+        else:
+            return _ANY
+    if ic and not all(c.isascii() for c in "".join(parts)):
+        state["exact"] = False
+    return f"[^{''.join(parts)}]" if negate else f"[{''.join(parts)}]"

@@ -4,14 +4,21 @@ Three tricks keep a scan near memory speed while giving exactly the per-document
 
 1. Literal prefilter. Most agent patterns must contain a literal (`composer`, `prison|jail`). Documents are
    case-folded once; a plain substring search (C `str.find`) over them picks the candidates, and only candidates are
-   searched with the full regex. For a pure ASCII literal searched case-insensitively the substring hit is already
-   the answer in every document whose non-ASCII characters never fold to ASCII ("fold-safe"), so no regex runs.
+   searched with the full regex. For a pattern that is a small set of ASCII words (`composer`, `prison|jail`)
+   searched case-insensitively, the substring hit is already the answer in every document whose non-ASCII
+   characters never fold to ASCII ("fold-safe"), so no regex runs.
 2. Joined chunks. Calling `regex.search` with a timeout costs about 5 µs per call, which dominates on many small
    documents. Documents are therefore joined with newlines into chunks of about 4 M characters and searched with a
    few long calls; a match is mapped back to its document by offset. A match that runs across a document boundary is
    re-checked on that document alone, and patterns whose answer could change when documents are joined
    (lookarounds, \\A, \\Z, inline flag changes) are searched one document at a time (`regex_engine.blob_safe`).
-3. Every regex call draws on one `Budget`, so a runaway pattern stops the scan with `RegexTimeout`.
+3. RE2 prefilter. For a pattern without a usable literal (`\d{4}-\d{2}-\d{2}`), `regex_engine.re2_superset`
+   translates it into an RE2 pattern that matches at least wherever it does (word boundaries and lookarounds
+   dropped, Unicode classes widened), and Arrow's RE2 kernel, linear-time and several times faster than a
+   backtracking engine, picks the candidates; the regex then confirms them, stopping at each one's first match.
+   When the translation is exact (case-sensitive ASCII patterns made of literals, ranges and repeats), the RE2
+   answer is final.
+4. Every regex call draws on one `Budget`, so a runaway pattern stops the scan with `RegexTimeout`.
 """
 
 from __future__ import annotations
@@ -22,13 +29,15 @@ from typing import TYPE_CHECKING, Iterable, Literal, Sequence
 
 import regex
 
-from srag_core.regex_engine import Budget, blob_safe, fold, pure_literal, required_literals, search
+from srag_core.regex_engine import (Budget, blob_safe, fold, literal_language, re2_superset, required_literals,
+                                    search)
 
 if TYPE_CHECKING:
     from srag_core.corpus import Corpus
 
 TextField = Literal["norm", "text", "filename", "spaced_filename"]
 CHUNK_CHARS = 4_000_000
+RE2_MIN_CANDIDATES = 32  # below this, running the regex on each candidate is cheaper than an Arrow pass
 _NON_ASCII = regex.compile(r"[^\x00-\x7f]")
 
 
@@ -141,15 +150,40 @@ class CorpusSearch:
         case_sensitive = not compiled.flags & regex.IGNORECASE
         lits = required_literals(compiled.pattern, case_sensitive)
         candidates = self.docs_containing(lits, indices, field) if lits else self._all(indices)
-        literal = pure_literal(compiled.pattern) if lits and not case_sensitive else None
-        if literal is not None and literal.isascii():
+        words = literal_language(compiled.pattern) if lits and not case_sensitive else None
+        if words is not None and all(w.isascii() for w in words):
+            # A fold-safe document matches exactly when it contains one of the words: no regex needed there.
+            hits = self.docs_containing([fold(w) for w in words], candidates, field)
             safe = self.fold_safe(field)
-            sure = [i for i in candidates if safe[i]]
-            return sorted(sure + self._search_each(compiled, [i for i in candidates if not safe[i]], budget, field))
+            return sorted([i for i in hits if safe[i]]
+                          + self._search_each(compiled, [i for i in hits if not safe[i]], budget, field))
+        if len(candidates) >= RE2_MIN_CANDIDATES and (re2 := re2_superset(compiled.pattern, case_sensitive)):
+            narrowed = self._re2_candidates(re2[0], candidates, field)
+            if narrowed is not None:
+                budget.remaining()
+                return narrowed if re2[1] else self._search_each(compiled, narrowed, budget, field)
         if not lits and blob_safe(compiled) and len(candidates) >= len(self.corpus) // 4:
             hits = self._search_chunks(compiled, budget, field)
             return hits if indices is None else sorted(set(hits).intersection(candidates))
         return self._search_each(compiled, candidates, budget, field)
+
+    def arrow(self, field: TextField):
+        import pyarrow as pa
+
+        return self._memo(("arrow", field), lambda: pa.array(self.texts(field), type=pa.large_string()))
+
+    def _re2_candidates(self, re2: str, candidates: list[int], field: TextField) -> list[int] | None:
+        """The candidates Arrow's RE2 kernel matches; None when RE2 refuses the pattern (too big, unsupported)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        texts = self.arrow(field)
+        subset = texts if len(candidates) == len(self.corpus) else texts.take(pa.array(candidates, pa.int64()))
+        try:
+            mask = pc.match_substring_regex(subset, re2).to_numpy(zero_copy_only=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+        return [candidates[k] for k in mask.nonzero()[0]]
 
     def _all(self, indices: Sequence[int] | None) -> list[int]:
         return list(range(len(self.corpus))) if indices is None else sorted(indices)

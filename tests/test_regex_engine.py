@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from srag_core import scanner
 from srag_core.corpus import Corpus
-from srag_core.regex_engine import (Budget, RegexError, RegexTimeout, compile_untrusted, pure_literal,
-                                    required_literals, search)
+from srag_core.regex_engine import (Budget, RegexError, RegexTimeout, compile_untrusted, literal_language,
+                                    pure_literal, re2_superset, required_literals, search)
 
 
 def test_invalid_pattern_message_names_the_problem():
@@ -52,6 +52,14 @@ def test_required_literals():
     assert required_literals(r"\p{Lu}ondon") is None  # syntax only the regex module knows: no prefilter
 
 
+def test_literal_language():
+    assert literal_language("prison|jail") == {"prison", "jail"}
+    assert literal_language("(?:Mr|Ms)\\. Smith") == {"Mr. Smith", "Ms. Smith"}
+    assert literal_language("gr[ae]y") == {"gray", "grey"}
+    assert literal_language("colou?r") is None and literal_language(r"\d") is None
+    assert literal_language("|".join(f"w{i}" for i in range(65))) is None  # too many to enumerate
+
+
 def test_pure_literal():
     assert pure_literal("composer") == "composer"
     assert pure_literal(r"U\.S\.A") == "U.S.A"
@@ -60,10 +68,12 @@ def test_pure_literal():
 
 
 WORDS = ["alpha", "beta", "Gamma", "delta", "ALPHA", "béta", "x1", "ſtar", "star", "KELVIN", "\u212aelvin", "straße",
-         "\u0131stanbul", "\u0130stanbul", "Istanbul", "ﬁne", "fine"]
+         "\u0131stanbul", "\u0130stanbul", "Istanbul", "ﬁne", "fine", "1899", "\u0663\u0664", "2021-03-19",
+         "na\u00efve", "a\u0301", "\u00a0", "\u2028", "\u000b"]
 texts = st.lists(st.lists(st.sampled_from(WORDS + [" ", "\n", ", ", "\n\n"]), max_size=12).map("".join),
                  min_size=1, max_size=8)
-atoms = st.sampled_from(["alpha", "beta", "gamma", "star", "kelvin", "a", r"\w+", r"\d", ".", r"\s", "é", "ss",
+atoms = st.sampled_from(["alpha|beta", "(?:star|kelvin)", "gr[ae]y", "alpha", "beta", "gamma", "star", "kelvin", "a", r"\w+", r"\d", ".", r"\s", "é", "ss",
+                         r"\D", r"\W", r"\S", r"[^\W\d]", r"[a-z0-9]", r"[^a\s]", r"\d{4}", r"[A-Z]", "I",
                          "istanbul", "ISTANBUL", "fine", "^", "$", r"\b", r"(?=a)", r"(?<!x)", r"\s+", r"\n", "[^x]+",
                          "(?s:.)+", r"\Z", "(?-i:Gamma)", "x*"])
 patterns = st.recursive(atoms, lambda inner: st.one_of(
@@ -75,17 +85,19 @@ patterns = st.recursive(atoms, lambda inner: st.one_of(
 
 
 @settings(max_examples=400, deadline=None)
-@given(texts, patterns, st.booleans(), st.sampled_from([8, 4_000_000]))
-def test_fast_scan_equals_naive_scan(docs, pattern, case_sensitive, chunk_chars):
+@given(texts, patterns, st.booleans(), st.sampled_from([8, 4_000_000]), st.sampled_from([0, 10_000]))
+def test_fast_scan_equals_naive_scan(docs, pattern, case_sensitive, chunk_chars, re2_from):
     corpus = Corpus.from_texts({f"d{i:02d}.txt": t if t.strip() else "empty" for i, t in enumerate(docs)})
     compiled = compile_untrusted(pattern, case_sensitive=case_sensitive)
-    saved, scanner.CHUNK_CHARS = scanner.CHUNK_CHARS, chunk_chars  # tiny chunks put documents on chunk boundaries
+    saved = scanner.CHUNK_CHARS, scanner.RE2_MIN_CANDIDATES
+    # Tiny chunks put documents on chunk boundaries; re2_from=0 sends every scan through the RE2 prefilter.
+    scanner.CHUNK_CHARS, scanner.RE2_MIN_CANDIDATES = chunk_chars, re2_from
     try:
         fast = corpus.search.filter(compiled, None, Budget(5))
         subset = list(range(0, len(corpus), 2))
         fast_subset = corpus.search.filter(compiled, subset, Budget(5))
     finally:
-        scanner.CHUNK_CHARS = saved
+        scanner.CHUNK_CHARS, scanner.RE2_MIN_CANDIDATES = saved
     naive = [i for i, d in enumerate(corpus.docs) if compiled.search(d.norm)]
     assert fast == naive
     assert fast_subset == [i for i in naive if i % 2 == 0]
@@ -97,3 +109,29 @@ def test_scan_agrees_with_re_on_the_sample(sample_corpus):
         fast = sample_corpus.search.filter(compiled, None, Budget(10))
         naive_re = re.compile(pattern, re.IGNORECASE | re.MULTILINE)
         assert fast == [i for i, d in enumerate(sample_corpus.docs) if naive_re.search(d.norm)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts, patterns, st.booleans())
+def test_re2_translation_is_a_superset_and_exact_when_it_says_so(docs, pattern, case_sensitive):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    translated = re2_superset(pattern, case_sensitive)
+    if translated is None:
+        return
+    re2, exact = translated
+    compiled = compile_untrusted(pattern, case_sensitive=case_sensitive)
+    hits = pc.match_substring_regex(pa.array(docs, pa.large_string()), re2).to_pylist()
+    for text, hit in zip(docs, hits):
+        found = compiled.search(text) is not None
+        assert hit or not found, (pattern, re2, text)
+        assert not exact or hit == found, (pattern, re2, text)
+
+
+def test_re2_translations():
+    assert re2_superset(r"\d{4}-\d{2}", case_sensitive=True)[1] is False  # \d is widened to every number
+    assert re2_superset("Item 7", case_sensitive=True) == ("(?m)Item\\x{20}7", True)
+    assert re2_superset(r"\bfoo(?=bar)", case_sensitive=True) == ("(?m)foo", False)
+    assert re2_superset("kilo", case_sensitive=False)[0] == "(?m)(?i)[kK\u212a][iI\u0131\u0130]lo"
+    assert re2_superset(r"[[:alpha:]]", case_sensitive=True) is None
