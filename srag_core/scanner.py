@@ -4,9 +4,9 @@ Three tricks keep a scan near memory speed while giving exactly the per-document
 
 1. Literal prefilter. Most agent patterns must contain a literal (`composer`, `prison|jail`). Documents are
    case-folded once; a plain substring search (C `str.find`) over them picks the candidates, and only candidates are
-   searched with the full regex. For a pattern that is a small set of ASCII words (`composer`, `prison|jail`)
-   searched case-insensitively, the substring hit is already the answer in every document whose non-ASCII
-   characters never fold to ASCII ("fold-safe"), so no regex runs.
+   searched with the full regex. Folding keeps every character in place (`regex_engine.fold`), so for a pattern
+   that is a small set of ASCII words (`composer`, `prison|jail`) searched case-insensitively, the substring hit is
+   already the answer in every document without a dotless or dotted i ("fold-safe"): no regex runs.
 2. Joined chunks. Calling `regex.search` with a timeout costs about 5 µs per call, which dominates on many small
    documents. Documents are therefore joined with newlines into chunks of about 4 M characters and searched with a
    few long calls; a match is mapped back to its document by offset. A match that runs across a document boundary is
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 TextField = Literal["norm", "text", "filename", "spaced_filename"]
 CHUNK_CHARS = 4_000_000
 RE2_MIN_CANDIDATES = 32  # below this, running the regex on each candidate is cheaper than an Arrow pass
-_NON_ASCII = regex.compile(r"[^\x00-\x7f]")
 
 
 @dataclass(frozen=True)
@@ -99,12 +98,10 @@ class CorpusSearch:
         return self._memo(("folded", field), lambda: [fold(t) for t in self.texts(field)])
 
     def fold_safe(self, field: TextField) -> list[bool]:
-        """Per document: no non-ASCII character folds to something containing ASCII (as 'ß', 'K' or 'ı' do), so a
-        folded ASCII substring hit is a case-insensitive regex match."""
-        def safe(text: str) -> bool:
-            return not any(any(x.isascii() for x in fold(c)) for c in set(_NON_ASCII.findall(text)))
-
-        return self._memo(("fold_safe", field), lambda: [safe(t) for t in self.texts(field)])
+        """Per document: folding is exact (no dotless i or dotted capital I, the one group `fold` merges beyond what
+        the regex module matches), so a folded substring hit of an ASCII word is a case-insensitive regex match."""
+        return self._memo(("fold_safe", field),
+                          lambda: [not ("\u0131" in t or "\u0130" in t) for t in self.texts(field)])
 
     def _chunked(self, kind: str, field: TextField) -> list[_Chunk]:
         source = self.folded(field) if kind == "folded" else self.texts(field)

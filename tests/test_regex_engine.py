@@ -2,6 +2,7 @@ import re
 import time
 
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -135,3 +136,16 @@ def test_re2_translations():
     assert re2_superset(r"\bfoo(?=bar)", case_sensitive=True) == ("(?m)foo", False)
     assert re2_superset("kilo", case_sensitive=False)[0] == "(?m)(?i)[kK\u212a][iI\u0131\u0130]lo"
     assert re2_superset(r"[[:alpha:]]", case_sensitive=True) is None
+
+
+def test_fold_keeps_lengths_and_merges_whatever_regex_matches_ignoring_case():
+    from srag_core.regex_engine import fold, fold_char
+
+    assert fold("Straße İstanbul ﬁne ΣΊΣΥΦΟΣ") == "straße istanbul ﬁne σίσυφοσ"
+    assert all(len(fold(t)) == len(t) for t in ["Straße", "ǅ", "ŉ", "İ", "ΐ", "ﬃ"])
+    cased = [chr(cp) for cp in range(0x41, 0x20000) if chr(cp).upper() != chr(cp) or chr(cp).lower() != chr(cp)]
+    for c in cased:
+        pattern = regex.compile(regex.escape(c), regex.IGNORECASE)
+        for d in {c.upper(), c.lower(), c.title(), c.swapcase()}:
+            if len(d) == 1 and pattern.fullmatch(d):
+                assert fold_char(c) == fold_char(d), (c, d)
