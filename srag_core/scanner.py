@@ -15,7 +15,8 @@ Three tricks keep a scan near memory speed while giving exactly the per-document
 3. RE2 prefilter. For a pattern without a usable literal (`\d{4}-\d{2}-\d{2}`), `regex_engine.re2_superset`
    translates it into an RE2 pattern that matches at least wherever it does (word boundaries and lookarounds
    dropped, Unicode classes widened), and Arrow's RE2 kernel, linear-time and several times faster than a
-   backtracking engine, picks the candidates; the regex then confirms them, stopping at each one's first match.
+   backtracking engine, picks the candidates and where each one's first match could start; the regex then confirms
+   them from that offset (no match can begin earlier), stopping at its first match.
    When the translation is exact (case-sensitive ASCII patterns made of literals, ranges and repeats), the RE2
    answer is final.
 4. Every regex call draws on one `Budget`, so a runaway pattern stops the scan with `RegexTimeout`.
@@ -155,10 +156,13 @@ class CorpusSearch:
             return sorted([i for i in hits if safe[i]]
                           + self._search_each(compiled, [i for i in hits if not safe[i]], budget, field))
         if len(candidates) >= RE2_MIN_CANDIDATES and (re2 := re2_superset(compiled.pattern, case_sensitive)):
-            narrowed = self._re2_candidates(re2[0], candidates, field)
-            if narrowed is not None:
+            starts = self._re2_starts(re2[0], candidates, field)
+            if starts is not None:
                 budget.remaining()
-                return narrowed if re2[1] else self._search_each(compiled, narrowed, budget, field)
+                if re2[1]:
+                    return sorted(starts)
+                texts = self.texts(field)  # no match can begin before RE2's first one: start the regex there
+                return [i for i in sorted(starts) if search(compiled, texts[i], budget, starts[i]) is not None]
         if not lits and blob_safe(compiled) and len(candidates) >= len(self.corpus) // 4:
             hits = self._search_chunks(compiled, budget, field)
             return hits if indices is None else sorted(set(hits).intersection(candidates))
@@ -169,18 +173,22 @@ class CorpusSearch:
 
         return self._memo(("arrow", field), lambda: pa.array(self.texts(field), type=pa.large_string()))
 
-    def _re2_candidates(self, re2: str, candidates: list[int], field: TextField) -> list[int] | None:
-        """The candidates Arrow's RE2 kernel matches; None when RE2 refuses the pattern (too big, unsupported)."""
+    def _re2_starts(self, re2: str, candidates: list[int], field: TextField) -> dict[int, int] | None:
+        """{candidate: character offset of RE2's first match} for the candidates Arrow's RE2 kernel matches; None when
+        RE2 refuses the pattern (too big, unsupported). Splitting at the first match gives the offset as the length
+        of the text before it (Arrow's find_substring_regex would give bytes, and reads the text as Latin-1)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         texts = self.arrow(field)
         subset = texts if len(candidates) == len(self.corpus) else texts.take(pa.array(candidates, pa.int64()))
         try:
-            mask = pc.match_substring_regex(subset, re2).to_numpy(zero_copy_only=False)
+            parts = pc.split_pattern_regex(subset, re2, max_splits=1)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None
-        return [candidates[k] for k in mask.nonzero()[0]]
+        matched = pc.equal(pc.list_value_length(parts), 2).to_numpy(zero_copy_only=False)
+        before = pc.utf8_length(pc.list_element(parts, 0)).to_numpy(zero_copy_only=False)
+        return {candidates[k]: int(before[k]) for k in matched.nonzero()[0]}
 
     def _all(self, indices: Sequence[int] | None) -> list[int]:
         return list(range(len(self.corpus))) if indices is None else sorted(indices)
