@@ -169,6 +169,23 @@ def literal_language(pattern: str) -> frozenset[str] | None:
     return frozenset(words) if words and all(words) else None
 
 
+def literal_prefix(pattern: str, min_chars: int = 2) -> str | None:
+    """The literal text every match starts with (`born in` for `born in \\d{4}`), when it is at least `min_chars`
+    long; None for patterns starting with anything else (an anchor, a class, a group)."""
+    if any(s in pattern for s in _REGEX_ONLY_SYNTAX):
+        return None
+    try:
+        items = list(_sre_parse.parse(pattern, re.MULTILINE))
+    except Exception:
+        return None
+    prefix = []
+    for op, av in items:
+        if op is not _sc.LITERAL:
+            break
+        prefix.append(chr(av))
+    return "".join(prefix) if len(prefix) >= min_chars else None
+
+
 def pure_literal(pattern: str) -> str | None:
     """The pattern's text if it matches only itself (no metacharacters), else None."""
     words = literal_language(pattern)

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Iterable, Literal, Sequence
 
 import regex
 
-from srag_core.regex_engine import (Budget, blob_safe, fold, literal_language, re2_superset, required_literals,
-                                    search)
+from srag_core.regex_engine import (Budget, RegexTimeout, blob_safe, fold, literal_language, literal_prefix,
+                                    re2_superset, required_literals, search)
 
 if TYPE_CHECKING:
     from srag_core.corpus import Corpus
@@ -146,15 +146,19 @@ class CorpusSearch:
                field: TextField = "norm") -> list[int]:
         """Sorted indices of the documents among `indices` (None = all) in which `compiled` finds a match."""
         case_sensitive = not compiled.flags & regex.IGNORECASE
-        lits = required_literals(compiled.pattern, case_sensitive)
-        candidates = self.docs_containing(lits, indices, field) if lits else self._all(indices)
-        words = literal_language(compiled.pattern) if lits and not case_sensitive else None
+        words = None if case_sensitive else literal_language(compiled.pattern)
         if words is not None and all(w.isascii() for w in words):
             # A fold-safe document matches exactly when it contains one of the words: no regex needed there.
-            hits = self.docs_containing([fold(w) for w in words], candidates, field)
+            hits = self.docs_containing([fold(w) for w in words], indices, field)
             safe = self.fold_safe(field)
             return sorted([i for i in hits if safe[i]]
                           + self._search_each(compiled, [i for i in hits if not safe[i]], budget, field))
+        lits = required_literals(compiled.pattern, case_sensitive)
+        candidates = self.docs_containing(lits, indices, field) if lits else self._all(indices)
+        prefix = literal_prefix(compiled.pattern)
+        if prefix:
+            return self._match_at_prefix(compiled, prefix if case_sensitive else fold(prefix), case_sensitive,
+                                         candidates, budget, field)
         if len(candidates) >= RE2_MIN_CANDIDATES and (re2 := re2_superset(compiled.pattern, case_sensitive)):
             starts = self._re2_starts(re2[0], candidates, field)
             if starts is not None:
@@ -167,6 +171,25 @@ class CorpusSearch:
             hits = self._search_chunks(compiled, budget, field)
             return hits if indices is None else sorted(set(hits).intersection(candidates))
         return self._search_each(compiled, candidates, budget, field)
+
+    def _match_at_prefix(self, compiled: regex.Pattern, prefix: str, case_sensitive: bool, candidates: list[int],
+                         budget: Budget, field: TextField) -> list[int]:
+        """Every match begins with the literal prefix, and folding keeps offsets, so trying an anchored match at each
+        occurrence of the (folded) prefix finds exactly the documents that match, without scanning the rest."""
+        texts = self.texts(field)
+        haystacks = texts if case_sensitive else self.folded(field)
+        out = []
+        for i in candidates:
+            find, pos = haystacks[i].find, 0
+            while (at := find(prefix, pos)) >= 0:
+                try:
+                    if compiled.match(texts[i], at, timeout=budget.remaining(), concurrent=True) is not None:
+                        out.append(i)
+                        break
+                except TimeoutError:
+                    raise RegexTimeout(budget._message()) from None
+                pos = at + 1
+        return out
 
     def arrow(self, field: TextField):
         import pyarrow as pa

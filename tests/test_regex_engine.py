@@ -61,6 +61,15 @@ def test_literal_language():
     assert literal_language("|".join(f"w{i}" for i in range(65))) is None  # too many to enumerate
 
 
+def test_literal_prefix():
+    from srag_core.regex_engine import literal_prefix
+
+    assert literal_prefix(r"born in \d{4}") == "born in "
+    assert literal_prefix(r"Item\s+7") == "Item"
+    assert literal_prefix(r"(?:born) in") == "born in"  # a plain group is part of the sequence
+    assert literal_prefix(r"^Item") is None and literal_prefix("a+") is None and literal_prefix("(born)") is None
+
+
 def test_pure_literal():
     assert pure_literal("composer") == "composer"
     assert pure_literal(r"U\.S\.A") == "U.S.A"
