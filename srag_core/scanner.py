@@ -148,17 +148,20 @@ class CorpusSearch:
         case_sensitive = not compiled.flags & regex.IGNORECASE
         words = None if case_sensitive else literal_language(compiled.pattern)
         if words is not None and all(w.isascii() for w in words):
-            # A fold-safe document matches exactly when it contains one of the words: no regex needed there.
-            hits = self.docs_containing([fold(w) for w in words], indices, field)
+            # A fold-safe document matches exactly when it contains one of the words: no regex needed there; in the
+            # others, the regex is tried only where a folded word occurs.
+            folded_words = [fold(w) for w in words]
+            hits = self.docs_containing(folded_words, indices, field)
             safe = self.fold_safe(field)
+            unsafe = [i for i in hits if not safe[i]]
             return sorted([i for i in hits if safe[i]]
-                          + self._search_each(compiled, [i for i in hits if not safe[i]], budget, field))
+                          + self._match_at(compiled, folded_words, False, unsafe, budget, field))
+        prefix = literal_prefix(compiled.pattern)
+        if prefix:  # looking for the prefix in each document is itself the candidate pass
+            return self._match_at(compiled, [prefix if case_sensitive else fold(prefix)], case_sensitive,
+                                  self._all(indices), budget, field)
         lits = required_literals(compiled.pattern, case_sensitive)
         candidates = self.docs_containing(lits, indices, field) if lits else self._all(indices)
-        prefix = literal_prefix(compiled.pattern)
-        if prefix:
-            return self._match_at_prefix(compiled, prefix if case_sensitive else fold(prefix), case_sensitive,
-                                         candidates, budget, field)
         if len(candidates) >= RE2_MIN_CANDIDATES and (re2 := re2_superset(compiled.pattern, case_sensitive)):
             starts = self._re2_starts(re2[0], candidates, field)
             if starts is not None:
@@ -172,24 +175,30 @@ class CorpusSearch:
             return hits if indices is None else sorted(set(hits).intersection(candidates))
         return self._search_each(compiled, candidates, budget, field)
 
-    def _match_at_prefix(self, compiled: regex.Pattern, prefix: str, case_sensitive: bool, candidates: list[int],
-                         budget: Budget, field: TextField) -> list[int]:
-        """Every match begins with the literal prefix, and folding keeps offsets, so trying an anchored match at each
-        occurrence of the (folded) prefix finds exactly the documents that match, without scanning the rest."""
+    def _match_at(self, compiled: regex.Pattern, starts: list[str], case_sensitive: bool, candidates: list[int],
+                  budget: Budget, field: TextField) -> list[int]:
+        """Documents where an anchored match succeeds at an occurrence of one of `starts` (folded unless
+        case-sensitive). Exact when every match must begin with one of them (a literal prefix, or the words of a
+        word alternation), because folding keeps offsets; the rest of each document is never scanned."""
         texts = self.texts(field)
         haystacks = texts if case_sensitive else self.folded(field)
         out = []
         for i in candidates:
-            find, pos = haystacks[i].find, 0
-            while (at := find(prefix, pos)) >= 0:
-                try:
-                    if compiled.match(texts[i], at, timeout=budget.remaining(), concurrent=True) is not None:
-                        out.append(i)
-                        break
-                except TimeoutError:
-                    raise RegexTimeout(budget._message()) from None
-                pos = at + 1
+            if any(self._anchored_at(compiled, texts[i], haystacks[i], s, budget) for s in starts):
+                out.append(i)
         return out
+
+    @staticmethod
+    def _anchored_at(compiled: regex.Pattern, text: str, haystack: str, start: str, budget: Budget) -> bool:
+        find, pos = haystack.find, 0
+        while (at := find(start, pos)) >= 0:
+            try:
+                if compiled.match(text, at, timeout=budget.remaining(), concurrent=True) is not None:
+                    return True
+            except TimeoutError:
+                raise RegexTimeout(budget._message()) from None
+            pos = at + 1
+        return False
 
     def arrow(self, field: TextField):
         import pyarrow as pa
