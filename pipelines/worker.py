@@ -115,7 +115,7 @@ class EpisodeWorker:
     def __init__(self, corpus, resources: dict[str, Any], variant: str, llm: LLMConfig, agent: AgentConfig,
                  retrieval: RetrievalSettings, limiter=None):
         self.started = time.time()
-        corpus.search.folded("norm")  # build the search structures once per replica, not per episode
+        corpus.search.warm()  # build the search structures once per replica, not per episode
         self.client = LLMClient(llm, limiter=RayLimiterSlot(limiter) if limiter is not None else None)
         self.system = build_system(variant, corpus, self.client, agent, retrieval, resources)
         self.where = {"node": socket.gethostname(), "pid": os.getpid(),

@@ -73,9 +73,11 @@ def fold_char(c: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _fold_table() -> dict[int, str]:
-    return {cp: fold_char(chr(cp)) for cp in range(0x110000)
-            if not 0xD800 <= cp < 0xE000 and fold_char(chr(cp)) != chr(cp)}
+def _expanding() -> re.Pattern:
+    """The characters whose case fold is not one character (ß, ﬁ, İ, ...), plus dotless i."""
+    chars = [chr(cp) for cp in range(0x80, 0x110000)
+             if not 0xD800 <= cp < 0xE000 and (len(chr(cp).casefold()) != 1 or cp == 0x131)]
+    return re.compile("([" + "".join(re.escape(c) for c in chars) + "])")
 
 
 def fold(text: str) -> str:
@@ -86,7 +88,8 @@ def fold(text: str) -> str:
     folded = text.casefold()  # C speed; when nothing expanded and no dotless i is present it equals the slow path
     if len(folded) == len(text) and "\u0131" not in text:
         return folded
-    return text.translate(_fold_table())
+    parts = _expanding().split(text)  # ordinary runs (even indices) around single special characters (odd)
+    return "".join(p.casefold() if k % 2 == 0 else fold_char(p) for k, p in enumerate(parts))
 
 
 def compile_untrusted(pattern: object, *, case_sensitive: bool = False, multiline: bool = True) -> regex.Pattern:
@@ -149,7 +152,7 @@ def required_literals(pattern: str, case_sensitive: bool = False) -> frozenset[s
     except Exception:  # syntax only the regex module knows (\p{L}, ...): no prefilter
         return None
     found = _seq_requirement(list(parsed))
-    if not found or any(not s for s in found):
+    if not found or any(len(s.strip()) < 2 for s in found):  # " " or "a" is in nearly every document: no filter
         return None
     return frozenset(fold(s) for s in found)
 

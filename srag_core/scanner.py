@@ -81,6 +81,15 @@ class CorpusSearch:
         self.corpus = corpus
         self._cache: dict[tuple[str, str], object] = {}
 
+    def warm(self, field: TextField = "norm") -> "CorpusSearch":
+        """Build a field's search structures now (seconds for hundreds of MB), so no tool call pays for them inside
+        its regex time budget."""
+        self.folded(field)
+        self.fold_safe(field)
+        self._chunked("folded", field)
+        self._chunked("joined", field)
+        return self
+
     def _memo(self, key: tuple[str, str], build):
         if key not in self._cache:
             self._cache[key] = build()

@@ -75,6 +75,7 @@ class Workspace:
     extensions: dict[str, Any] = field(default_factory=dict)  # hooks for optional modules (embeddings, patterns)
 
     def __post_init__(self) -> None:
+        self.corpus.search.warm()  # once per corpus: keeps structure building out of every tool's time budget
         self.sets.setdefault(ALL, DocSet(ALL, frozenset(range(len(self.corpus))), tool="corpus", step=0))
         if self.question and not self.anchors:
             from srag_core.landscape import anchor_tokens

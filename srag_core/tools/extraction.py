@@ -143,7 +143,13 @@ def _compile_with_group(ws: Workspace, pattern: str, group: int | str,
 
 def _candidates(ws: Workspace, compiled: regex.Pattern, members: list[int], field: str) -> list[int]:
     lits = required_literals(compiled.pattern, not compiled.flags & regex.IGNORECASE)
-    return ws.corpus.search.docs_containing(lits, members, field) if lits else members
+    if not lits:
+        return members
+    if field == "text" and not any(c.isspace() for lit in lits for c in lit):
+        # Normalizing only rewrites whitespace, so a literal without any is in the raw text exactly when it is in
+        # the normalized text, whose search structures are built already.
+        field = "norm"
+    return ws.corpus.search.docs_containing(lits, members, field)
 
 
 def _first_matches(ws: Workspace, compiled: regex.Pattern, members: list[int], field: str):
