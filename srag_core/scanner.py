@@ -166,9 +166,10 @@ class CorpusSearch:
             return sorted([i for i in hits if safe[i]]
                           + self._match_at(compiled, folded_words, False, unsafe, budget, field))
         prefix = literal_prefix(compiled.pattern)
-        if prefix:  # looking for the prefix in each document is itself the candidate pass
-            return self._match_at(compiled, [prefix if case_sensitive else fold(prefix)], case_sensitive,
-                                  self._all(indices), budget, field)
+        if prefix:
+            start = prefix if case_sensitive else fold(prefix)
+            candidates = self.docs_containing([fold(prefix)], indices, field)  # one pass over the joined chunks
+            return self._match_at(compiled, [start], case_sensitive, candidates, budget, field)
         lits = required_literals(compiled.pattern, case_sensitive)
         candidates = self.docs_containing(lits, indices, field) if lits else self._all(indices)
         if len(candidates) >= RE2_MIN_CANDIDATES and (re2 := re2_superset(compiled.pattern, case_sensitive)):
