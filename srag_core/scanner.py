@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 TextField = Literal["norm", "text", "filename", "spaced_filename"]
 CHUNK_CHARS = 4_000_000
+SAMPLE_CHARS = 1_000_000  # where the frequency of literals is estimated
 RE2_MIN_CANDIDATES = 32  # below this, running the regex on each candidate is cheaper than an Arrow pass
 
 
@@ -88,6 +89,7 @@ class CorpusSearch:
         self.fold_safe(field)
         self._chunked("folded", field)
         self._chunked("joined", field)
+        self.arrow(field)
         return self
 
     def _memo(self, key: tuple[str, str], build):
@@ -129,14 +131,22 @@ class CorpusSearch:
         if indices is not None and len(indices) < len(self.corpus) // 4:
             folded = self.folded(field)
             return sorted(i for i in indices if any(lit in folded[i] for lit in lits))
+        chunks = self._chunked("folded", field)
+        if not chunks:
+            return []
+        # The most frequent literal goes first (guessed from the head of the corpus); each later one is only looked
+        # for in the documents still without a hit.
+        first, *rest = sorted(lits, key=lambda lit: -chunks[0].text.count(lit, 0, SAMPLE_CHARS))
         hits: set[int] = set()
-        for chunk in self._chunked("folded", field):
-            for lit in lits:
-                pos, find = 0, chunk.text.find
-                while (at := find(lit, pos)) >= 0:
-                    k = chunk.locate(at)
-                    hits.add(chunk.first + k)
-                    pos = chunk.next_start(k)
+        for chunk in chunks:
+            pos, find = 0, chunk.text.find
+            while (at := find(first, pos)) >= 0:
+                k = chunk.locate(at)
+                hits.add(chunk.first + k)
+                pos = chunk.next_start(k)
+        folded = self.folded(field)
+        for lit in rest:
+            hits.update([i for i in range(len(folded)) if i not in hits and lit in folded[i]])
         return sorted(hits if indices is None else hits.intersection(indices))
 
     def docs_with_word(self, word: str, indices: Sequence[int] | None = None, field: TextField = "norm") -> list[int]:
@@ -166,21 +176,22 @@ class CorpusSearch:
             return sorted([i for i in hits if safe[i]]
                           + self._match_at(compiled, folded_words, False, unsafe, budget, field))
         prefix = literal_prefix(compiled.pattern)
+        lits = [fold(prefix)] if prefix else required_literals(compiled.pattern, case_sensitive)
+        candidates = self.docs_containing(lits, indices, field) if lits else self._all(indices)
+        re2 = re2_superset(compiled.pattern, case_sensitive) if len(candidates) >= RE2_MIN_CANDIDATES else None
+        matched = self._re2_matching(re2[0], candidates, field) if re2 else None
+        if matched is not None:
+            budget.remaining()
+            if re2[1]:
+                return matched
+            candidates = matched  # RE2 matches a superset: only its documents can match
+            if not prefix and (starts := self._re2_starts(re2[0], matched, field)) is not None:
+                texts = self.texts(field)  # no match can begin before RE2's first one: start the regex there
+                return [i for i in matched if search(compiled, texts[i], budget, starts[i]) is not None]
         if prefix:
             start = prefix if case_sensitive else fold(prefix)
-            candidates = self.docs_containing([fold(prefix)], indices, field)  # one pass over the joined chunks
             return self._match_at(compiled, [start], case_sensitive, candidates, budget, field)
-        lits = required_literals(compiled.pattern, case_sensitive)
-        candidates = self.docs_containing(lits, indices, field) if lits else self._all(indices)
-        if len(candidates) >= RE2_MIN_CANDIDATES and (re2 := re2_superset(compiled.pattern, case_sensitive)):
-            starts = self._re2_starts(re2[0], candidates, field)
-            if starts is not None:
-                budget.remaining()
-                if re2[1]:
-                    return sorted(starts)
-                texts = self.texts(field)  # no match can begin before RE2's first one: start the regex there
-                return [i for i in sorted(starts) if search(compiled, texts[i], budget, starts[i]) is not None]
-        if not lits and blob_safe(compiled) and len(candidates) >= len(self.corpus) // 4:
+        if not lits and matched is None and blob_safe(compiled) and len(candidates) >= len(self.corpus) // 4:
             hits = self._search_chunks(compiled, budget, field)
             return hits if indices is None else sorted(set(hits).intersection(candidates))
         return self._search_each(compiled, candidates, budget, field)
@@ -215,17 +226,38 @@ class CorpusSearch:
 
         return self._memo(("arrow", field), lambda: pa.array(self.texts(field), type=pa.large_string()))
 
-    def _re2_starts(self, re2: str, candidates: list[int], field: TextField) -> dict[int, int] | None:
-        """{candidate: character offset of RE2's first match} for the candidates Arrow's RE2 kernel matches; None when
-        RE2 refuses the pattern (too big, unsupported). Splitting at the first match gives the offset as the length
-        of the text before it (Arrow's find_substring_regex would give bytes, and reads the text as Latin-1)."""
+    def _re2_subset(self, candidates: list[int], field: TextField):
+        import pyarrow as pa
+
+        texts = self.arrow(field)
+        return texts if len(candidates) == len(self.corpus) else texts.take(pa.array(candidates, pa.int64()))
+
+    def _re2_matching(self, re2: str, candidates: list[int], field: TextField) -> list[int] | None:
+        """The candidates in which Arrow's RE2 kernel finds `re2` (a yes/no per document, no copying); None when RE2
+        refuses the pattern (too big, unsupported). Past half the corpus, the whole column is scanned and
+        intersected, which is cheaper than gathering the candidates' texts."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        texts = self.arrow(field)
-        subset = texts if len(candidates) == len(self.corpus) else texts.take(pa.array(candidates, pa.int64()))
+        whole = len(candidates) > len(self.corpus) // 2
         try:
-            parts = pc.split_pattern_regex(subset, re2, max_splits=1)
+            found = pc.match_substring_regex(self.arrow(field) if whole else self._re2_subset(candidates, field), re2)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+        hit = found.to_numpy(zero_copy_only=False)
+        if whole:
+            return [i for i in candidates if hit[i]]
+        return [candidates[k] for k in hit.nonzero()[0]]
+
+    def _re2_starts(self, re2: str, candidates: list[int], field: TextField) -> dict[int, int] | None:
+        """{candidate: character offset of RE2's first match} for the candidates Arrow's RE2 kernel matches; None when
+        RE2 refuses the pattern. Splitting at the first match gives the offset as the length of the text before it
+        (Arrow's find_substring_regex would give bytes, and reads the text as Latin-1)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        try:
+            parts = pc.split_pattern_regex(self._re2_subset(candidates, field), re2, max_splits=1)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None
         matched = pc.equal(pc.list_value_length(parts), 2).to_numpy(zero_copy_only=False)
