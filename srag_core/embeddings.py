@@ -26,6 +26,7 @@ import numpy as np
 from srag_core.corpus import Corpus
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
+EMBED_BATCH = 32  # on CPU, 32 beat 128 by 40% (benchmarks/README.md): less padding per batch
 _SHIPPED = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 # English WordPiece text averages about 4-4.5 characters per token; 3 leaves room for numbers, names and markup.
 CONSERVATIVE_CHARS_PER_TOKEN = 3.0
@@ -58,7 +59,7 @@ def encoder_lock(name: str = DEFAULT_ENCODER) -> threading.Lock:
     return threading.Lock()
 
 
-def encode_texts(texts: Sequence[str], encoder: str = DEFAULT_ENCODER, batch_size: int = 64) -> np.ndarray:
+def encode_texts(texts: Sequence[str], encoder: str = DEFAULT_ENCODER, batch_size: int = EMBED_BATCH) -> np.ndarray:
     """Unit-normalized float32 embeddings of the texts, one row each."""
     with encoder_lock(encoder):
         vectors = load_encoder(encoder).encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
@@ -190,7 +191,7 @@ class ChunkIndex:
 
     @classmethod
     def build(cls, corpus: Corpus, *, encoder: str = DEFAULT_ENCODER, chunk_chars: int = 900, overlap: float = 0.5,
-              cache_dir: str | Path | None = None, batch_size: int = 64,
+              cache_dir: str | Path | None = None, batch_size: int = EMBED_BATCH,
               chunk_tokens: int | None = None) -> "ChunkIndex":
         """Embed every chunk of every document (each document has at least one chunk), or load the cached index."""
         tokens = chunk_tokens or 0
@@ -216,7 +217,7 @@ class ChunkIndex:
     @classmethod
     def build_coarse(cls, corpus: Corpus, *, encoder: str = DEFAULT_ENCODER,
                      unit: Literal["tokens", "chars"] = "tokens", chars_per_token: float | None = None,
-                     overlap: float = 0.0, cache_dir: str | Path | None = None, batch_size: int = 64) -> "ChunkIndex":
+                     overlap: float = 0.0, cache_dir: str | Path | None = None, batch_size: int = EMBED_BATCH) -> "ChunkIndex":
         """Chunks as large as the encoder allows, cut by tokens (exact) or by a characters-per-token estimate."""
         if unit == "tokens":
             return cls.build(corpus, encoder=encoder, chunk_tokens=max_chunk_tokens(encoder), overlap=overlap,
