@@ -1,24 +1,25 @@
 """Fast, exact regex scans of a corpus.
 
-Three tricks keep a scan near memory speed while giving exactly the per-document answer of `regex.search`:
+These tricks keep a scan near ripgrep's speed while giving exactly the per-document answer of `regex.search`
+(figures in benchmarks/README.md):
 
 1. Literal prefilter. Most agent patterns must contain a literal (`composer`, `prison|jail`). Documents are
-   case-folded once; a plain substring search (C `str.find`) over them picks the candidates, and only candidates are
-   searched with the full regex. Folding keeps every character in place (`regex_engine.fold`), so for a pattern
-   that is a small set of ASCII words (`composer`, `prison|jail`) searched case-insensitively, the substring hit is
-   already the answer in every document without a dotless or dotted i ("fold-safe"): no regex runs.
-2. Joined chunks. Calling `regex.search` with a timeout costs about 5 µs per call, which dominates on many small
-   documents. Documents are therefore joined with newlines into chunks of about 4 M characters and searched with a
-   few long calls; a match is mapped back to its document by offset. A match that runs across a document boundary is
+   case-folded once and joined into chunks of about 4 M characters; a plain substring search (C `str.find`) over the
+   chunks picks the candidates. Folding keeps every character in place (`regex_engine.fold`), so for a pattern that
+   is a small set of ASCII words searched case-insensitively, the substring hit is already the answer in every
+   document without a dotless or dotted i ("fold-safe"): no regex runs. The most frequent word goes first; the
+   others are looked for only in documents still without a hit.
+2. RE2 prefilter. `regex_engine.re2_superset` translates a pattern into an RE2 pattern that matches at least wherever
+   it does (word boundaries and lookarounds dropped, Unicode classes widened). Arrow's RE2 kernel, linear-time and
+   many times faster than a backtracking engine, says yes or no per candidate; when the translation is exact, that
+   is the answer. Otherwise the regex confirms each remaining document: at the occurrences of the pattern's literal
+   prefix (`born in` of `born in \d{4}`) with anchored matches, or else from RE2's first match offset (no match can
+   begin earlier), stopping at its first match.
+3. Joined chunks for the regex. Calling `regex.search` with a timeout costs about 5 µs per call, which dominates on
+   many small documents. Without literals or RE2, documents are searched as newline-joined chunks with a few long
+   calls and a match is mapped back to its document by offset. A match that runs across a document boundary is
    re-checked on that document alone, and patterns whose answer could change when documents are joined
-   (lookarounds, \\A, \\Z, inline flag changes) are searched one document at a time (`regex_engine.blob_safe`).
-3. RE2 prefilter. For a pattern without a usable literal (`\d{4}-\d{2}-\d{2}`), `regex_engine.re2_superset`
-   translates it into an RE2 pattern that matches at least wherever it does (word boundaries and lookarounds
-   dropped, Unicode classes widened), and Arrow's RE2 kernel, linear-time and several times faster than a
-   backtracking engine, picks the candidates and where each one's first match could start; the regex then confirms
-   them from that offset (no match can begin earlier), stopping at its first match.
-   When the translation is exact (case-sensitive ASCII patterns made of literals, ranges and repeats), the RE2
-   answer is final.
+   (lookarounds, \A, \Z, inline flag changes) are searched one document at a time (`regex_engine.blob_safe`).
 4. Every regex call draws on one `Budget`, so a runaway pattern stops the scan with `RegexTimeout`.
 """
 
