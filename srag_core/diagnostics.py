@@ -99,7 +99,7 @@ def apply_filter_diagnostics(ws: Workspace, compiled: regex.Pattern, target: Doc
                              neg: list[int], budget: Budget) -> dict[str, Any]:
     out: dict[str, Any] = {}
     n_target = len(target)
-    filename_hits = len(ws.corpus.search.filter(compiled, sorted(target.members), budget, "spaced_filename"))
+    filename_hits = len(ws.corpus.search.filenames_matching(compiled, sorted(target.members), budget))
     out["scope_check"] = (f"apply_filter looks at document TEXT: {len(pos)} documents matched in text and "
                           f"{filename_hits} filenames match the same pattern. To filter on names or dates in "
                           "filenames, use search_filenames.")

@@ -131,6 +131,14 @@ def search(compiled: regex.Pattern, text: str, budget: Budget, pos: int = 0) -> 
         raise RegexTimeout(budget._message()) from None
 
 
+def match(compiled: regex.Pattern, text: str, budget: Budget, pos: int = 0) -> regex.Match | None:
+    """An anchored match at `pos`, drawing on the budget like `search`."""
+    try:
+        return compiled.match(text, pos, timeout=budget.remaining(), concurrent=True)
+    except TimeoutError:
+        raise RegexTimeout(budget._message()) from None
+
+
 def finditer(compiled: regex.Pattern, text: str, budget: Budget) -> Iterable[regex.Match]:
     try:
         yield from compiled.finditer(text, timeout=budget.remaining(), concurrent=True)
@@ -366,7 +374,7 @@ def _re2_char(code: int, ic: bool, state: dict) -> str:
         return f"[{_FOLD_EXTRA[ch.lower()]}]"
     if ic and not ch.isascii():
         state["exact"] = False
-    return ch if ch.isascii() and ch.isalnum() else f"\\x{{{code:x}}}"
+    return _re2_class_char(code)
 
 
 def _re2_class_char(code: int) -> str:

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Iterable, Literal, Sequence
 
 import regex
 
-from srag_core.regex_engine import (Budget, RegexTimeout, blob_safe, fold, literal_language, literal_prefix,
-                                    re2_superset, required_literals, search)
+from srag_core.regex_engine import (Budget, blob_safe, fold, literal_language, literal_prefix, match, re2_superset,
+                                    required_literals, search)
 
 if TYPE_CHECKING:
     from srag_core.corpus import Corpus
@@ -197,6 +197,11 @@ class CorpusSearch:
             return hits if indices is None else sorted(set(hits).intersection(candidates))
         return self._search_each(compiled, candidates, budget, field)
 
+    def filenames_matching(self, compiled: regex.Pattern, indices: Sequence[int] | None, budget: Budget) -> list[int]:
+        """Sorted indices of the documents whose filename matches, as is or with underscores read as spaces."""
+        return sorted(set(self.filter(compiled, indices, budget, "filename"))
+                      | set(self.filter(compiled, indices, budget, "spaced_filename")))
+
     def _match_at(self, compiled: regex.Pattern, starts: list[str], case_sensitive: bool, candidates: list[int],
                   budget: Budget, field: TextField) -> list[int]:
         """Documents where an anchored match succeeds at an occurrence of one of `starts` (folded unless
@@ -214,11 +219,8 @@ class CorpusSearch:
     def _anchored_at(compiled: regex.Pattern, text: str, haystack: str, start: str, budget: Budget) -> bool:
         find, pos = haystack.find, 0
         while (at := find(start, pos)) >= 0:
-            try:
-                if compiled.match(text, at, timeout=budget.remaining(), concurrent=True) is not None:
-                    return True
-            except TimeoutError:
-                raise RegexTimeout(budget._message()) from None
+            if match(compiled, text, budget, at) is not None:
+                return True
             pos = at + 1
         return False
 

@@ -88,6 +88,15 @@ def test_search_filenames_lists_both_ends_and_range(ws):
     assert obs["count"] == 0 and "zero_result_hint" in obs
 
 
+def test_search_filenames_reads_underscores_as_spaces_and_scope_check_agrees():
+    ws = Workspace(Corpus.from_texts({"Homage_at_Siesta_Time.txt": "a song", "Siesta.txt": "Siesta_Time is a song",
+                                      "Other.txt": "nothing"}))
+    for pattern in ["Siesta Time", "Siesta_Time", r"at\sSiesta"]:
+        assert run_tool(ws, "search_filenames", {"pattern": pattern})["count"] == 1, pattern
+    obs = run_tool(ws, "apply_filter", {"pattern": "Siesta_Time", "output_prefix": "s"})
+    assert "1 documents matched in text and 1 filenames" in obs["scope_check"]
+
+
 def test_set_operations_and_lazy_compound_names(ws):
     run_tool(ws, "search_filenames", {"pattern": "hhrg", "create_set": "house"})
     run_tool(ws, "apply_filter", {"pattern": "ARMED SERVICES", "output_prefix": "armed"})

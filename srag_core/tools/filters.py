@@ -82,9 +82,7 @@ def search_filenames(a: SearchFilenamesArgs, ws: Workspace) -> dict:
     target = ws.get_set(a.target_set)
     budget = Budget(ws.regex_budget_s)
     docs = ws.corpus.docs
-    members = sorted(target.members)
-    hits = sorted(set(ws.corpus.search.filter(compiled, members, budget, "filename"))
-                  | set(ws.corpus.search.filter(compiled, members, budget, "spaced_filename")))
+    hits = ws.corpus.search.filenames_matching(compiled, sorted(target.members), budget)
     previous = ws.sets.get(ws.last_created) if ws.last_created else None
     ds = ws.add_set(a.create_set or f"files_{slug(pattern)}", hits, tool="search_filenames", pattern=pattern,
                     source=target.name, refined=True)
