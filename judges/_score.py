@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from ._llm_judge import JudgeError, LLMJudge, one_line
+from ._llm_judge import JudgeError, LLMJudge, _label_for, one_line
 from ._normalize import best_em_f1
 from ._rules import ANSWER_KINDS, apply_rules
 
@@ -43,10 +43,6 @@ class JudgeResult:
         return asdict(self)
 
 
-def _label(score: float) -> str:
-    return "correct" if score >= 1 else "incorrect" if score <= 0 else "partial"
-
-
 def score_answer(question: str, prediction: str | None, gold: str, *, aliases: Sequence[str] = (),
                  answer_kind: str = "text", llm: LLMJudge | None = None) -> JudgeResult:
     """Score one prediction against `gold` and its `aliases`. Raises ValueError for an unknown answer_kind."""
@@ -70,7 +66,7 @@ def score_answer(question: str, prediction: str | None, gold: str, *, aliases: S
     if rule is not None:
         result.rule_score, result.abs_diff = rule.score, rule.abs_diff
         result.score, result.score_source = rule.score, "rule"
-        result.verdict, result.rationale = _label(rule.score), rule.note
+        result.verdict, result.rationale = _label_for(rule.score), rule.note
         return result
 
     if llm is not None and result.judge_error is None:
@@ -86,7 +82,7 @@ def score_answer(question: str, prediction: str | None, gold: str, *, aliases: S
             return result
 
     result.score, result.score_source = result.em, "em"
-    result.verdict = _label(result.em)
+    result.verdict = _label_for(result.em)
     return result
 
 

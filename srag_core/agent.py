@@ -15,7 +15,7 @@ import json
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Literal, Protocol
 
@@ -26,7 +26,7 @@ from srag_core import prompts
 from srag_core.branching import choose_branch
 from srag_core.corpus import Corpus
 from srag_core.landscape import question_landscape
-from srag_core.llm import ChatResult, LLMError, Usage
+from srag_core.llm import DEFAULT_CONTEXT_TOKENS, ChatResult, LLMError, Usage
 from srag_core.tools import REGISTRY, run_tool
 from srag_core.turns import parse_turn, turn_schema
 from srag_core.workspace import Workspace
@@ -110,7 +110,7 @@ class Agent:
         self.corpus = corpus
         self.llm = llm
         self.config = config or AgentConfig()
-        context_tokens = getattr(getattr(llm, "config", None), "context_tokens", 128_000)
+        context_tokens = getattr(getattr(llm, "config", None), "context_tokens", DEFAULT_CONTEXT_TOKENS)
         self.budgets = budgets or ctx.Budgets(context_tokens=context_tokens)
         # Optional modules plug in here: "chunk_index", "pattern_index", "llm", "init_workspace", tool hooks such as
         # "classifier_filter"; tools read them from Workspace.extensions.
@@ -137,8 +137,7 @@ class Agent:
             run.episode.error = f"{type(e).__name__}: {e}"
             run.episode.trace.append({"type": "crash", "traceback": traceback.format_exc(limit=8)})
         ep = run.episode
-        ep.usage = {"prompt_tokens": run.usage.prompt_tokens, "completion_tokens": run.usage.completion_tokens,
-                    "total_tokens": run.usage.total_tokens, "cost_usd": run.usage.cost_usd, "calls": run.usage.calls}
+        ep.usage = asdict(run.usage)
         ep.wall_s = run.elapsed()
         ep.finished_at = utc_now()
         return ep

@@ -43,6 +43,7 @@ PLACEHOLDER_API_KEY = "not-needed"  # local servers ignore the key, but the SDK 
 _ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CACHE_FORMAT = 1
 _MAX_MESSAGE_CHARS = 300
+DEFAULT_CONTEXT_TOKENS = 128_000  # the model window assumed when a config or client does not say
 
 ErrorKind = Literal["rate_limit", "timeout", "server", "connection", "bad_request", "auth", "bad_response"]
 ResponseFormatMode = Literal["none", "json_object", "json_object_schema", "json_schema"]
@@ -80,7 +81,7 @@ class LLMConfig(BaseModel):
     backoff_base_s: float = Field(1.0, ge=0)
     backoff_max_s: float = Field(30.0, ge=0)
     response_format: ResponseFormatMode = "none"
-    context_tokens: int = Field(128_000, gt=0)  # the model's window, for callers that budget their prompts
+    context_tokens: int = Field(DEFAULT_CONTEXT_TOKENS, gt=0)  # the model's window, for callers budgeting prompts
     price_per_million: Prices = Field(default_factory=Prices)
     cache_dir: str | None = None
     seed: int | None = None

@@ -6,6 +6,7 @@ Defaults follow the paper's setup: all-MiniLM-L6-v2 over 900-character chunks wi
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 
 from srag_core.agent import Episode, utc_now
 from srag_core.corpus import Corpus
@@ -43,9 +44,7 @@ class VanillaRAG:
             obj = first_json_object(result.text) or {}
             ep.answer = str(obj.get("answer", result.text)).strip()
             ep.status, ep.llm_calls, ep.llm_s = "ok", 1, result.latency_s
-            u = result.usage
-            ep.usage = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-                        "total_tokens": u.total_tokens, "cost_usd": u.cost_usd, "calls": u.calls}
+            ep.usage = asdict(result.usage)
             ep.cached_calls = int(result.cached)
             ep.trace.append({"type": "llm", "step": 1, "reply": result.text, "latency_s": result.latency_s})
         except LLMError as e:

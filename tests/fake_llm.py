@@ -279,23 +279,3 @@ def fake_llm() -> Iterator[FakeLLM]:
     with FakeLLM() as server:
         yield server
 
-
-def main(argv: list[str] | None = None) -> None:
-    """Run the server in its own process (so that benchmarks do not share a GIL with it): every request gets the
-    same reply after a fixed delay. Prints the base URL, then serves until interrupted."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Scripted OpenAI-compatible server for tests and benchmarks")
-    parser.add_argument("--reply", default="ok", help="content of every answer")
-    parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before each answer")
-    args = parser.parse_args(argv)
-    with FakeLLM(responder=lambda request: {"content": args.reply, "delay": args.delay}) as server:
-        print(server.base_url, flush=True)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
-
-
-if __name__ == "__main__":
-    main()
