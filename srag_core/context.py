@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from srag_core.llm import DEFAULT_CONTEXT_TOKENS
+
 CHARS_PER_TOKEN = 4
 _FULL_TOOL_CAP = 200_000
 _FULL_CAP_CONTEXT = 500_000
@@ -20,7 +22,7 @@ _FULL_CAP_CONTEXT = 500_000
 
 @dataclass(frozen=True)
 class Budgets:
-    context_tokens: int = 128_000
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS
 
     @property
     def context_chars(self) -> int:
