@@ -180,14 +180,16 @@ def by_id(rows: list[dict], key: str = "id") -> dict[str, dict]:
     return {r[key]: r for r in rows}
 
 
-def agreement(ours: EvalResult, theirs: dict[str, Any], k: int = 5) -> tuple[int, int, int]:
-    """(examples compared, same hit/miss at k, same exact rank) for ranks keyed by example id."""
+def agreement(ours: EvalResult, theirs: dict[str, Any], k: int = 5,
+              rank: str = "controlling_rank") -> tuple[int, int, int]:
+    """(examples compared, same hit/miss at k, same exact rank) for ranks keyed by example id; `rank` names the
+    per-example field compared (`anchor_rank` for a first stage)."""
     same_hit = same_rank = n = 0
     for row in ours.rows:
         if row.example_id not in theirs or theirs[row.example_id] is None:
             continue
         n += 1
-        mine, their = row.controlling_rank, theirs[row.example_id]
+        mine, their = getattr(row, rank), theirs[row.example_id]
         same_hit += (mine is not None and mine <= k) == (their <= k)
         same_rank += mine == their
     return n, same_hit, same_rank
@@ -326,7 +328,7 @@ def table6(run: Runner) -> tuple[str, list[list[Any]]]:
     agree = [
         ["Table 6", "BM25", "rank of the patch note", *agreement(bm25[5], {i: r["bm25_ff_rank"] for i, r in pub.items()})],
         ["Table 6", "BM25 (stage 1)", "rank of the disclosure",
-         *_anchor_agreement(bm25[5], {i: r["bm25_disc_rank"] for i, r in pub.items()})],
+         *agreement(bm25[5], {i: r["bm25_disc_rank"] for i, r in pub.items()}, rank="anchor_rank")],
         ["Table 6", "Dense (MiniLM)", "rank of the patch note",
          *agreement(dense[5], {i: r["minilm_ff_rank"] for i, r in pub.items()})],
         ["Table 6", "HyDE", "rank of the patch note", *agreement(hyde, {i: r["hyde_ff_rank"] for i, r in pub.items()})],
@@ -334,16 +336,6 @@ def table6(run: Runner) -> tuple[str, list[list[Any]]]:
          *agreement(two, {i: r["twostage"]["bm25_k5"]["rank"] for i, r in pub.items()})],
     ]
     return md_table(["System", "Disc@5", "TCA@5", "TCA@10", "Mean rank"], rows), agree
-
-
-def _anchor_agreement(ours: EvalResult, theirs: dict[str, int], k: int = 5) -> tuple[int, int, int]:
-    n = hit = exact = 0
-    for row in ours.rows:
-        if row.example_id in theirs:
-            n += 1
-            hit += (row.anchor_rank <= k) == (theirs[row.example_id] <= k)
-            exact += row.anchor_rank == theirs[row.example_id]
-    return n, hit, exact
 
 
 def table8(run: Runner) -> tuple[str, list[list[Any]]]:
@@ -362,7 +354,7 @@ def table8(run: Runner) -> tuple[str, list[list[Any]]]:
         pub = by_id(published(run.data_dir, file)["per_example"])
         bm25, two = run.run(name, "bm25"), run.run(name, "two_stage")
         agree += [["Table 8", f"{name} BM25 (stage 1)", "rank of the anchor",
-                   *_anchor_agreement(bm25, {i: r["anchor_bm25_rank"] for i, r in pub.items()})],
+                   *agreement(bm25, {i: r["anchor_bm25_rank"] for i, r in pub.items()}, rank="anchor_rank")],
                   ["Table 8", f"{name} BM25", "rank of the superseder",
                    *agreement(bm25, {i: r["bm25_rank"] for i, r in pub.items()})],
                   ["Table 8", f"{name} Two-Stage", "rank of the superseder",

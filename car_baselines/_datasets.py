@@ -148,11 +148,7 @@ def load_finsuperqa(data_dir: Path, contaminated: bool = False) -> Dataset:
         _fields(row, ("example_id", "query", "answer", "hop_type", "kb", "employee", "ticker", "provenance"), where)
         if not isinstance(row["kb"], list) or not row["kb"]:
             raise ValueError(f"{where}: 'kb' must be a non-empty list of events")
-        scope = {"employee": row["employee"], "ticker": row["ticker"]}
-        kb = []
-        for ev in row["kb"]:
-            _fields(ev, ("event_id", "text", "timestamp", "event_type"), where)
-            kb.append(Doc(ev["event_id"], ev["text"], ev["event_type"], scope, _time(ev["timestamp"], where)))
+        kb = _kb_docs(row, {"employee": row["employee"], "ticker": row["ticker"]}, where)
         anchor = min(kb, key=lambda d: d.timestamp)
         examples.append(make_example(
             row["example_id"], row["query"], kb, [anchor.doc_id], rule_edges(kb, FINSUPERQA_RULES),
@@ -267,8 +263,8 @@ def load_cve_structured(data_dir: Path) -> Dataset:
         description=f"CVEPatchQA T0+T1, {len(examples)} templated questions, {len(docs):,} events (Table 9)")
 
 
-def _kb_docs(row: dict, scope: dict[str, str]) -> list[Doc]:
-    where = f"example {row.get('example_id')}"
+def _kb_docs(row: dict, scope: dict[str, str], where: str | None = None) -> list[Doc]:
+    where = where or f"example {row.get('example_id')}"
     docs = []
     for ev in row["kb"]:
         _fields(ev, ("event_id", "text", "timestamp", "event_type"), where)

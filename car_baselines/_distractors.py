@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from importlib import resources
 from typing import Iterable, Sequence
 
+from ._domains import citation_slug
 from ._model import Doc
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -164,8 +165,6 @@ class Ruling:
 
 def ruling_distractors(rulings: Sequence[Ruling], per_case: int, seed: int) -> list[Doc]:
     """Per example: the same ruling under a new citation, under new parties, or another ruling under new parties."""
-    from ._domains import citation_slug
-
     rng = random.Random(seed)
     names = sorted({r.first for r in rulings} | {r.second for r in rulings})
     out: list[Doc] = []

@@ -16,11 +16,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from ._authority import AuthorityGraph, rule_edges
+from ._authority import rssg as rssg_graph  # `rssg` is also the flag of TwoStageRetriever
 from ._metrics import _check_k
 from ._model import Dataset, Doc, Example, LexicalProfile
 
@@ -174,29 +174,21 @@ class DenseRetriever(ScoringRetriever):
     name = "dense"
     batch = 512
 
-    def __init__(self, dataset: Dataset, encoder: Any = DEFAULT_ENCODER, cache_dir: str | Path | None = None,
+    def __init__(self, dataset: Dataset, encoder: str = DEFAULT_ENCODER, cache_dir: str | Path | None = None,
                  batch_size: int = 64) -> None:
         super().__init__(dataset)
-        self._encoder_spec = encoder
-        self._encoder_name = encoder if isinstance(encoder, str) else type(encoder).__name__
+        self._encoder_name = encoder
         self._cache_dir = Path(cache_dir) if cache_dir else None
         self._batch_size = batch_size
         self._docs = self.embed(self.corpus.texts)
-
-    def _encoder(self) -> Any:
-        if isinstance(self._encoder_spec, str):
-            from srag_core.embeddings import load_encoder
-
-            return load_encoder(self._encoder_spec)
-        return self._encoder_spec
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         path = self._cache_path(texts) if len(texts) >= 32 else None
         if path is not None and path.is_file():
             return np.load(path)
-        vectors = np.asarray(self._encoder().encode(list(texts), batch_size=self._batch_size,
-                                                    normalize_embeddings=True, show_progress_bar=False),
-                             dtype=np.float32)
+        from srag_core.embeddings import encode_texts
+
+        vectors = encode_texts(texts, self._encoder_name, self._batch_size)
         if path is not None:
             _save_atomic(path, vectors)
         return vectors
@@ -373,10 +365,6 @@ def _interleave(groups: list[list[int]]) -> list[int]:
     return out
 
 
-def rssg_graph(docs: Sequence[Doc], rules: Sequence) -> AuthorityGraph:
-    return AuthorityGraph(rule_edges(docs, rules))
-
-
 def _age(doc: Doc, type_rank: dict[str, int]) -> tuple[datetime, int]:
     return doc.timestamp or datetime.min, type_rank.get(doc.doc_type, 0)
 
@@ -428,7 +416,7 @@ def _head_then_rest(head: np.ndarray, order: np.ndarray) -> np.ndarray:
 # Construction by name
 
 def build_retriever(name: str, dataset: Dataset, *, stage1: str | None = None, k1: int | None = None,
-                    encoder: Any = DEFAULT_ENCODER, cache_dir: str | Path | None = None) -> CorpusRetriever:
+                    encoder: str = DEFAULT_ENCODER, cache_dir: str | Path | None = None) -> CorpusRetriever:
     """A built-in retriever by name. `stage1`/`k1` override the dataset's first stage for the composite ones."""
     if name not in RETRIEVER_NAMES:
         raise ValueError(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVER_NAMES)}")

@@ -79,7 +79,7 @@ def evaluate(dataset: Dataset, retriever: Retriever, k: int = 5, split: str = "a
     rankings = _rankings(dataset, retriever, examples, depth)
     rows = [_score(dataset, ex, ranking, k, witness) for ex, ranking in zip(examples, rankings)]
     label = name or getattr(retriever, "name", None) or type(retriever).__name__
-    return _aggregate(dataset, label, split, k, witness, rows)
+    return _aggregate(dataset, examples, label, split, k, witness, rows)
 
 
 def _rankings(dataset: Dataset, retriever: Retriever, examples: Sequence[Example], depth: int | None) -> list[Ranking]:
@@ -110,15 +110,13 @@ def _score(dataset: Dataset, ex: Example, ranking: Ranking, k: int, witness: Wit
     controlling = [pos(d) for d in ex.controlling_ids]
 
     graph = AuthorityGraph(ex.edges)
-    if witness == "direct":
-        supers = {pos(old): {pos(n) for n in graph.direct_superseders(old)} for old in graph.superseded_nodes()}
-    else:
-        supers = {pos(old): {pos(n) for n in graph.superseders(old)} for old in graph.superseded_nodes()}
+    witnesses = graph.direct_superseders if witness == "direct" else graph.superseders
+    supers = {pos(old): {pos(n) for n in witnesses(old)} for old in graph.superseded_nodes()}
     nis = no_ignored_superseder(in_top, supers)
 
     predicted = None
     if dataset.score_answers and dataset.domain.derive_answer is not None:
-        predicted = _derive_answer(dataset, ex, top, ranking, {pos(d) for d in graph.superseded_nodes()})
+        predicted = _derive_answer(dataset, ex, top, ranking, set(supers))
         correct = predicted == ex.answer
     else:
         correct = set(controlling) <= in_top
@@ -158,13 +156,13 @@ def _derive_answer(dataset: Dataset, ex: Example, top: np.ndarray, ranking: Rank
     return dataset.domain.derive_answer(active)
 
 
-def _aggregate(dataset: Dataset, retriever: str, split: str, k: int, witness: str,
+def _aggregate(dataset: Dataset, examples: Sequence[Example], retriever: str, split: str, k: int, witness: str,
                rows: list[ExampleScore]) -> EvalResult:
     n = len(rows)
     hits = sum(r.tca for r in rows)
     ranks = [r.controlling_rank for r in rows if r.controlling_rank is not None]
-    gold_total = sum(len(ex.doc_ids) for ex in dataset.select(split))
-    gold_found = round(sum(r.recall * len(ex.doc_ids) for r, ex in zip(rows, dataset.select(split))))
+    gold_total = sum(len(ex.doc_ids) for ex in examples)
+    gold_found = round(sum(r.recall * len(ex.doc_ids) for r, ex in zip(rows, examples)))
     anchors = sum(r.anchor_rank is not None and r.anchor_rank <= k for r in rows)
     result = EvalResult(
         dataset=dataset.name, retriever=retriever, split=split, n=n, k=k, witness=witness,

@@ -123,10 +123,9 @@ def run_grid(datasets: list[str], retrievers: list[str], data_dir: str, options:
     """Every cell as a Ray task; results come back in grid order."""
     import ray
 
-    if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1",
-                                           "TOKENIZERS_PARALLELISM": "false"}})
+    from pipelines.runner import init_ray
+
+    init_ray(None)  # RAY_ADDRESS, or a local instance
     cell = ray.remote(num_cpus=1)(run_cell)
     futures = []
     for d in datasets:

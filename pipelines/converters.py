@@ -16,7 +16,6 @@ import json
 import random
 import re
 import unicodedata
-from collections import defaultdict
 from pathlib import Path
 from typing import Iterable
 
@@ -42,6 +41,11 @@ def write_benchmark(out: Path, docs: Iterable[tuple[str, str]], questions: Itera
             fh.write(json.dumps(q, ensure_ascii=False) + "\n")
             n_q += 1
     return n_docs, n_q
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    """The records of a JSON Lines file, blank lines skipped."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def hipporag_passages(records: list[dict]) -> list[tuple[str, str, str]]:
@@ -171,7 +175,7 @@ def convert_musique(dev_jsonl: Path, corpus_json: Path, hipporag_ids_txt: Path, 
     passages = hipporag_passages(records)
     paragraph_file = {(rec["title"], rec["text"]): name for rec, (_, name, _) in zip(records, passages)}
     hipporag_ids = set(hipporag_ids_txt.read_text(encoding="utf-8").split())
-    rows = [json.loads(line) for line in dev_jsonl.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = _read_jsonl(dev_jsonl)
     return write_benchmark(out, ((name, text) for _, name, text in passages),
                            (musique_question(r, paragraph_file, hipporag_ids) for r in rows))
 
@@ -289,21 +293,17 @@ def convert_financebench(questions_jsonl: Path, documents_jsonl: Path, out: Path
     `documents.jsonl` beside the corpus gives each page file's company, doc_type, doc_period and gics_sector from
     the document-information file, for filtering and reporting.
     """
-    rows = [json.loads(line) for line in questions_jsonl.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = _read_jsonl(questions_jsonl)
     doc_info = {}
-    for line in documents_jsonl.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            info = json.loads(line)
-            doc_info.setdefault(info["doc_name"], info)
+    for info in _read_jsonl(documents_jsonl):
+        doc_info.setdefault(info["doc_name"], info)
     pages: dict[str, tuple[str, int, str]] = {}
-    texts: defaultdict[str, set[str]] = defaultdict(set)
     for rec in rows:
         for ev in rec["evidence"]:
             name = financebench_page_filename(ev["doc_name"], ev["evidence_page_num"])
-            pages.setdefault(name, (ev["doc_name"], ev["evidence_page_num"], ev["evidence_text_full_page"]))
-            texts[name].add(ev["evidence_text_full_page"])
-    if clash := next((name for name, seen in texts.items() if len(seen) > 1), None):
-        raise ValueError(f"FinanceBench page {clash} has different texts in different questions")
+            page = (ev["doc_name"], ev["evidence_page_num"], ev["evidence_text_full_page"])
+            if pages.setdefault(name, page)[2] != page[2]:
+                raise ValueError(f"FinanceBench page {name} has different texts in different questions")
     counts = write_benchmark(out, ((name, text) for name, (_, _, text) in sorted(pages.items())),
                              (financebench_question(r) for r in rows))
     with (out / "documents.jsonl").open("w", encoding="utf-8") as fh:

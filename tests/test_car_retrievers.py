@@ -140,7 +140,7 @@ def security_dataset() -> Dataset:
     return Dataset("tiny-security", Corpus(SECURITY), [ex], security_domain(None), k1=1)
 
 
-def test_dense_retriever_embeds_offline_and_caches_by_content(tmp_path):
+def test_dense_retriever_embeds_offline_and_caches_by_content(tmp_path, monkeypatch):
     ds = security_dataset()
     dense = DenseRetriever(ds, cache_dir=tmp_path)
     ranking = dense.retrieve(ds.examples[0].query, 4)
@@ -151,7 +151,9 @@ def test_dense_retriever_embeds_offline_and_caches_by_content(tmp_path):
                   security_domain(None))
     first = DenseRetriever(big, cache_dir=tmp_path)
     assert len(list(tmp_path.glob("*.npy"))) == 1
-    again = DenseRetriever(big, cache_dir=tmp_path)
+    with monkeypatch.context() as patched:  # the corpus vectors now come from the cache, not the encoder
+        patched.setattr("srag_core.embeddings.encode_texts", lambda *a, **k: pytest.fail("corpus re-encoded"))
+        again = DenseRetriever(big, cache_dir=tmp_path)
     assert np.array_equal(first.score(["topic 3"]), again.score(["topic 3"]))
 
 
