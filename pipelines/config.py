@@ -11,7 +11,7 @@ import hashlib
 import itertools
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -19,10 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from srag_core.agent import AgentConfig
 from srag_core.llm import LLMConfig
 
-VARIANTS = ("zero_ingestion", "no_landscape", "no_diagnostics", "no_redaction", "stateless", "vanilla_rag",
-            "limited_ingestion")
 Variant = Literal["zero_ingestion", "no_landscape", "no_diagnostics", "no_redaction", "stateless", "vanilla_rag",
                   "limited_ingestion"]
+VARIANTS: tuple[str, ...] = get_args(Variant)
 
 
 class ConfigError(ValueError):
@@ -160,8 +159,8 @@ def describe(err: ValidationError, source: str) -> str:
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
         msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
         problems.append(f"{key}: {msg}")
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return f"{source}: {problems[0]}{more}" if len(problems) <= 1 else f"{source}: {'; '.join(problems[:3])}{more}"
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return f"{source}: {'; '.join(problems[:3])}{more}"
 
 
 def validate_run(data: Any, source: str) -> RunConfig:

@@ -78,26 +78,21 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    if args.config:
-        overrides: dict[str, Any] = {}
-        data = None
-    else:
-        if not (args.dataset or args.corpus):
-            raise CliError("give a config file, or --dataset NAME, or --corpus PATH --questions FILE")
-        data = {"name": "quick", "llm": {}}
-        overrides = {}
+    if not (args.config or args.dataset or args.corpus):
+        raise CliError("give a config file, or --dataset NAME, or --corpus PATH --questions FILE")
     flags = {"dataset": args.dataset, "corpus": args.corpus, "questions": args.questions, "variant": args.variant,
              "llm.base_url": args.base_url, "llm.model": args.model, "limits.limit": args.limit}
-    overrides.update({k: v for k, v in flags.items() if v is not None})
+    overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     if args.concurrency:
         actors = min(args.concurrency, 2)
         overrides["execution.actors"] = actors
         overrides["execution.episodes_per_actor"] = math.ceil(args.concurrency / actors)
-    if data is None:
+    if args.config:
         return load_run(args.config, overrides)
     if "llm.model" not in overrides and not os.environ.get("OPENAI_MODEL"):
         raise CliError("no model: pass --model (or set OPENAI_MODEL), or use a config file")
     overrides.setdefault("llm.model", os.environ.get("OPENAI_MODEL"))
+    data: dict[str, Any] = {"name": "quick", "llm": {}}
     for key, value in overrides.items():
         set_dotted(data, key, value)
     return validate_run(data, "command line")
@@ -158,7 +153,8 @@ def expand_statuses(values: list[str] | None) -> list[str]:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    result = continue_run(RunDir.open(args.runs_dir, args.run_id), expand_statuses(args.status), args.quiet)
+    statuses = expand_statuses(args.status)  # a bad status is reported before the run is looked up
+    result = continue_run(RunDir.open(args.runs_dir, args.run_id), statuses, args.quiet)
     return _print_run(result, args)
 
 
@@ -166,7 +162,7 @@ def _print_run(result: dict, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, default=str))
     else:
-        print(table([_summary_row(result["run_id"], result)], SUMMARY_COLUMNS))
+        print(table([result], SUMMARY_COLUMNS))
         print(f"\nstatus counts: {result['status_counts']}")
         print(f"results: {args.runs_dir / result['run_id']}  ·  MLflow: mlflow ui --backend-store-uri "
               f"{_mlflow_uri(args.runs_dir, result['run_id'])}")
@@ -178,12 +174,6 @@ def _mlflow_uri(runs_dir: Path, run_id: str) -> str:
         return RunDir.open(runs_dir, run_id).read_meta().get("mlflow_uri", "")
     except FileNotFoundError:
         return ""
-
-
-def _summary_row(run_id: str, summary: dict, meta: dict | None = None) -> dict:
-    meta = meta or {}
-    return {"run_id": run_id, "variant": meta.get("variant", summary.get("variant")),
-            "model": meta.get("model", summary.get("model")), **summary}
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from typing import Any, Iterable
 from pipelines.config import JudgeSettings, RunConfig
 from pipelines.datasets import load_questions, resolve
 from pipelines.endpoints import open_endpoint
-from pipelines.report import metrics_for_mlflow, plot_accuracy_by_type, question_rows, summarize
+from pipelines.report import FAILED, metrics_for_mlflow, plot_accuracy_by_type, question_rows, summarize
 from pipelines.results import RunDir, git_revision, new_run_id, package_versions
 from pipelines.systems import prepare_resources
 from pipelines.tracking import Tracker, tracking_uri
@@ -142,9 +142,10 @@ class _Stats:
     started: float = field(default_factory=time.monotonic)
     done: int = 0
     statuses: Counter = field(default_factory=Counter)
-    scores: list[float] = field(default_factory=list)
-    ems: list[float] = field(default_factory=list)
-    f1s: list[float] = field(default_factory=list)
+    judged: int = 0
+    score_sum: float = 0.0
+    em_sum: float = 0.0
+    f1_sum: float = 0.0
     steps: int = 0
     tokens: int = 0
     cost: float = 0.0
@@ -159,17 +160,18 @@ class _Stats:
 
     def add_judgement(self, j: dict[str, Any]) -> None:
         if j.get("score") is not None:
-            self.scores.append(j["score"])
-            self.ems.append(j.get("em") or 0.0)
-            self.f1s.append(j.get("f1") or 0.0)
+            self.judged += 1
+            self.score_sum += j["score"]
+            self.em_sum += j.get("em") or 0.0
+            self.f1_sum += j.get("f1") or 0.0
 
     def metrics(self) -> dict[str, float]:
-        failed = sum(self.statuses[s] for s in ("llm_error", "timeout", "crashed"))
+        failed = sum(self.statuses[s] for s in FAILED)
         out = {"done": self.done, "errors": failed, "tokens": self.tokens, "cost_usd": self.cost,
                "mean_steps": self.steps / self.done if self.done else 0.0}
-        if self.scores:
-            out.update(accuracy=sum(self.scores) / len(self.scores), em=sum(self.ems) / len(self.ems),
-                       f1=sum(self.f1s) / len(self.f1s))
+        if self.judged:
+            out.update(accuracy=self.score_sum / self.judged, em=self.em_sum / self.judged,
+                       f1=self.f1_sum / self.judged)
         return out
 
     def line(self) -> str:
@@ -192,14 +194,17 @@ class JudgeStage:
     """Scores finished episodes on driver threads while other episodes still run."""
 
     def __init__(self, settings: JudgeSettings, run_llm: LLMConfig, limiter=None, threads: int = JUDGE_THREADS):
-        self.client = None
+        from judges import LLMJudge
+
+        self.client = self.llm = None
         if settings.use_llm:
             cfg = settings.llm or run_llm.model_copy(update={"temperature": 0.0})
-            self.client = LLMClient(cfg, limiter=limiter)
+            client = self.client = LLMClient(cfg, limiter=limiter)
+            self.llm = LLMJudge(lambda messages: client.chat(messages, temperature=0.0).text)  # shared by threads
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="judge")
 
     def submit(self, question: dict[str, Any], record: dict[str, Any]) -> Future:
-        return self.pool.submit(judge_record, question, record, self.client)
+        return self.pool.submit(judge_record, question, record, self.llm)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
@@ -207,10 +212,9 @@ class JudgeStage:
             self.client.close()
 
 
-def judge_record(question: dict[str, Any], record: dict[str, Any], client: LLMClient | None) -> dict[str, Any]:
-    from judges import LLMJudge, score_answer
+def judge_record(question: dict[str, Any], record: dict[str, Any], llm) -> dict[str, Any]:
+    from judges import score_answer
 
-    llm = LLMJudge(lambda messages: client.chat(messages, temperature=0.0).text) if client is not None else None
     result = score_answer(question["question"], record.get("answer"), question["answer"],
                           aliases=question.get("answer_aliases") or (),
                           answer_kind=question.get("answer_kind") or "text", llm=llm)

@@ -122,13 +122,12 @@ def entrypoint(sweep_name: str, runs_dir: Path, limit: int | None) -> str:
     return shlex.join(argv)
 
 
-def job_env(tracking_uri: str | None) -> dict[str, str]:
+def job_env(tracking_uri: str | None, revision: str | None) -> dict[str, str]:
     # The sweep's driver calls ray.init with a runtime env of its own (pipelines.runner.init_ray); Ray refuses to
     # merge it with the job's unless told to, and then the driver's settings win where both set a variable.
     env = {"RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"}
     if tracking_uri:
         env["MLFLOW_TRACKING_URI"] = tracking_uri
-    revision = git_revision()
     if revision:  # the shipped copy has no .git: runs on the cluster record the submitter's revision instead
         env["SRAG_GIT_REVISION"] = revision
     return env
@@ -148,17 +147,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
     client = jobs_client(args.address)
     runs_dir = args.runs_dir.expanduser().resolve()
     tracking_uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    revision = git_revision()
     with tempfile.TemporaryDirectory(prefix="srag-submit-") as tmp:
         working_dir = stage_working_dir(sweep_file, Path(tmp))
         try:
             job_id = client.submit_job(
                 entrypoint=entrypoint(sweep_file.name, runs_dir, args.limit),
                 submission_id=submission_id(sweep.name),
-                runtime_env={"working_dir": str(working_dir), "env_vars": job_env(tracking_uri)},
+                runtime_env={"working_dir": str(working_dir), "env_vars": job_env(tracking_uri, revision)},
                 metadata={"srag_sweep": sweep.name, "srag_sweep_file": str(sweep_file),
                           "srag_runs_dir": str(runs_dir), "srag_submitted": utc_now(),
                           # the shipped copy has no .git, so the runs cannot tell which revision they ran
-                          "srag_git_revision": str(git_revision())})
+                          "srag_git_revision": str(revision)})
         except RuntimeError as e:  # the Jobs API's own refusal (a working dir over Ray's size cap, ...)
             raise ValueError(f"the cluster refused the job: {_first_line(e)}") from None
     out = {"job_id": job_id, "address": args.address, "status": str(client.get_job_status(job_id).value),

@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
+from srag_core.agent import FINISHED
+
 log = logging.getLogger(__name__)
 SECRET_HINTS = ("api_key", "apikey", "token", "secret", "password")
 MAX_PARAM_CHARS = 6000
@@ -103,9 +105,6 @@ class Tracker:
     def set_terminated(self, run_id: str, status: str = "FINISHED") -> None:
         self.submit(lambda: self.client.set_terminated(run_id, status))
 
-    def set_tag(self, run_id: str, key: str, value: str) -> None:
-        self.submit(lambda: self.client.set_tag(run_id, key, value))
-
     def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
         self.submit(lambda: self.client.log_artifact(run_id, str(path), artifact_path))
 
@@ -167,7 +166,7 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
     end_ns = start_ns + int(record.get("wall_s", 0) * 1e9)
     client.end_trace(trace_id=trace_id, outputs={"answer": record.get("answer"), "status": record["status"],
                                                  "error": record.get("error")},
-                     status="OK" if record["status"] in ("ok", "max_steps") else "ERROR", end_time_ns=end_ns)
+                     status="OK" if record["status"] in FINISHED else "ERROR", end_time_ns=end_ns)
 
 
 def _span_inputs(ev: dict[str, Any]) -> dict[str, Any]:

@@ -40,7 +40,6 @@ class RequestLimiter:
         self.ids = itertools.count()
         self.recent: deque[float] = deque()
         self.changed = asyncio.Condition()
-        self.granted = 0
 
     async def acquire(self) -> int:
         async with self.changed:
@@ -51,7 +50,6 @@ class RequestLimiter:
                     lease = next(self.ids)
                     self.held[lease] = time.monotonic()
                     self.recent.append(time.monotonic())
-                    self.granted += 1
                     return lease
                 try:
                     await asyncio.wait_for(self.changed.wait(), timeout=wait or 1.0)
@@ -62,9 +60,6 @@ class RequestLimiter:
         async with self.changed:
             self.held.pop(lease, None)
             self.changed.notify()
-
-    def stats(self) -> dict[str, int]:
-        return {"held": len(self.held), "granted": self.granted}
 
     def _reclaim(self) -> None:
         stale = [k for k, t in self.held.items() if time.monotonic() - t > self.lease_s]

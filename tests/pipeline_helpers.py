@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines.config import set_dotted
+
 QUESTION = re.compile(r"Question: What is the code of item Q(\d+)\?")
 
 
@@ -94,9 +96,5 @@ def run_config(corpus: Path, questions: Path, base_url: str, *, tracking_uri: st
         "tracking": {"uri": tracking_uri, "experiment": "tests"},
     }
     for key, value in overrides.items():
-        node = cfg
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
+        set_dotted(cfg, key, value)
     return cfg

@@ -18,8 +18,12 @@ def test_run_config_errors_name_the_key_and_file(tmp_path):
     f.write_text("dataset: twowiki-sample\nllm: {model: m, temperature: -1}\nexecution: {actors: 0}\n")
     with pytest.raises(ConfigError) as e:
         load_run(f)
-    assert str(e.value).startswith(f"{f}: llm.temperature: Input should be greater than or equal to 0; "
-                                   "execution.actors: Input should be greater than or equal to 1")
+    assert str(e.value) == (f"{f}: llm.temperature: Input should be greater than or equal to 0; "
+                            "execution.actors: Input should be greater than or equal to 1")  # both shown, no "more"
+    f.write_text("dataset: twowiki-sample\nllm: {model: m, temperature: -1, timeout_s: -1, max_retries: -1}\n"
+                 "execution: {actors: 0}\n")
+    with pytest.raises(ConfigError, match=r"; .*; [^;]* \(and 1 more\)$"):
+        load_run(f)
     f.write_text("llm: {model: m}\n")
     with pytest.raises(ConfigError, match="give either 'dataset' or both 'corpus' and 'questions'"):
         load_run(f)

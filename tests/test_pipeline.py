@@ -162,3 +162,4 @@ def test_bad_run_input_is_one_line(tmp_path, capsys):
     assert main(["report", "nope", "--runs-dir", str(tmp_path)]) == 2
     assert "no run 'nope'" in capsys.readouterr().err
     assert main(["rerun", "nope", "--status", "weird", "--runs-dir", str(tmp_path)]) == 2
+    assert "unknown status 'weird'" in capsys.readouterr().err
