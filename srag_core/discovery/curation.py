@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from srag_core.discovery.llmcalls import StageLLM
+from srag_core.discovery.llmcalls import StageLLM, id_rows
 from srag_core.discovery.model import RegexPattern, SemanticPattern
 from srag_core.discovery.text import clip
 
@@ -59,14 +59,9 @@ def curate(llm: StageLLM, patterns: Sequence[Curated], n_docs: int, *, batch_siz
 
 def parse_scores(reply: dict) -> dict[int, float]:
     out: dict[int, float] = {}
-    rows = reply.get("scores")
-    if not isinstance(rows, list):
-        return out
-    for row in rows:
-        if not isinstance(row, dict):
-            continue
+    for ident, row in id_rows(reply, "scores"):
         try:
-            ident, score = int(row.get("id")), float(row.get("score"))
+            score = float(row.get("score"))
         except (TypeError, ValueError):
             continue
         out[ident] = min(10.0, max(0.0, score))

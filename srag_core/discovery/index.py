@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import regex
 
 from srag_core.discovery.model import FORMAT_VERSION, RegexPattern, SemanticPattern
-from srag_core.discovery.sandbox import MapFn, Match, ScanResult, inline_map, scan_chunk
+from srag_core.discovery.sandbox import MapFn, Match, ScanResult, chunk_jobs, inline_map, scan_chunk
 from srag_core.discovery.text import (DEFAULT_WINDOW_CHARS, STOPWORDS, VALUE_TOKEN, clip, line_template, outside,
                                       scan_window, value_tokens)
 from srag_core.regex_engine import fold
@@ -313,18 +313,15 @@ def build_index(corpus: "Corpus", patterns: list[RegexPattern], semantic: list[S
 def scan_all(patterns: Sequence[RegexPattern], windows: Sequence[str], map_fn: MapFn, cfg: IndexConfig
              ) -> tuple[dict[str, dict[int, list[Match]]], dict[str, list[int]], list[str]]:
     """Matches with at least one non-empty capture, per pattern and document; timeouts; failed jobs."""
-    from srag_core.discovery.sandbox import ScanJob
-
-    templates = tuple(p.template for p in patterns)
+    templates = [p.template for p in patterns]
     matches: dict[str, dict[int, list[Match]]] = {p.name: {} for p in patterns}
     timeouts: dict[str, list[int]] = defaultdict(list)
     failures: list[str] = []
     if not templates:
         return matches, timeouts, failures
-    size = max(200, -(-len(windows) // 8))
-    jobs = [ScanJob(templates, tuple((i, windows[i]) for i in range(s, min(len(windows), s + size))),
-                    cfg.per_doc_timeout_s, cfg.job_budget_s, cfg.max_matches, cfg.max_capture_chars,
-                    stop_on_timeout=False) for s in range(0, len(windows), size)]
+    jobs = chunk_jobs(templates, windows, 8, 200, per_doc_timeout_s=cfg.per_doc_timeout_s,
+                      budget_s=cfg.job_budget_s, max_matches=cfg.max_matches, max_capture_chars=cfg.max_capture_chars,
+                      stop_on_timeout=False)
     for result in map_fn(scan_chunk, jobs):
         if not isinstance(result, ScanResult):
             failures.append(str(result) or type(result).__name__)

@@ -15,7 +15,7 @@ from typing import Iterable
 import regex
 
 from srag_core.discovery.model import RegexPattern
-from srag_core.discovery.text import slug
+from srag_core.discovery.text import slug, unique
 
 MAX_LABEL_CHARS = 80
 MAX_VALUE_CHARS = 300
@@ -75,7 +75,7 @@ def label_patterns(texts: Iterable[str], *, min_docs: int = 3, min_values: int =
     used: set[str] = set()
     out = []
     for s in kept:
-        name = _unique(f"field_{slug(s.label)}", used)
+        name = unique(f"field_{slug(s.label)}", used)
         spelling = s.spellings.most_common(1)[0][0]
         samples = [s.shown[v] for v, _ in s.values.most_common(5)]
         out.append(RegexPattern(
@@ -83,12 +83,3 @@ def label_patterns(texts: Iterable[str], *, min_docs: int = 3, min_values: int =
             description=f'the value of the "{spelling}:" field', keywords=s.label.split(), label=s.label,
             label_docs=len(s.docs), distinct_values=len(s.values), score=1.0, sample_values=samples))
     return out
-
-
-def _unique(name: str, used: set[str]) -> str:
-    candidate, k = name, 1
-    while candidate in used:
-        k += 1
-        candidate = f"{name}_{k}"
-    used.add(candidate)
-    return candidate

@@ -6,7 +6,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 from srag_core.llm import ChatResult, LLMError
 from srag_core.turns import first_json_object
@@ -16,8 +16,7 @@ MAX_PROMPT_CHARS = 60_000
 
 
 class ChatClient(Protocol):
-    def chat(self, messages: Sequence[dict[str, Any]], *, json_schema: dict[str, Any] | None = None,
-             max_tokens: int | None = None, temperature: float | None = None) -> ChatResult: ...
+    def chat(self, messages: Sequence[dict[str, Any]], *, max_tokens: int | None = None) -> ChatResult: ...
 
 
 @dataclass
@@ -46,12 +45,12 @@ class StageLLM:
         """How many characters a prompt may use, leaving room for the reply (about 3 characters per token)."""
         return max(3_000, min(MAX_PROMPT_CHARS, (self.context_tokens - reply_tokens) * 3 - 500))
 
-    def ask_json(self, stage: str, system: str, user: str, *, max_tokens: int = 1500,
-                 schema: dict[str, Any] | None = None) -> tuple[dict[str, Any] | None, str]:
+    def ask_json(self, stage: str, system: str, user: str, *, max_tokens: int = 1500
+                 ) -> tuple[dict[str, Any] | None, str]:
         self.log.calls[stage] += 1
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         try:
-            result = self.client.chat(messages, json_schema=schema, max_tokens=max_tokens)
+            result = self.client.chat(messages, max_tokens=max_tokens)
         except LLMError as e:
             self.log.failures[stage] += 1
             return None, f"LLM call failed ({e.kind})"
@@ -95,3 +94,17 @@ def as_str_list(value: Any, limit: int = 12) -> list[str]:
     if not isinstance(value, list):
         return []
     return [s.strip() for s in value if isinstance(s, str) and s.strip()][:limit]
+
+
+def id_rows(reply: dict[str, Any], key: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(id, row) for every object in the list `reply[key]` whose "id" is a number: the shape of the judge's and the
+    curator's replies, {"<key>": [{"id": 1, ...}, ...]}. Anything else is skipped."""
+    rows = reply.get(key)
+    for row in rows if isinstance(rows, list) else ():
+        if not isinstance(row, dict):
+            continue
+        try:
+            ident = int(row.get("id"))
+        except (TypeError, ValueError):
+            continue
+        yield ident, row

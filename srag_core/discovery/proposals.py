@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from srag_core.corpus import Corpus
 from srag_core.discovery.llmcalls import StageLLM, as_str_list
 from srag_core.discovery.model import Dropped, RegexPattern
-from srag_core.discovery.text import clip, slug
+from srag_core.discovery.text import clip, slug, unique
 from srag_core.regex_engine import RegexError, compile_untrusted
 
 GOLDEN = 0.6180339887498949
@@ -73,14 +73,21 @@ def sample_documents(corpus: Corpus, sample: Sequence[int], char_budget: int, pe
     return "\n\n".join(parts)
 
 
+def ask_about_sample(llm: StageLLM, stage: str, system: str, task: str, corpus: Corpus, sample: Sequence[int], *,
+                     reply_tokens: int, **fields: Any) -> tuple[dict[str, Any] | None, str]:
+    """Ask `task` (a format string with {n_docs} and {documents} slots) about the sampled documents, which get the
+    room the prompt has left once the rest of it is written."""
+    frame = task.format(n_docs=len(corpus), documents="", **fields)
+    budget = llm.prompt_chars(reply_tokens=reply_tokens) - len(frame) - len(system)
+    prompt = task.format(n_docs=len(corpus), documents=sample_documents(corpus, sample, budget), **fields)
+    return llm.ask_json(stage, system, prompt, max_tokens=reply_tokens)
+
+
 def propose_patterns(llm: StageLLM, corpus: Corpus, sample: Sequence[int], known_labels: Sequence[str], *,
                      max_patterns: int = MAX_PROPOSALS) -> tuple[list[RegexPattern], list[Dropped]]:
-    labels = ", ".join(known_labels[:30]) or "none"
-    frame = PROPOSAL_TASK.format(n_docs=len(corpus), labels=labels, max_patterns=max_patterns, documents="")
-    budget = llm.prompt_chars(reply_tokens=2000) - len(frame) - len(PROPOSAL_SYSTEM)
-    prompt = PROPOSAL_TASK.format(n_docs=len(corpus), labels=labels, max_patterns=max_patterns,
-                                  documents=sample_documents(corpus, sample, budget))
-    reply, problem = llm.ask_json("propose", PROPOSAL_SYSTEM, prompt, max_tokens=2000)
+    reply, problem = ask_about_sample(llm, "propose", PROPOSAL_SYSTEM, PROPOSAL_TASK, corpus, sample,
+                                      reply_tokens=2000, labels=", ".join(known_labels[:30]) or "none",
+                                      max_patterns=max_patterns)
     if reply is None:
         return [], [Dropped("(proposal call)", "llm", "propose", problem)]
     items = reply.get("patterns")
@@ -89,14 +96,13 @@ def propose_patterns(llm: StageLLM, corpus: Corpus, sample: Sequence[int], known
     return parse_proposals(items, max_patterns=max_patterns)
 
 
-def parse_proposals(items: Any, *, max_patterns: int = MAX_PROPOSALS,
-                    taken: set[str] | None = None) -> tuple[list[RegexPattern], list[Dropped]]:
+def parse_proposals(items: Any, *, max_patterns: int = MAX_PROPOSALS) -> tuple[list[RegexPattern], list[Dropped]]:
     """Keep the well-formed proposals; every other one is dropped with the reason."""
     if not isinstance(items, list):
         return [], [Dropped("(proposal call)", "llm", "propose", "the reply had no 'patterns' list")]
     kept: list[RegexPattern] = []
     dropped: list[Dropped] = []
-    used = set(taken or ())
+    used: set[str] = set()
     for k, item in enumerate(items, 1):
         if len(kept) >= max_patterns:
             dropped.append(Dropped(f"proposal_{k}", "llm", "propose", f"more than {max_patterns} proposals"))
@@ -108,11 +114,7 @@ def parse_proposals(items: Any, *, max_patterns: int = MAX_PROPOSALS,
             dropped.append(Dropped(name or f"proposal_{k}", "llm", "propose", problem,
                                    template if isinstance(template, str) else None))
             continue
-        base, n = pattern.name, 1
-        while pattern.name in used:
-            n += 1
-            pattern.name = f"{base}_{n}"
-        used.add(pattern.name)
+        pattern.name = unique(pattern.name, used)
         kept.append(pattern)
     return kept, dropped
 

@@ -97,7 +97,7 @@ def discover(corpus: Corpus, llm: ChatClient | None = None, *, sample_size: int 
     """Discover patterns in the corpus and build the extraction index.
 
     `sample_size` (default 20) and `seed` choose the documents the LLM reads; they override `config`'s.
-    `llm` is any client with `chat(messages, json_schema=..., max_tokens=...)` (an `LLMClient`); None runs the
+    `llm` is any client with `chat(messages, max_tokens=...)` (an `LLMClient`); None runs the
     deterministic stages only. `map_fn` runs sandbox jobs (see `sandbox.MapFn`): give a Ray-backed one to spread
     validation over a cluster; by default local worker processes are used when an LLM is configured (the label
     patterns of a deterministic run are our own regexes and run in this process).

@@ -60,6 +60,15 @@ class ScanResult:
     elapsed_s: float = 0.0
 
 
+def chunk_jobs(templates: Sequence[str], windows: Sequence[str], jobs: int, min_docs: int, **settings: Any
+               ) -> list[ScanJob]:
+    """ScanJobs running the templates over every window, split into about `jobs` chunks of at least `min_docs`
+    documents; `settings` are the other ScanJob fields."""
+    indexed = tuple(enumerate(windows))
+    size = max(min_docs, -(-len(indexed) // max(1, jobs)))
+    return [ScanJob(tuple(templates), indexed[s:s + size], **settings) for s in range(0, len(indexed), size)]
+
+
 def scan_chunk(job: ScanJob) -> ScanResult:
     """Run every template over every document of the job (the function map_fn runs in a worker)."""
     started = time.monotonic()

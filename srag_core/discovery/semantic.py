@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from srag_core.corpus import Corpus
 from srag_core.discovery.llmcalls import StageLLM, as_str_list
 from srag_core.discovery.model import Dropped, SemanticPattern
-from srag_core.discovery.proposals import sample_documents
+from srag_core.discovery.proposals import ask_about_sample
 from srag_core.discovery.text import clip, slug
 from srag_core.regex_engine import fold
 
@@ -41,12 +41,8 @@ Reply with {{"semantic_patterns": [{{"name": "...", "description": "...", "extra
 
 def propose_semantic(llm: StageLLM, corpus: Corpus, sample: Sequence[int], known: Sequence[str], *,
                      max_items: int = MAX_SEMANTIC) -> tuple[list[SemanticPattern], list[Dropped]]:
-    known_text = ", ".join(known[:40]) or "none"
-    frame = SEMANTIC_TASK.format(n_docs=len(corpus), max_items=max_items, known=known_text, documents="")
-    budget = llm.prompt_chars(reply_tokens=1500) - len(frame) - len(SEMANTIC_SYSTEM)
-    prompt = SEMANTIC_TASK.format(n_docs=len(corpus), max_items=max_items, known=known_text,
-                                  documents=sample_documents(corpus, sample, budget))
-    reply, problem = llm.ask_json("semantic", SEMANTIC_SYSTEM, prompt, max_tokens=1500)
+    reply, problem = ask_about_sample(llm, "semantic", SEMANTIC_SYSTEM, SEMANTIC_TASK, corpus, sample,
+                                      reply_tokens=1500, known=", ".join(known[:40]) or "none", max_items=max_items)
     if reply is None:
         return [], [Dropped("(semantic call)", "semantic", "semantic", problem)]
     return parse_semantic(reply.get("semantic_patterns"), max_items=max_items, taken=set(known))

@@ -70,14 +70,14 @@ def outside(spans: Sequence[tuple[int, int]], start: int, end: int) -> bool:
     return all(end <= s or start >= e for s, e in spans)
 
 
-def spread(items: Sequence, k: int) -> list:
-    """Up to k items evenly spread over the sequence, first and last included."""
-    n = len(items)
-    if n <= k:
-        return list(items)
-    if k <= 1:
-        return list(items[:k])
-    return [items[round(j * (n - 1) / (k - 1))] for j in range(k)]
+def unique(name: str, used: set[str]) -> str:
+    """`name`, or `name_2`, `name_3`... when taken; the result is added to `used`."""
+    candidate, k = name, 1
+    while candidate in used:
+        k += 1
+        candidate = f"{name}_{k}"
+    used.add(candidate)
+    return candidate
 
 
 def slug(text: str, limit: int = 40) -> str:

@@ -21,11 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from srag_core.discovery.llmcalls import StageLLM, as_str_list
+from srag_core.diagnostics import spread
+from srag_core.discovery.llmcalls import StageLLM, as_str_list, id_rows
 from srag_core.discovery.model import RegexPattern, Validation
 from srag_core.discovery.proposals import fix_decoded_escapes, template_groups
-from srag_core.discovery.sandbox import MapFn, Match, ScanJob, ScanResult, scan_chunk
-from srag_core.discovery.text import clip, spread
+from srag_core.discovery.sandbox import MapFn, Match, ScanResult, chunk_jobs, scan_chunk
+from srag_core.discovery.text import clip
 
 JUDGE_SYSTEM = ("You check the output of a regular expression against documents. You answer with a single JSON "
                 "object and nothing else.")
@@ -112,18 +113,11 @@ class Estimate:
         return 0.0 if p + r == 0 else 2 * p * r / (p + r)
 
 
-def doc_jobs(windows: Sequence[str], templates: Sequence[str], cfg: ValidationConfig, *, max_matches: int = 5,
-             stop_on_timeout: bool = True, indices: Sequence[int] | None = None) -> list[ScanJob]:
-    order = list(range(len(windows))) if indices is None else list(indices)
-    size = max(cfg.min_docs_per_job, -(-len(order) // max(1, cfg.jobs)))
-    return [ScanJob(tuple(templates), tuple((i, windows[i]) for i in order[s:s + size]), cfg.per_doc_timeout_s,
-                    cfg.job_budget_s, max_matches, stop_on_timeout=stop_on_timeout)
-            for s in range(0, len(order), size)]
-
-
 def scan_template(template: str, windows: Sequence[str], map_fn: MapFn, cfg: ValidationConfig) -> TemplateScan:
     out = TemplateScan()
-    results = map_fn(scan_chunk, doc_jobs(windows, [template], cfg))
+    jobs = chunk_jobs([template], windows, cfg.jobs, cfg.min_docs_per_job, per_doc_timeout_s=cfg.per_doc_timeout_s,
+                      budget_s=cfg.job_budget_s, max_matches=5)
+    results = map_fn(scan_chunk, jobs)
     for r in results:
         if not isinstance(r, ScanResult):
             out.failures.append(str(r) or type(r).__name__)
@@ -148,8 +142,7 @@ def validate_pattern(pattern: RegexPattern, windows: Sequence[str], filenames: S
     """Validate (and refine) one LLM pattern in place: its template becomes the best one found, and
     `pattern.validation` says whether it was accepted and why."""
     template, parameters = pattern.template, list(pattern.parameters)
-    best: tuple[str, list[str], Estimate] | None = None
-    best_scan: TemplateScan | None = None
+    best: tuple[str, list[str], Estimate, TemplateScan] | None = None
     history: list[dict[str, Any]] = []
     last_problem = ""
     for round_no in range(cfg.max_rounds + 1):
@@ -158,20 +151,20 @@ def validate_pattern(pattern: RegexPattern, windows: Sequence[str], filenames: S
                                  "partial": len(scan.partial), "timeouts": len(scan.timeouts),
                                  "scan_s": round(scan.seconds, 3)}
         history.append(entry)
-        problem = scan.problem(cfg.per_doc_timeout_s)
+        scan_problem = problem = scan.problem(cfg.per_doc_timeout_s)
         est = None
-        if problem is None:
+        if scan_problem is None:
             est, problem = judge(pattern, scan, windows, filenames, llm, cfg)
         if est is not None:
             entry.update(precision=round(est.precision, 3), recall=round(est.recall, 3),
                          score=round(est.score, 3))
             if best is None or est.score > best[2].score:
-                best, best_scan = (template, parameters, est), scan
+                best = (template, parameters, est, scan)
             if est.precision >= cfg.precision_target and est.recall >= cfg.recall_target:
                 break
         else:
             entry["problem"] = last_problem = problem or "no estimate"
-            if scan.problem(cfg.per_doc_timeout_s) is None:  # the judge failed: nothing to refine from
+            if scan_problem is None:  # the judge failed: nothing to refine from
                 break
         if round_no == cfg.max_rounds:
             break
@@ -181,10 +174,10 @@ def validate_pattern(pattern: RegexPattern, windows: Sequence[str], filenames: S
             entry["refine"] = refine_problem
             break
         template, parameters = revised
-    pattern.validation = _verdict(best, history, last_problem, cfg)
-    if best is not None and best_scan is not None:
-        pattern.template, pattern.parameters = best[0], best[1]
-        pattern.score = round(best[2].score, 4)
+    pattern.validation = _verdict(best[2] if best else None, history, last_problem, cfg)
+    if best is not None:
+        pattern.template, pattern.parameters, est, best_scan = best
+        pattern.score = round(est.score, 4)
         pattern.docs_matched = len(best_scan.matched)
         pattern.coverage_pct = round(100 * len(best_scan.matched) / max(1, len(windows)), 2)
         first = pattern.parameters[0]
@@ -194,12 +187,11 @@ def validate_pattern(pattern: RegexPattern, windows: Sequence[str], filenames: S
     return pattern
 
 
-def _verdict(best: tuple[str, list[str], Estimate] | None, history: list[dict[str, Any]], last_problem: str,
+def _verdict(est: Estimate | None, history: list[dict[str, Any]], last_problem: str,
              cfg: ValidationConfig) -> Validation:
     rounds = len(history) - 1
-    if best is None:
+    if est is None:
         return Validation("rejected", last_problem or "no usable estimate", rounds=rounds, history=history)
-    est = best[2]
     summary = f"precision {est.precision:.2f}, recall {est.recall:.2f} (best of {len(history)} template(s))"
     status = "accepted" if est.score >= cfg.min_score else "rejected"
     reason = summary if status == "accepted" else f"score {est.score:.2f} is below {cfg.min_score:g}: {summary}"
@@ -256,17 +248,8 @@ def judge(pattern: RegexPattern, scan: TemplateScan, windows: Sequence[str], fil
 def parse_verdicts(reply: dict[str, Any]) -> dict[int, bool]:
     """{item id: yes?} from {"verdicts": [{"id": 1, "yes": true}, ...]}, tolerating "yes"/"no" strings."""
     out: dict[int, bool] = {}
-    rows = reply.get("verdicts")
-    if not isinstance(rows, list):
-        return out
-    for row in rows:
-        if not isinstance(row, dict):
-            continue
-        ident, value = row.get("id"), next((row[k] for k in ("yes", "answer", "verdict") if k in row), None)
-        try:
-            ident = int(ident)
-        except (TypeError, ValueError):
-            continue
+    for ident, row in id_rows(reply, "verdicts"):
+        value = next((row[k] for k in ("yes", "answer", "verdict") if k in row), None)
         if isinstance(value, str):
             value = {"yes": True, "true": True, "no": False, "false": False}.get(value.strip().lower())
         if isinstance(value, bool):
