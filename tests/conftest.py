@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from pipelines.local_llm import free_port, signal_group
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -40,43 +49,42 @@ def ray_local():
     yield ray
 
 
+@contextmanager
+def serving(argv: list[str], port: int, log_path: Path, env: dict[str, str], startup_s: float) -> Iterator[str]:
+    """Run an HTTP server in its own process group until GET /health on 127.0.0.1:`port` answers; yield its URL.
+    On exit the whole group (the server and the workers it forked) gets SIGTERM, then SIGKILL after 20 s."""
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + startup_s
+        while True:
+            try:
+                urllib.request.urlopen(f"{uri}/health", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{argv[:2]} did not start: " + log_path.read_text()[-3000:]) from None
+                time.sleep(0.5)
+        yield uri
+    finally:
+        signal_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory):
     """A real `mlflow server` on loopback with a SQLite backend, for the whole session (it takes ~10 s to start)."""
-    import socket
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
     root = tmp_path_factory.mktemp("mlflow")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = open(root / "server.log", "wb")
-    mlflow_bin = Path(sys.executable).with_name("mlflow")
-    proc = subprocess.Popen([str(mlflow_bin), "server", "--host", "127.0.0.1", "--port", str(port),
-                             "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-                             "--default-artifact-root", (root / "artifacts").as_uri(), "--no-serve-artifacts",
-                             "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            # No job-execution workers: the pipeline does not use them and they slow start-up.
-                            env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true",
-                                 "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while True:
-        try:
-            urllib.request.urlopen(f"{uri}/health", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                os.killpg(proc.pid, 9)  # the whole group: the server's workers too
-                raise RuntimeError("mlflow server did not start: " + (root / "server.log").read_text()[-2000:])
-            time.sleep(0.5)
-    yield uri
-    os.killpg(proc.pid, 15)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
-    log.close()
+    port = free_port("127.0.0.1")
+    argv = [str(Path(sys.executable).with_name("mlflow")), "server", "--host", "127.0.0.1", "--port", str(port),
+            "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+            "--default-artifact-root", (root / "artifacts").as_uri(), "--no-serve-artifacts", "--workers", "1"]
+    # No job-execution workers: the pipeline does not use them and they slow start-up.
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    with serving(argv, port, root / "server.log", env, startup_s=180) as uri:
+        yield uri

@@ -87,6 +87,8 @@ def test_the_rayjob_runs_a_real_sweep_on_the_raycluster_with_a_runtime_environme
     assert sweep_args[sweep_args.index("--runs-dir") + 1].startswith("/mnt/srag/")  # on the shared volume
     runs = load_sweep(REPO / sweep_args[1]).expand(sweep_args[1])  # the sweep it names exists and is valid
     assert len(runs) > 1
+    # ... and is in the image the job runs in (kuberay/Dockerfile copies it by name)
+    assert f"COPY --chown=ray:users {sweep_args[1]} " in (RAY / "kuberay" / "Dockerfile").read_text()
     runtime_env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
     env_vars = runtime_env["env_vars"]
     assert env_vars["MLFLOW_TRACKING_URI"].startswith("http")

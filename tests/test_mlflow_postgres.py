@@ -14,11 +14,8 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,19 +25,14 @@ import yaml
 
 from pipelines.cli import main
 from pipelines.results import RunDir
-from tests.conftest import REPO
+from pipelines.local_llm import free_port
+from tests.conftest import REPO, serving
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
 N = 4
 USER = "srag"
 DATABASE = "mlflow"
 STARTUP_S = 240
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def postgres_bin() -> Path:
@@ -71,7 +63,7 @@ def throwaway_postgres() -> Iterator[Postgres]:
     if as_owner:
         shutil.chown(root, "postgres")
         shutil.chown(root / "pwfile", "postgres")
-    data, port = root / "data", free_port()
+    data, port = root / "data", free_port("127.0.0.1")
     try:
         subprocess.run([*as_owner, bindir / "initdb", "-D", data, "-U", USER, "--auth=scram-sha-256",
                         "--pwfile", root / "pwfile", "--encoding=UTF8"], check=True, capture_output=True)
@@ -107,38 +99,12 @@ def _running(pid: int) -> bool:
 @contextmanager
 def mlflow_on_postgres(pg: Postgres, artifacts: Path) -> Iterator[str]:
     """infra/mlflow/start.sh as a user runs it: database URI without the password, PGPASSWORD beside it."""
-    port = free_port()
+    port = free_port("127.0.0.1")
     env = {**os.environ, "MLFLOW_BACKEND_STORE_URI": f"postgresql://{USER}@127.0.0.1:{pg.port}/{DATABASE}",
            "PGPASSWORD": pg.password, "MLFLOW_ARTIFACTS_DESTINATION": artifacts.as_uri(), "MLFLOW_WORKERS": "1"}
-    log = artifacts.parent / "mlflow-server.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(["bash", REPO / "infra" / "mlflow" / "start.sh", "--port", str(port)], env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    uri = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            try:
-                urllib.request.urlopen(f"{uri}/health", timeout=2)
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(0.5)
+    argv = ["bash", str(REPO / "infra" / "mlflow" / "start.sh"), "--port", str(port)]
+    with serving(argv, port, artifacts.parent / "mlflow-server.log", env, STARTUP_S) as uri:
         yield uri
-    finally:
-        _signal_group(proc.pid, signal.SIGTERM)  # the server and the workers it forked share its process group
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:  # all of them have exited already
-        pass
 
 
 def listening_addresses(port: int) -> set[str]:

@@ -5,8 +5,8 @@
 #   bash infra/local_llm/install.sh [PYTHON]     # PYTHON defaults to .venv/bin/python
 #
 # Idempotent: does nothing when llama_cpp's server and the GGUF are already importable/present. llama-cpp-python
-# comes only as source on PyPI; its build takes about 4 minutes on 2 idle cores (19 to 50 minutes measured while
-# other work shared them) and needs a C/C++ compiler. The native build (-march=native) crashes on CPUs with AMX, so
+# comes only as source on PyPI; its build takes about 22 CPU-minutes (19 to 50 minutes of wall time measured while
+# other work shared 2 cores) and needs a C/C++ compiler. The native build (-march=native) crashes on CPUs with AMX, so
 # we build for a generic x86-64 with AVX2 instead.
 set -euo pipefail
 
@@ -44,7 +44,7 @@ else
              "(Debian: apt-get install build-essential)" >&2
         exit 2
     fi
-    echo "local_llm: building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION from source (4 minutes on 2 idle cores; far longer on busy ones)"
+    echo "local_llm: building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION from source (about 22 CPU-minutes: 11 or more on 2 idle cores, far longer on busy ones)"
     # --no-cache-dir: a wheel cached from an earlier native build would bring the AMX crash back.
     CMAKE_ARGS="-DGGML_NATIVE=OFF" "$PY" -m pip install -q --no-cache-dir \
         "llama-cpp-python[server]==$LLAMA_CPP_PYTHON_VERSION"

@@ -1,4 +1,4 @@
-"""Measure the local model server: startup time, prompt and generation speed, and the context sizes it accepts.
+"""Measure the local model server: startup time and memory, prompt and generation speed, the context sizes it accepts.
 
     .venv/bin/python infra/local_llm/measure.py [--n-ctx 8192] [--threads 2] [--prompt-tokens 2000] [--repeats 3]
 
@@ -85,6 +85,7 @@ def main() -> int:
     started = time.perf_counter()
     with LocalModelServer(n_ctx=args.n_ctx, n_threads=args.threads) as server:
         startup_s = time.perf_counter() - started
+        startup_rss_mb = resident_mb(server.pid)
         client = openai.OpenAI(base_url=server.base_url, api_key="local", max_retries=0, timeout=600)
         plain = [speeds(client, server.model, args.prompt_tokens, args.gen_tokens, i) for i in range(args.repeats)]
         json_mode = [speeds(client, server.model, args.prompt_tokens, args.gen_tokens, 100 + i,
@@ -95,7 +96,7 @@ def main() -> int:
         rss_mb = resident_mb(server.pid)
     print(json.dumps({
         "n_ctx": args.n_ctx, "threads": threads, "load_average": os.getloadavg(), "startup_s": round(startup_s, 2),
-        "server_rss_mb": rss_mb,
+        "startup_rss_mb": startup_rss_mb, "server_rss_mb": rss_mb,
         "prompt_tokens": plain[0]["prompt_tokens"],
         "prompt_tok_s": round(statistics.median(r["prompt_tok_s"] for r in plain), 1),
         "gen_tok_s": round(statistics.median(r["gen_tok_s"] for r in plain), 1),
