@@ -8,12 +8,12 @@ inside a tool. Nothing a tool does can raise out of this layer, so one bad call 
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from srag_core.discovery.text import slug  # noqa: F401  (tools name their sets with it)
 from srag_core.regex_engine import RegexError
 from srag_core.workspace import Workspace, WorkspaceError
 
@@ -98,11 +98,6 @@ def describe_validation_error(t: Tool, err: ValidationError) -> str:
         else:
             parts.append(f"argument {loc!r}: {e['msg']}")
     return f"bad arguments for {t.name}: {'; '.join(parts)}. Arguments ({t.name}): {t.signature()}"
-
-
-def slug(text: str, limit: int = 40) -> str:
-    s = re.sub(r"\W+", "_", text).strip("_").lower()
-    return s[:limit].rstrip("_") or "x"
 
 
 def resolve_pattern(ws: Workspace, pattern: str) -> str:
