@@ -17,7 +17,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipelines import local_llm
 from pipelines.cli import main
 from pipelines.results import RunDir
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
@@ -44,9 +44,7 @@ NODE_ATTEMPTS = 3
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return local_llm.free_port("127.0.0.1")
 
 
 def node_ports() -> list[str]:

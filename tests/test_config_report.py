@@ -113,3 +113,14 @@ def test_bootstrap_ci_is_deterministic_and_reasonable():
     se = math.sqrt(0.3 * 0.7 / 100)
     assert a[0] == pytest.approx(fmean(diffs) - 1.96 * se, abs=0.03)
     assert a[1] == pytest.approx(fmean(diffs) + 1.96 * se, abs=0.03)
+
+
+def test_the_shipped_configs_load():
+    from pathlib import Path
+
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    runs = load_sweep(configs / "quickstart.yaml").expand()
+    assert [r.variant for r in runs] == ["zero_ingestion", "vanilla_rag"]  # what `make demo` runs
+    assert all(r.local_model.enabled and r.limits.limit == 4 for r in runs)
+    single = load_run(configs / "local_smollm2.yaml")
+    assert single.local_model.enabled and single.dataset == "twowiki-sample"

@@ -8,10 +8,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol, Sequence
 
-from srag_core.llm import ChatResult, LLMError
+from srag_core.llm import DEFAULT_CONTEXT_TOKENS, ChatResult, LLMError
 from srag_core.turns import first_json_object
 
-DEFAULT_CONTEXT_TOKENS = 128_000
 MAX_PROMPT_CHARS = 60_000
 
 
