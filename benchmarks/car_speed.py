@@ -95,6 +95,10 @@ def timed(fn: Callable[[], float], repeat: int) -> tuple[float, float]:
     return best, value
 
 
+def _agree(a: float, b: float) -> str:
+    return "yes" if abs(a - b) < 1e-9 else "NO"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", type=Path, default=None)
@@ -124,9 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((label, ref_s, ours_s, ref_tca, ours_tca))
 
     print(f"FinSuperQA: {len(ds.examples)} queries x {len(ds.corpus):,} events, k={K}; fastest of {args.repeat} runs")
-    print(f"{'evaluation':<40} {'reference (s)':>13} {'ours (s)':>9} {'speed-up':>9} {'TCA ref':>8} {'TCA ours':>9}")
+    print(f"{'evaluation':<40} {'reference (s)':>13} {'ours (s)':>9} {'speed-up':>9} {'TCA ref':>8} {'TCA ours':>9} {'TCA agree':>9}")
     for label, ref_s, ours_s, ref_tca, ours_tca in rows:
-        print(f"{label:<40} {ref_s:>13.2f} {ours_s:>9.2f} {ref_s / ours_s:>8.1f}x {ref_tca:>8.3f} {ours_tca:>9.3f}")
+        print(f"{label:<40} {ref_s:>13.2f} {ours_s:>9.2f} {ref_s / ours_s:>8.1f}x {ref_tca:>8.3f} {ours_tca:>9.3f} {_agree(ref_tca, ours_tca):>9}")
     total_ref, total_ours = sum(r[1] for r in rows), sum(r[2] for r in rows)
     print(f"{'both':<40} {total_ref:>13.2f} {total_ours:>9.2f} {total_ref / total_ours:>8.1f}x")
     return 0
