@@ -13,7 +13,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from pipelines.results import QuestionState
+from pipelines.engine.results import QuestionState
 from srag_core.agent import FINISHED
 
 FAILED = ("llm_error", "timeout", "crashed")
