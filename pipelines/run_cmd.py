@@ -17,7 +17,7 @@ from typing import Any
 
 from pipelines.cli import CliError
 from pipelines.config import VARIANTS, RunConfig, load_run, load_sweep, set_dotted, validate_run
-from pipelines.report import FAILED, compare, plot_sweep, question_rows, summarize, table
+from pipelines.report import FAILED, STATUSES, compare, plot_sweep, question_rows, summarize, table
 from pipelines.results import RunDir, new_run_id
 from srag_core.agent import utc_now
 
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rerun", help="re-run the questions of a run that failed (or are missing)")
     p.add_argument("run_id")
     p.add_argument("--status", action="append", default=None,
-                   help="statuses to re-run: failed (llm_error, timeout, crashed; the default), max_steps, ok, "
+                   help=f"statuses to re-run: failed ({', '.join(FAILED)}; the default), max_steps, ok, "
                         "or a single status; repeatable")
     _common(p)
     p.set_defaults(func=cmd_rerun)
@@ -145,10 +145,10 @@ def expand_statuses(values: list[str] | None) -> list[str]:
     for v in values or ["failed"]:
         if v == "failed":
             out += list(FAILED)
-        elif v in ("ok", "max_steps", *FAILED):
+        elif v in STATUSES:
             out.append(v)
         else:
-            raise CliError(f"unknown status {v!r}: use failed, max_steps, ok, llm_error, timeout or crashed")
+            raise CliError(f"unknown status {v!r}: use failed or one of {', '.join(STATUSES)}")
     return out
 
 
