@@ -18,7 +18,7 @@ from typing import Any
 from pipelines.cli import CliError
 from pipelines.config import VARIANTS, RunConfig, load_run, load_sweep, set_dotted, validate_run
 from pipelines.report import FAILED, STATUSES, compare, plot_sweep, question_rows, summarize, table
-from pipelines.results import RunDir, new_run_id
+from pipelines.results import RunDir, check_run_id, new_run_id
 from srag_core.agent import utc_now
 
 SUMMARY_COLUMNS = ["run_id", "variant", "model", "n_questions", "finished", "failed", "missing", "accuracy", "em",
@@ -108,9 +108,10 @@ def run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker=None, sweep_
         if not quiet:
             print(f"run {run_dir.run_id}: {cfg.variant} on {cfg.dataset or cfg.corpus} with {cfg.llm.model}",
                   file=sys.stderr)
-        todo, _ = runner.pending_work(run_dir, None)
-        runner.execute(run_dir, cfg, todo, tracker, quiet=quiet)
-        return runner.finish(run_dir, tracker)
+        with run_dir.failure_recorded():
+            todo, _ = runner.pending_work(run_dir, None)
+            runner.execute(run_dir, cfg, todo, tracker, quiet=quiet)
+            return runner.finish(run_dir, tracker)
     finally:
         if own_tracker:
             tracker.close()
@@ -122,12 +123,13 @@ def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool) -> di
     cfg = runner.load_run_config(run_dir)
     tracker = runner.open_tracker(cfg, run_dir.path.parent)
     try:
-        todo, unjudged = runner.pending_work(run_dir, statuses)
-        if not quiet:
-            print(f"run {run_dir.run_id}: {len(todo)} episodes to run, {len(unjudged)} to judge", file=sys.stderr)
-        if todo or unjudged:
-            runner.execute(run_dir, cfg, todo, tracker, unjudged, quiet=quiet)
-        return runner.finish(run_dir, tracker)
+        with run_dir.failure_recorded():
+            todo, unjudged = runner.pending_work(run_dir, statuses)
+            if not quiet:
+                print(f"run {run_dir.run_id}: {len(todo)} episodes to run, {len(unjudged)} to judge", file=sys.stderr)
+            if todo or unjudged:
+                runner.execute(run_dir, cfg, todo, tracker, unjudged, quiet=quiet)
+            return runner.finish(run_dir, tracker)
     finally:
         tracker.close()
 
@@ -158,7 +160,16 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     return _print_run(result, args)
 
 
+def _warn_store_problems(result: dict) -> None:
+    problems = result.get("store_problems") or []
+    for p in problems[:5]:
+        print(f"warning: {result['run_id']}/results.jsonl: {p}", file=sys.stderr)
+    if len(problems) > 5:
+        print(f"warning: ... and {len(problems) - 5} more problems in results.jsonl", file=sys.stderr)
+
+
 def _print_run(result: dict, args: argparse.Namespace) -> int:
+    _warn_store_problems(result)
     if args.json:
         print(json.dumps(result, default=str))
     else:
@@ -254,16 +265,18 @@ def _read_sweep(sweep_dir: Path) -> dict:
 def run_report(runs_dir: Path, run_id: str) -> dict:
     run_dir = RunDir.open(runs_dir, run_id)
     meta = run_dir.read_meta()
-    rows = question_rows(run_dir.read_questions(), run_dir.store().states())
+    store = run_dir.store()
+    rows = question_rows(run_dir.read_questions(), store.states())
     return {"run_id": run_id, "name": meta["name"], "variant": meta["variant"], "model": meta["model"],
-            "status": meta.get("status"), **summarize(rows)}
+            "status": meta.get("status"), **summarize(rows), "store_problems": store.problems}
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    sweep_dir = args.runs_dir / "sweeps" / args.id
+    sweep_dir = args.runs_dir / "sweeps" / check_run_id(args.id)
     if (sweep_dir / "sweep.json").is_file():
         return _print_sweep(sweep_summary(args.runs_dir, sweep_dir), args)
     result = run_report(args.runs_dir, args.id)
+    _warn_store_problems(result)
     if args.json:
         print(json.dumps(result, default=str))
     else:
