@@ -228,17 +228,26 @@ def judge_record(question: dict[str, Any], record: dict[str, Any], llm) -> dict[
 
 
 def init_ray(address: str | None) -> None:
+    """Connect to the cluster at `address` (else RAY_ADDRESS), or start a local Ray instance that listens on loopback
+    only: a laptop run must not open Ray's ports (which run code for whoever reaches them) on every interface."""
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address:
+        # Ray's single-machine mode (the one it uses on macOS and Windows): node address 127.0.0.1, so its servers
+        # bind loopback. Read when Ray is first imported, and inherited by the processes it starts.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     import ray
 
     if ray.is_initialized():
         return
-    address = address or os.environ.get("RAY_ADDRESS")
     env = {"env_vars": {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                         "MLFLOW_DISABLE_TELEMETRY": "true"}}
     if address:
         ray.init(address=address, runtime_env=env, log_to_driver=False)
-    else:
-        ray.init(include_dashboard=False, runtime_env=env, log_to_driver=False)
+    else:  # "local": a new instance, never whatever cluster someone else started on this machine
+        ray.init(address="local", include_dashboard=False, runtime_env=env, log_to_driver=False)
+        if ray.util.get_node_ip_address() != "127.0.0.1":
+            log.warning("local Ray did not start on loopback (it was imported before init_ray); its ports may be "
+                        "reachable from the network")
 
 
 def _resources(run_dir: RunDir, cfg: RunConfig, corpus: Corpus, llm_cfg: LLMConfig) -> dict[str, Any]:
