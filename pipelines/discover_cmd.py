@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pipelines.cli import CliError
+from srag_core.discovery.sandbox import DEFAULT_MEMORY_LIMIT_MB, memory_capped
 
 DEFAULT_TASK_TIMEOUT_S = 90.0
 
@@ -43,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 class RayMapFn:
-    """A `sandbox.MapFn` over Ray tasks with a hard timeout per task.
+    """A `sandbox.MapFn` over Ray tasks with a hard timeout and a memory cap (`sandbox.memory_capped`) per task.
 
     At most as many tasks as the cluster has CPUs are in flight, so a task starts when it is submitted and its
     deadline (submission + task_timeout_s) bounds its own run time, worker start-up included (keep the timeout well
@@ -51,18 +52,20 @@ class RayMapFn:
     initialised on first use.
     """
 
-    def __init__(self, task_timeout_s: float = DEFAULT_TASK_TIMEOUT_S, max_in_flight: int | None = None) -> None:
+    def __init__(self, task_timeout_s: float = DEFAULT_TASK_TIMEOUT_S, max_in_flight: int | None = None,
+                 memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB) -> None:
         self.task_timeout_s = task_timeout_s
         self.max_in_flight = max_in_flight
-        self._remotes: dict[Callable, Any] = {}
+        self.memory_limit_mb = memory_limit_mb
+        self._remote = None
 
     def __call__(self, func: Callable[[Any], Any], chunks: Sequence[Any]) -> list[Any]:
         import ray
 
         ensure_ray()
-        remote = self._remotes.get(func)
-        if remote is None:
-            remote = self._remotes[func] = ray.remote(num_cpus=1, max_retries=0)(func)
+        if self._remote is None:  # every task runs under the sandbox's memory cap, as local workers do
+            self._remote = ray.remote(num_cpus=1, max_retries=0)(memory_capped)
+        remote = self._remote
         slots = self.max_in_flight or max(1, int(ray.cluster_resources().get("CPU", 1)))
         results: list[Any] = [None] * len(chunks)
         todo = deque(range(len(chunks)))
@@ -70,7 +73,8 @@ class RayMapFn:
         while todo or running:
             while todo and len(running) < slots:
                 i = todo.popleft()
-                running[remote.remote(chunks[i])] = (i, time.monotonic() + self.task_timeout_s)
+                running[remote.remote(func, chunks[i], self.memory_limit_mb)] = (i, time.monotonic() +
+                                                                                 self.task_timeout_s)
             wait_s = max(0.0, min(d for _, d in running.values()) - time.monotonic())
             ready, _ = ray.wait(list(running), num_returns=1, timeout=wait_s)
             for ref in ready:
