@@ -14,10 +14,7 @@ from statistics import fmean
 from typing import Any
 
 from pipelines.engine.results import QuestionState
-from srag_core.agent import FINISHED
-
-FAILED = ("llm_error", "timeout", "crashed")
-STATUSES = ("ok", "max_steps") + FAILED
+from srag_core.agent import FAILED, FINISHED, STATUSES
 
 
 def question_rows(questions: list[dict[str, Any]], states: dict[str, QuestionState]) -> list[dict[str, Any]]:

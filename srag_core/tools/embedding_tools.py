@@ -21,7 +21,7 @@ from pydantic import Field
 
 from srag_core import diagnostics as dx
 from srag_core.embeddings import ChunkIndex
-from srag_core.tools._base import Args, ToolError, slug, tool
+from srag_core.tools._base import MAX_QUERY_CHARS, Args, ToolError, slug, tool
 from srag_core.turns import first_json_object
 from srag_core.workspace import ALL, Workspace
 
@@ -116,7 +116,7 @@ def install(ws: Workspace, index: ChunkIndex, llm: Any | None) -> Workspace:
 
 
 class CosineSearchArgs(Args):
-    query: str = Field(min_length=1)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     top_k: int = Field(10, ge=1, le=200)
     create_set: str = "cosine_top_k"
 
