@@ -8,13 +8,15 @@ in filename order. The registry starts with `all`. Any tool argument that names 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from srag_core.corpus import Corpus
 from srag_core.context import Budgets
+from srag_core.modules import Modules
 
 ValueKind = Literal["number", "text", "date", "list"]
 ALL = "all"
+S = TypeVar("S")
 
 
 class WorkspaceError(ValueError):
@@ -72,7 +74,8 @@ class Workspace:
     step: int = 0
     last_created: str | None = None
     anchors: list[str] = field(default_factory=list)
-    extensions: dict[str, Any] = field(default_factory=dict)  # hooks for optional modules (embeddings, patterns)
+    modules: Modules = field(default_factory=Modules)  # optional modules: embeddings, pattern index, LLM, ...
+    module_state: dict[type, Any] = field(default_factory=dict)  # per-workspace state of a module, by its type
 
     def __post_init__(self) -> None:
         self.corpus.search.warm()  # once per corpus: keeps structure building out of every tool's time budget
@@ -151,6 +154,11 @@ class Workspace:
         if i is None:
             raise WorkspaceError(f"unknown doc_id {doc_id!r}; take ids from a set listing or read_docs")
         return i
+
+    def state(self, kind: type[S]) -> S:
+        """This workspace's instance of a module's state class, created empty on first use (so every episode
+        starts with none and nothing leaks between questions)."""
+        return self.module_state.setdefault(kind, kind())
 
     def fork(self) -> "Workspace":
         """A copy whose registries can change without touching this one (sets themselves are immutable)."""
