@@ -14,7 +14,7 @@ from ._datasets import (DATASETS, dataset_available, dataset_names, default_data
                         load_overruling_pairs, make_example, subset)
 from ._domains import finance_domain, legal_domain, medical_domain, security_domain
 from ._metrics import (controlling_rank, no_ignored_superseder, rank_of, ranks_from_scores, recall_at_k,
-                       reciprocal_rank, tca_at_k, wilson_interval)
+                       reciprocal_rank, tca_at_k, wilson_interval, bootstrap_mean_interval)
 from ._model import Corpus, Dataset, Doc, Domain, Example, LexicalProfile
 from ._retrievers import (RETRIEVER_NAMES, BM25Retriever, CorpusRetriever, DenseReRankRetriever, DenseRetriever,
                           OracleRetriever, Ranking, RegexNERRetriever, Retriever, TfidfRetriever, TwoStageRetriever,

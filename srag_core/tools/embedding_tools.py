@@ -19,11 +19,12 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
+from jsontext import first_json_object
+
 from srag_core import diagnostics as dx
 from srag_core.embeddings import ChunkIndex
 from srag_core.modules import MISSING, Modules
 from srag_core.tools._base import Args, ToolError, slug, tool
-from srag_core.turns import first_json_object
 from srag_core.workspace import ALL, Workspace
 
 log = logging.getLogger(__name__)
