@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from srag_core.discovery import PatternIndex
     from srag_core.embeddings import ChunkIndex
     from srag_core.llm import ChatResult
-    from srag_core.workspace import DocSet, Workspace
+
+# The protocols below take the workspace (and a DocSet of it) as `Any`: the workspace module imports this one.
 
 ModuleName = Literal["chunk_index", "pattern_index", "classifier", "regex_proposer", "llm"]
 
@@ -38,16 +39,16 @@ class ChatModel(Protocol):
 class Classifier(Protocol):
     """apply_filter(filter_type="classifier") and what list_sets adds about trained classifiers."""
 
-    def apply(self, args: Any, ws: "Workspace") -> dict: ...
+    def apply(self, args: Any, ws: Any) -> dict: ...
 
-    def listing(self, ws: "Workspace") -> dict[str, Any]: ...
+    def listing(self, ws: Any) -> dict[str, Any]: ...
 
 
 class RegexProposer(Protocol):
     """create_regex(condition=...): a regex for a condition, from sample documents. Returns {"pattern": ..., ...};
     the pattern is untrusted and is compiled with the regex engine's limits by the caller."""
 
-    def propose(self, condition: str, sample: "DocSet", ws: "Workspace") -> dict[str, Any]: ...
+    def propose(self, condition: str, sample: Any, ws: Any) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from srag_core import Corpus, Workspace, run_tool
-from srag_core.discovery import DETERMINISTIC_NOTE, PatternIndex, cluster_gaps, discover
+from srag_core.discovery import DETERMINISTIC_NOTE, PatternIndex, build_or_load, cluster_gaps, discover
 from srag_core.discovery.index import IndexConfig, build_index
 from srag_core.discovery.labels import label_patterns, label_template
 from srag_core.discovery.model import RegexPattern, SemanticPattern
@@ -166,14 +166,14 @@ def test_index_round_trips_through_parquet_and_manifest(witness_index, tmp_path)
 
 def test_build_or_load_caches_by_content_hash(tmp_path):
     corpus = hearings()
-    first = PatternIndex.build_or_load(corpus, tmp_path)
-    second = PatternIndex.build_or_load(corpus, tmp_path)
+    first = build_or_load(corpus, tmp_path)
+    second = build_or_load(corpus, tmp_path)
     assert not first.loaded_from_cache and second.loaded_from_cache
     assert first.source_dir == second.source_dir and second.source_dir.name.startswith(corpus.content_hash)
     assert second.source_dir.name.split("-")[1] == "deterministic"
     assert second.matches == first.matches
     other = Corpus.from_texts({**HEARINGS, "h7.txt": "Present: Senator Kelly"})
-    assert not PatternIndex.build_or_load(other, tmp_path).loaded_from_cache
+    assert not build_or_load(other, tmp_path).loaded_from_cache
     assert len(list(tmp_path.iterdir())) == 2
 
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.results import RunDir
+from pipelines.engine.results import RunDir
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
 N = 200

@@ -17,10 +17,7 @@ counts, versions). `save(dir)` and `load(dir)` round-trip exactly.
 from __future__ import annotations
 
 import json
-import os
 import platform
-import shutil
-import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -234,29 +231,6 @@ class PatternIndex:
                     window_chars=manifest["window_chars"], patterns=patterns, semantic=semantic,
                     matches=_read_matches(src / MATCHES), gaps=_read_gaps(src / GAPS), manifest=manifest)
         index.source_dir = src
-        return index
-
-    @classmethod
-    def build_or_load(cls, corpus: "Corpus", cache_dir: str | Path, llm: Any = None, **discover_kwargs: Any
-                      ) -> "PatternIndex":
-        """The cached index for this corpus and configuration, built by `discover` on a miss and saved atomically.
-        The cache key is the corpus content hash, the model (or "deterministic") and a hash of the settings."""
-        from srag_core.discovery.run import cache_key, discover
-
-        target = Path(cache_dir) / cache_key(corpus, llm, **discover_kwargs)
-        if (target / MANIFEST).is_file():
-            index = cls.load(target, corpus)
-            index.loaded_from_cache = True
-            return index
-        index = discover(corpus, llm, **discover_kwargs)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-        index.save(tmp)
-        try:
-            os.replace(tmp, target)  # atomic; a concurrent builder that got there first wins
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-        index.source_dir = target if target.exists() else None
         return index
 
 

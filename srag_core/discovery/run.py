@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from srag_core.corpus import Corpus
 from srag_core.discovery.curation import MIN_UTILITY, curate, kept
-from srag_core.discovery.index import IndexConfig, PatternIndex, build_index, versions
+from srag_core.discovery.index import MANIFEST, IndexConfig, PatternIndex, build_index, versions
 from srag_core.discovery.labels import label_patterns
 from srag_core.discovery.llmcalls import CallLog, ChatClient, StageLLM
 from srag_core.discovery.model import Dropped, RegexPattern, SemanticPattern
@@ -207,3 +211,23 @@ def _keep(p: RegexPattern | SemanticPattern, cfg: DiscoveryConfig, dropped: list
                                                       f"{cfg.validation.min_score:g}"))
         return False
     return True
+
+
+def build_or_load(corpus: Corpus, cache_dir: str | Path, llm: Any = None, **discover_kwargs: Any) -> PatternIndex:
+    """The cached index for this corpus and configuration, built by `discover` on a miss and saved atomically.
+    The cache key is the corpus content hash, the model (or "deterministic") and a hash of the settings."""
+    target = Path(cache_dir) / cache_key(corpus, llm, **discover_kwargs)
+    if (target / MANIFEST).is_file():
+        index = PatternIndex.load(target, corpus)
+        index.loaded_from_cache = True
+        return index
+    index = discover(corpus, llm, **discover_kwargs)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    index.save(tmp)
+    try:
+        os.replace(tmp, target)  # atomic; a concurrent builder that got there first wins
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    index.source_dir = target if target.exists() else None
+    return index

@@ -8,7 +8,7 @@ Three layers bound the cost of one pattern:
    a pattern that times out once is rejected anyway, so there is no point paying for the rest of the chunk.
 3. Per task: the caller's `map_fn` runs jobs in separate worker processes (or Ray tasks) with a hard timeout and
    kills the ones that overrun it. `LocalProcessMap` is the local implementation (persistent workers, address-space
-   limit, SIGKILL on timeout); `pipelines.discover_cmd` provides a Ray one.
+   limit, SIGKILL on timeout); `pipelines.engine.ray_utils.RayMapFn` is a Ray one.
 
 `MapFn` contract: `map_fn(func, chunks)` returns one entry per chunk, in order: `func(chunk)`'s result, or an
 exception instance when the chunk failed, was killed or timed out. `func` must be a picklable top-level function.

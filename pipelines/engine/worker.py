@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import ray
 
 from pipelines.config import RetrievalSettings
-from pipelines.systems import build_system
+from pipelines.engine.systems import build_system
 from srag_core.agent import AgentConfig
 from srag_core.llm import LLMClient, LLMConfig
 

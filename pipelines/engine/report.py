@@ -14,7 +14,7 @@ from typing import Any
 from scipy import stats
 
 from car_baselines import bootstrap_mean_interval
-from pipelines.results import QuestionState
+from pipelines.engine.results import QuestionState
 from srag_core.agent import FINISHED
 
 FAILED = ("llm_error", "timeout", "crashed")

@@ -194,3 +194,21 @@ def _ns(iso: str | None) -> int:
     if not iso:
         return time.time_ns()
     return int(datetime.fromisoformat(iso).timestamp() * 1e9)
+
+
+class MlflowSink:
+    """The scheduler's sink into one MLflow run: a trace per episode (when the run asks for traces) and the running
+    metrics at each progress tick, step = episodes done."""
+
+    def __init__(self, tracker: Tracker, mlflow_run_id: str, traces: bool):
+        self.tracker, self.run_id, self.traces = tracker, mlflow_run_id, traces
+
+    def episode(self, record: dict[str, Any]) -> None:
+        if self.traces:
+            self.tracker.log_episode_trace(self.run_id, record)
+
+    def judgement(self, verdict: dict[str, Any]) -> None:
+        pass
+
+    def progress(self, stats) -> None:
+        self.tracker.log_metrics(self.run_id, stats.metrics(), step=stats.done)

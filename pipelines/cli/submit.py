@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.config import load_sweep
-from pipelines.results import git_revision
+from pipelines.engine.results import git_revision
 from srag_core.agent import utc_now
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # Never shipped: heavy, local or regenerated on the cluster.
 NOT_SHIPPED = [".venv", ".git", ".cache", "runs", "mlruns", "mlflow.db", "*.egg-info", "__pycache__", ".pytest_cache",
                ".hypothesis", "build", "benchmarks/out"]
@@ -123,7 +123,7 @@ def entrypoint(sweep_name: str, runs_dir: Path, limit: int | None) -> str:
 
 
 def job_env(tracking_uri: str | None, revision: str | None) -> dict[str, str]:
-    # The sweep's driver calls ray.init with a runtime env of its own (pipelines.runner.init_ray); Ray refuses to
+    # The sweep's driver calls ray.init with a runtime env of its own (pipelines.engine.ray_utils.init_ray); Ray refuses to
     # merge it with the job's unless told to, and then the driver's settings win where both set a variable.
     env = {"RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"}
     if tracking_uri:

@@ -49,13 +49,13 @@ def prepare_resources(variant: str, corpus: Corpus, retrieval: RetrievalSettings
 
 
 def limited_ingestion_resources(corpus: Corpus, ingestion: IngestionSettings, llm, map_fn) -> dict[str, Any]:
-    from srag_core.discovery import PatternIndex
+    from srag_core.discovery import build_or_load
 
     cache = Path(ingestion.cache_dir)
     coarse = ChunkIndex.build_coarse(corpus, encoder=ingestion.encoder, unit=ingestion.chunk_unit,
                                      cache_dir=cache / "embeddings")
-    patterns = PatternIndex.build_or_load(corpus, cache / "patterns", llm=llm if ingestion.discovery_llm else None,
-                                          sample_size=ingestion.sample_size, map_fn=map_fn)
+    patterns = build_or_load(corpus, cache / "patterns", llm=llm if ingestion.discovery_llm else None,
+                           sample_size=ingestion.sample_size, map_fn=map_fn)
     return {"coarse_index": coarse, "pattern_index": patterns}
 
 

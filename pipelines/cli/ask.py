@@ -9,8 +9,8 @@ from typing import Any
 
 from pipelines.cli import CliError
 from pipelines.config import VARIANTS, IngestionSettings, RetrievalSettings, endpoint_from, read_yaml, section
-from pipelines.endpoints import open_endpoint
-from pipelines.systems import build_system, prepare_resources
+from pipelines.engine.endpoints import open_endpoint
+from pipelines.engine.systems import build_system, prepare_resources
 from srag_core import load_corpus
 from srag_core.agent import AgentConfig
 from srag_core.llm import LLMClient

@@ -49,7 +49,7 @@ def git_revision(repo: Path | None = None) -> str | None:
     without .git, such as a Ray job's working directory."""
     if os.environ.get("SRAG_GIT_REVISION"):
         return os.environ["SRAG_GIT_REVISION"]
-    repo = repo or Path(__file__).resolve().parents[1]
+    repo = repo or Path(__file__).resolve().parents[2]
     try:
         rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=5, check=True).stdout.strip()
@@ -194,3 +194,24 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+class RunFolderSink:
+    """The scheduler's sink into the run folder: each episode's full trace to `traces/`, its row (trace left out) and
+    each verdict to the results store."""
+
+    def __init__(self, run_dir: RunDir, store: ResultStore):
+        self.run_dir, self.store = run_dir, store
+
+    def episode(self, record: dict[str, Any]) -> None:
+        trace_path = self.run_dir.trace_path(record["question_id"], record["attempt"])
+        trace_path.write_text(json.dumps(record, ensure_ascii=False, default=str), encoding="utf-8")
+        row = {k: v for k, v in record.items() if k != "trace"}
+        row.update(type="episode", trace_file=str(trace_path.relative_to(self.run_dir.path)))
+        self.store.append(row)
+
+    def judgement(self, verdict: dict[str, Any]) -> None:
+        self.store.append(verdict)
+
+    def progress(self, stats) -> None:
+        pass
