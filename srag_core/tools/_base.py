@@ -11,6 +11,7 @@ shows only what the present modules allow (`Tool.available`, `Tool.signature`, `
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Collection
@@ -66,7 +67,7 @@ class Tool:
 
     def schema(self, present: Collection[str] | None = None) -> dict:
         """The arguments' JSON schema; given the present modules, without the arguments of modes they do not allow."""
-        schema = self.args.model_json_schema()
+        schema = copy.deepcopy(self.args.model_json_schema())  # edited below: never touch a shared copy
         for mode in self.modes:
             if present is None or mode.needs in present:
                 continue
