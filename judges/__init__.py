@@ -6,6 +6,7 @@
     metrics = aggregate(results)
 
 See README.md in this folder for the rules and the policies (precedence, numbers, percents, lists, dates).
+The public surface is `__all__` below; the `_x.py` modules are private and may change.
 """
 
 from ._llm_judge import Complete, JudgeError, LLMJudge, Verdict, clean_extraction, parse_verdict

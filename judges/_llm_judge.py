@@ -6,12 +6,13 @@ of its own; the pipeline adapts its OpenAI-compatible client (retries, temperatu
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from srag_core.jsontext import first_json_object
 
 from ._prompts import extraction_messages, verdict_messages
 from ._rules import INSUFFICIENT, is_insufficient
@@ -51,20 +52,6 @@ def clean_extraction(reply: str) -> str:
     return INSUFFICIENT if is_insufficient(text) else text
 
 
-def _json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in `text`: inside a code fence, the whole reply, or embedded in other prose."""
-    decoder = json.JSONDecoder()
-    for chunk in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
-        for start in [i for i, ch in enumerate(chunk) if ch == "{"]:
-            try:
-                obj, _ = decoder.raw_decode(chunk, start)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(obj, dict):
-                return obj
-    return None
-
-
 def _to_number(value: Any) -> float | None:
     """A float from 0.5, "0.5", "50%" or "1/2"; None if there is none."""
     if isinstance(value, bool) or value is None:
@@ -94,7 +81,7 @@ def parse_verdict(reply: str, *, answer_kind: str = "text") -> Verdict:
     """Read the verdict JSON. The numeric score wins over the label when both are present (the list formula lives
     in the score), and the label is then re-derived from it; a label alone gives 1/0, and "partial" without a score
     is an error. The score is clamped to [0, 1]. For counts, a positive abs_diff forces 0."""
-    obj = _json_object(reply)
+    obj = first_json_object(reply)
     if obj is None:
         raise JudgeError("verdict reply holds no JSON object")
     label = str(obj.get("verdict") or "").strip().lower()

@@ -15,9 +15,9 @@ import json
 import threading
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Literal, Protocol, get_args
+from typing import Any, Callable, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,7 +27,10 @@ from srag_core.branching import choose_branch
 from srag_core.corpus import Corpus
 from srag_core.landscape import question_landscape
 from srag_core.llm import DEFAULT_CONTEXT_TOKENS, ChatResult, LLMError, Usage
+from srag_core.modules import ChatModel, Modules
 from srag_core.tools import REGISTRY, run_tool
+from srag_core.tools.patterns import register_pattern_sets
+from srag_core.tools.regex_proposer import LLMRegexProposer
 from srag_core.turns import parse_turn, turn_schema
 from srag_core.workspace import Workspace
 
@@ -37,10 +40,6 @@ Status = Literal["ok", "max_steps", "llm_error", "timeout", "crashed", "over_bud
 STATUSES: tuple[str, ...] = get_args(Status)
 FINISHED: frozenset[str] = frozenset({"ok", "max_steps"})  # an answer was given; anything else is a failure
 FAILED: tuple[str, ...] = tuple(s for s in STATUSES if s not in FINISHED)
-
-
-class ChatModel(Protocol):
-    def chat(self, messages: list[dict[str, str]], *, json_schema: dict | None = None) -> ChatResult: ...
 
 
 class AgentConfig(BaseModel):
@@ -115,7 +114,7 @@ class _Run:
 
 class Agent:
     def __init__(self, corpus: Corpus, llm: ChatModel, config: AgentConfig | None = None, *,
-                 budgets: ctx.Budgets | None = None, extensions: dict[str, Any] | None = None,
+                 budgets: ctx.Budgets | None = None, modules: Modules | None = None,
                  extra_sections: Callable[[str], list[str]] | None = None,
                  on_event: Callable[[dict[str, Any]], None] | None = None):
         self.corpus = corpus
@@ -123,16 +122,17 @@ class Agent:
         self.config = config or AgentConfig()
         context_tokens = getattr(getattr(llm, "config", None), "context_tokens", DEFAULT_CONTEXT_TOKENS)
         self.budgets = budgets or ctx.Budgets(context_tokens=context_tokens)
-        # Optional modules plug in here: "chunk_index", "pattern_index", "llm", "init_workspace", tool hooks such as
-        # "classifier_filter"; tools read them from Workspace.extensions.
-        self.extensions = extensions or {}
+        # Optional modules (embeddings, pattern index, ...); tools that call a model use this agent's LLM unless the
+        # modules bring their own, and create_regex(condition=...) gets a proposer built from it.
+        self.modules = modules or Modules()
         self.extra_sections = extra_sections  # question -> extra text (corpus profile, pattern routing)
         self.on_event = on_event
         families = self.config.tool_families
+        present = self._episode_modules(self.modules.llm or llm).present()
         self.system_prompt = prompts.system_prompt(
             n_docs=len(corpus), total_chars=corpus.total_chars, context_tokens=self.budgets.context_tokens,
-            max_steps=self.config.max_steps, families=families)
-        self.tool_names = [t.name for t in prompts.enabled_tools(families)]
+            max_steps=self.config.max_steps, families=families, modules=present)
+        self.tool_names = [t.name for t in prompts.enabled_tools(families, present)]
         self.schema = turn_schema(self.tool_names) if self.config.structured_turns else None
 
     def run(self, question: str, question_id: str = "q") -> Episode:
@@ -158,12 +158,10 @@ class Agent:
     # -- the loop ----------------------------------------------------------------------------------------------
 
     def _loop(self, run: _Run, question: str) -> None:
+        charged = _ChargedLLM(self.modules.llm or self.llm, lambda result: self._account(run, result))
         ws = Workspace(self.corpus, question=question, budgets=self.budgets,
-                       regex_budget_s=self.config.regex_budget_s, extensions=dict(self.extensions))
-        if "llm" in ws.extensions:  # tools that call the LLM (label_docs) are charged to this episode
-            ws.extensions["llm"] = _ChargedLLM(ws.extensions["llm"], lambda result: self._account(run, result))
-        if "init_workspace" in self.extensions:  # optional modules pre-register sets (e.g. pat_{name})
-            self.extensions["init_workspace"](ws)
+                       regex_budget_s=self.config.regex_budget_s, modules=self._episode_modules(charged))
+        register_pattern_sets(ws)  # pat_{name} sets, when a pattern index is present
         landscape = question_landscape(question, self.corpus) if self.config.landscape else None
         extra = self.extra_sections(question) if self.extra_sections else []
         user = prompts.question_message(question, landscape, extra)
@@ -194,6 +192,11 @@ class Agent:
         turn = self._ask(run, self.config.max_steps + 1, final=True)
         run.episode.status = "max_steps"
         run.episode.answer = (turn.answer if turn.is_answer else run.messages[-1]["content"]).strip()
+
+    def _episode_modules(self, llm: ChatModel) -> Modules:
+        """The modules as one episode's tools see them: `llm` (charged to the episode) for tools that call a model,
+        and a regex proposer built from it unless one was given."""
+        return replace(self.modules, llm=llm, regex_proposer=self.modules.regex_proposer or LLMRegexProposer(llm))
 
     def _ask(self, run: _Run, step: int, final: bool = False):
         if run.elapsed() > self.config.episode_timeout_s:

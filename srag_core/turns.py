@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from srag_core.jsontext import first_json_object  # one helper for srag_core and judges
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -48,22 +50,6 @@ def parse_turn(text: str | None) -> Turn:
     if not isinstance(args, dict):
         return Turn(thought=thought, tool=tool, problem='"args" must be a JSON object')
     return Turn(thought=thought, tool=tool, args=args)
-
-
-def first_json_object(text: str) -> dict | None:
-    """The first decodable {...} in the text (skipping code fences and any prose around it)."""
-    decoder = json.JSONDecoder()
-    start = text.find("{")
-    while start >= 0:
-        try:
-            obj, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            start = text.find("{", start + 1)
-            continue
-        if isinstance(obj, dict):
-            return obj
-        start = text.find("{", start + 1)
-    return None
 
 
 def turn_schema(tool_names: Iterable[str]) -> dict[str, Any]:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from srag_core.corpus import Corpus
 from srag_core.context import Budgets
+from srag_core.modules import Modules
 
 ValueKind = Literal["number", "text", "date", "list"]
 ALL = "all"
@@ -21,6 +22,7 @@ _AND = re.compile("(?=_and_)")  # every occurrence, overlapping ones included ("
 MAX_NAME_CHARS = 120  # a name the agent gives a new set
 MAX_COMPOUND_PARTS = 32  # parts of a lazy compound name A_and_B_and_...
 MAX_REFERENCE_CHARS = MAX_COMPOUND_PARTS * (MAX_NAME_CHARS + len(AND))  # a name used to refer to a set
+S = TypeVar("S")
 
 
 class WorkspaceError(ValueError):
@@ -78,7 +80,8 @@ class Workspace:
     step: int = 0
     last_created: str | None = None
     anchors: list[str] = field(default_factory=list)
-    extensions: dict[str, Any] = field(default_factory=dict)  # hooks for optional modules (embeddings, patterns)
+    modules: Modules = field(default_factory=Modules)  # optional modules: embeddings, pattern index, LLM, ...
+    module_state: dict[type, Any] = field(default_factory=dict)  # per-workspace state of a module, by its type
 
     def __post_init__(self) -> None:
         self.corpus.search.warm()  # once per corpus: keeps structure building out of every tool's time budget
@@ -179,6 +182,11 @@ class Workspace:
         if i is None:
             raise WorkspaceError(f"unknown doc_id {doc_id!r}; take ids from a set listing or read_docs")
         return i
+
+    def state(self, kind: type[S]) -> S:
+        """This workspace's instance of a module's state class, created empty on first use (so every episode
+        starts with none and nothing leaks between questions)."""
+        return self.module_state.setdefault(kind, kind())
 
     def fork(self) -> "Workspace":
         """A copy whose registries can change without touching this one (sets themselves are immutable)."""

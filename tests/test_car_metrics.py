@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from car_baselines import (controlling_rank, no_ignored_superseder, rank_of, ranks_from_scores, recall_at_k,
-                           reciprocal_rank, tca_at_k, wilson_interval)
+from car_baselines import (bootstrap_mean_interval, controlling_rank, no_ignored_superseder, rank_of,
+                           ranks_from_scores, recall_at_k, reciprocal_rank, tca_at_k, wilson_interval)
 from car_baselines._metrics import dedupe, median_or_none
 
 
@@ -66,6 +66,21 @@ def test_recall_at_k():
         recall_at_k(["a"], {"a"}, 0)
     with pytest.raises(ValueError):
         recall_at_k(["a"], set(), 1)
+
+
+def test_the_recall_interval_is_about_the_mean_of_per_example_fractions():
+    # Nine examples with one gold document found, one with ten gold documents none found: Recall@k is the mean of
+    # the fractions, 0.9. Pooling the gold documents (9 of 19) would put an interval around 0.47 instead.
+    fractions = [1.0] * 9 + [0.0]
+    lo, hi = bootstrap_mean_interval(fractions)
+    assert lo <= 0.9 <= hi and hi == 1.0 and lo >= 0.5
+    assert not wilson_interval(9, 19)[0] <= 0.9 <= wilson_interval(9, 19)[1]
+    assert bootstrap_mean_interval(fractions) == (lo, hi)  # seeded: the same values give the same interval
+    assert bootstrap_mean_interval([0.5, 0.5]) == (0.5, 0.5)
+    wide, narrow = bootstrap_mean_interval([0, 1] * 10), bootstrap_mean_interval([0, 1] * 200)
+    assert wide[1] - wide[0] > narrow[1] - narrow[0] > 0
+    with pytest.raises(ValueError):
+        bootstrap_mean_interval([])
 
 
 # Chain d1 -> d2 -> d3 (d2 supersedes d1, d3 supersedes d2).

@@ -6,13 +6,14 @@ failed, not as wrong, and accuracy is the mean score over judged questions, repo
 
 from __future__ import annotations
 
-import math
-import random
 from collections import Counter, defaultdict
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from scipy import stats
+
+from car_baselines import bootstrap_mean_interval
 from pipelines.engine.results import QuestionState
 from srag_core.agent import FAILED, FINISHED, STATUSES
 
@@ -108,21 +109,13 @@ def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, thres
 
 
 def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value: P of a split at least this uneven among b + c discordant pairs."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    k = min(b, c)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
+    """Two-sided exact McNemar p-value: the binomial test of b successes in b + c discordant pairs at p = 1/2."""
+    return 1.0 if b + c == 0 else float(stats.binomtest(b, b + c, 0.5).pvalue)
 
 
 def bootstrap_ci(diffs: list[float], resamples: int, seed: int, level: float = 0.95) -> list[float]:
-    rng = random.Random(seed)
-    n = len(diffs)
-    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
-    lo = means[int((1 - level) / 2 * resamples)]
-    hi = means[min(resamples - 1, int((1 + level) / 2 * resamples))]
+    """Percentile bootstrap interval of the mean paired difference, resampling questions (seeded)."""
+    lo, hi = bootstrap_mean_interval(diffs, level, resamples, seed)
     return [round(lo, 4), round(hi, 4)]
 
 
