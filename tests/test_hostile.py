@@ -292,7 +292,7 @@ def test_submit_ships_only_tracked_files_and_lists_them(tmp_path, capsys):
     tracked = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True,
                              text=True).stdout.split("\0")
     assert files[-1] == "_submitted/quickstart.yaml" and set(files[:-1]) <= set(tracked)
-    assert "pipelines/cli.py" in files and not any(f.startswith((".venv", ".git/", "runs/")) for f in files)
+    assert "pipelines/cli/__init__.py" in files and not any(f.startswith((".venv", ".git/", "runs/")) for f in files)
 
 
 LISTENING = r'''
