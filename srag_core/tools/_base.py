@@ -3,6 +3,11 @@
 `run_tool` is the only way tools are called. It validates arguments against the model and turns every failure into
 an observation of the form {"error": "..."}: bad arguments, unknown sets, invalid or runaway regexes, and even a bug
 inside a tool. Nothing a tool does can raise out of this layer, so one bad call never ends an episode.
+
+Each call gets one wall-time budget (`Workspace.regex_budget_s`, 10 s by default) for all of its regex matching:
+every pattern, scan and diagnostic of the call draws on it (`regex_engine.call_budget`). Matching that could run
+away is killable: RE2 (linear time) where a pattern translates to it, else a forked child killed at the deadline;
+see `srag_core.regex_engine`.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from srag_core.discovery.text import slug  # noqa: F401  (tools name their sets with it)
-from srag_core.regex_engine import RegexError
+from srag_core.regex_engine import RegexError, call_budget
 from srag_core.workspace import Workspace, WorkspaceError
 
 log = logging.getLogger(__name__)
@@ -79,7 +84,8 @@ def run_tool(ws: Workspace, name: object, args: object) -> dict[str, Any]:
         return {"error": describe_validation_error(t, e)}
     ws.step += 1
     try:
-        return t.fn(parsed, ws)
+        with call_budget(ws.regex_budget_s):  # one wall-time budget for all the matching the call does
+            return t.fn(parsed, ws)
     except (ToolError, WorkspaceError, RegexError) as e:
         return {"error": str(e)}
     except Exception as e:  # a bug in a tool must not end the episode; say so plainly and keep the trace

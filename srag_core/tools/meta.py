@@ -63,8 +63,8 @@ def create_regex(a: CreateRegexArgs, ws: Workspace) -> dict:
         pattern = proposal["pattern"]
     compiled = compile_untrusted(pattern)
     name = check_name(a.name or f"regex_{len(ws.regexes) + 1}")
+    hits = ws.corpus.search.filter(compiled, None, Budget(ws.regex_budget_s))  # a pattern that fails is not kept
     ws.regexes[name] = pattern
-    hits = ws.corpus.search.filter(compiled, None, Budget(ws.regex_budget_s))
     obs = {"registered": name, "pattern": pattern, "use_as": f"@{name}", "matches_in_all": len(hits)}
     if proposal:
         obs["proposal"] = {k: v for k, v in proposal.items() if k != "pattern"}
