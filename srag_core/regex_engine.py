@@ -457,9 +457,9 @@ class _NoRE2(Exception):
 class RE2Plan:
     """How RE2 answers for a pattern (compiled with MULTILINE, as `compile_untrusted` does).
 
-    `superset` matches every text the pattern matches. When `exact`, it matches nothing more. Otherwise `ascii`,
-    when set, agrees with the pattern wherever the text it looks at is ASCII: a match of `ascii` whose span and the
-    characters either side are all ASCII is a match of the pattern, and on an all-ASCII text the answers are equal.
+    `superset` matches every text the pattern matches; when `exact`, it matches nothing more. Otherwise `ascii`,
+    when set, matches exactly where the pattern has a match whose span and the characters either side of it are
+    all ASCII: a hit is a match of the pattern, and on an all-ASCII text the two agree.
     """
 
     superset: str
@@ -473,19 +473,91 @@ def re2_plan(pattern: str, case_sensitive: bool = False) -> RE2Plan | None:
     other than i, and syntax only the regex module knows, are refused)."""
     if any(s in pattern for s in _REGEX_ONLY_SYNTAX):
         return None
-    flags = (0 if case_sensitive else re.IGNORECASE) | re.MULTILINE
     try:
-        parsed = _sre_parse.parse(pattern, flags)
-        items, dotall = list(parsed), bool(parsed.state.flags & re.DOTALL)
+        parsed = _sre_parse.parse(pattern, (0 if case_sensitive else re.IGNORECASE) | re.MULTILINE)
+        flags = parsed.state.flags  # includes global inline flags such as a leading (?i)
+        if flags & (re.ASCII | re.LOCALE):
+            return None  # \w, \d and case folding would not be the Unicode ones translated here
+        ic, dotall, items = bool(flags & re.IGNORECASE), bool(flags & re.DOTALL), list(parsed)
         state = {"exact": True, "ascii": True}
-        superset = _re2_seq(items, not case_sensitive, state, keep_bounds=False)
-        ascii_state = {"exact": True, "ascii": True}
-        ascii = _re2_seq(items, not case_sensitive, ascii_state, keep_bounds=True)
+        superset = _re2_seq(items, ic, state, keep_bounds=False)
     except (_NoRE2, Exception):
         return None
-    head = "(?m)" + ("" if case_sensitive else "(?i)") + ("(?s)" if dotall else "")
-    exact = state["exact"]
-    return RE2Plan(head + superset, exact, head + ascii if not exact and ascii_state["ascii"] else None)
+    head = "(?m)" + ("(?i)" if ic else "") + ("(?s)" if dotall else "")
+    ascii = None
+    if not state["exact"]:
+        try:
+            ascii = "(?m)(?:\\A|[\\x00-\\x7f])(?:" + _ascii_seq(items, ic, dotall) + ")(?:[\\x00-\\x7f]|\\z)"
+        except (_NoRE2, Exception):
+            ascii = None
+    return RE2Plan(head + superset, state["exact"], ascii)
+
+
+def _ascii_seq(items: list, ic: bool, dotall: bool) -> str:
+    """RE2 for the pattern restricted to ASCII characters: every character position becomes the explicit set of
+    ASCII characters the regex module matches there (asked of the regex module itself), so it is exact on ASCII."""
+    return "".join(_ascii_item(op, av, ic, dotall) for op, av in items)
+
+
+def _ascii_item(op, av, ic: bool, dotall: bool) -> str:  # noqa: C901 - one case per node type
+    if op in (_sc.LITERAL, _sc.NOT_LITERAL, _sc.ANY, _sc.IN):
+        return _ascii_class(_node_text(op, av), ic, dotall)
+    if op in (_sc.MAX_REPEAT, _sc.MIN_REPEAT):
+        lo, hi, sub = av
+        if lo > _MAX_RE2_REPEAT or (hi is not _sc.MAXREPEAT and hi > _MAX_RE2_REPEAT):
+            raise _NoRE2("repeat")
+        return f"(?:{_ascii_seq(list(sub), ic, dotall)}){{{lo},{'' if hi is _sc.MAXREPEAT else hi}}}"
+    if op is _sc.SUBPATTERN:
+        _group, add, delete, sub = av
+        if add & ~re.IGNORECASE or delete & ~re.IGNORECASE:
+            raise _NoRE2("inline flags other than i")
+        return f"(?:{_ascii_seq(list(sub), (ic or bool(add)) and not delete, dotall)})"
+    if op is _sc.BRANCH:
+        return "(?:" + "|".join(_ascii_seq(list(b), ic, dotall) for b in av[1]) + ")"
+    if op is _sc.AT:
+        anchors = {_sc.AT_BEGINNING: "^", _sc.AT_BEGINNING_LINE: "^", _sc.AT_END: "$", _sc.AT_END_LINE: "$",
+                   _sc.AT_BEGINNING_STRING: r"\A", _sc.AT_END_STRING: r"\z", _sc.AT_BOUNDARY: r"\b",
+                   _sc.AT_UNI_BOUNDARY: r"\b", _sc.AT_NON_BOUNDARY: r"\B", _sc.AT_UNI_NON_BOUNDARY: r"\B"}
+        if av not in anchors:
+            raise _NoRE2(str(av))
+        return anchors[av]
+    raise _NoRE2(str(op))  # lookarounds, backreferences, atomic groups, possessive repeats
+
+
+_CATEGORY_TEXT = {_sc.CATEGORY_DIGIT: r"\d", _sc.CATEGORY_NOT_DIGIT: r"\D", _sc.CATEGORY_WORD: r"\w",
+                  _sc.CATEGORY_NOT_WORD: r"\W", _sc.CATEGORY_SPACE: r"\s", _sc.CATEGORY_NOT_SPACE: r"\S"}
+
+
+def _node_text(op, av) -> str:
+    """The regex text of one character-matching node of the parse tree."""
+    if op is _sc.LITERAL:
+        return regex.escape(chr(av))
+    if op is _sc.NOT_LITERAL:
+        return f"[^{regex.escape(chr(av))}]"
+    if op is _sc.ANY:
+        return "."
+    parts = []
+    for item_op, item in av:
+        if item_op is _sc.NEGATE:
+            parts.append("^")
+        elif item_op is _sc.LITERAL:
+            parts.append(regex.escape(chr(item)))
+        elif item_op is _sc.RANGE:
+            parts.append(f"{regex.escape(chr(item[0]))}-{regex.escape(chr(item[1]))}")
+        elif item_op is _sc.CATEGORY and item in _CATEGORY_TEXT:
+            parts.append(_CATEGORY_TEXT[item])
+        else:
+            raise _NoRE2(str(item_op))
+    return "[" + "".join(parts) + "]"
+
+
+@lru_cache(maxsize=4096)
+def _ascii_class(text: str, ic: bool, dotall: bool) -> str:
+    node = regex.compile(text, (regex.IGNORECASE if ic else 0) | (regex.DOTALL if dotall else 0))
+    members = [c for c in range(128) if node.fullmatch(chr(c))]
+    if not members:
+        return r"[^\x00-\x{10ffff}]"  # matches nothing
+    return "(?-i:[" + "".join(f"\\x{{{c:x}}}" for c in members) + "])"
 
 
 def re2_superset(pattern: str, case_sensitive: bool = False) -> tuple[str, bool] | None:

@@ -8,8 +8,8 @@ The scan planner (`CorpusSearch.filter`) picks, per pattern, the cheapest strate
    so the call's time budget is checked as it goes. When the translation is exact (most agent patterns: literals,
    alternations, `\\d`, `\\s`, `\\w`, classes, case-insensitive ASCII), that is the answer.
 2. ASCII-exact confirmation. Patterns with `\\b` (RE2 only knows ASCII word characters) or case-folded ranges get
-   a second RE2 translation that is exact on ASCII text: it answers for ASCII documents, and for the others a match
-   whose span and neighbours are ASCII is accepted (`google-re2` gives the span on the document's UTF-8 bytes).
+   a second RE2 translation that matches exactly where the pattern has a match made of ASCII characters with ASCII
+   neighbours: its hits are matches, and an ASCII document it misses does not match.
 3. The `regex` module confirms what is left, one document at a time from the first superset candidate (stopping at
    its first match), each call killable (`regex_engine.search`).
 4. Patterns RE2 cannot express (backreferences, lookarounds, regex-only syntax) are searched by the `regex` module:
@@ -94,6 +94,10 @@ class CorpusSearch:
         self.is_ascii(field)
         warm_translations()
         return self
+
+    def forget(self) -> None:
+        """Drop the kept whole-corpus answers (benchmarks time cold scans)."""
+        self._masks.clear()
 
     def _memo(self, key: tuple[str, str], build):
         if key not in self._cache:
@@ -188,7 +192,7 @@ class CorpusSearch:
             return hits
         sure, unsure = self._ascii_confirm(plan, hits, budget, field)
         confirmed = self._regex_each(compiled, unsure, budget, field, done=len(sure))
-        return np.union1d(sure, confirmed).astype(np.int64)
+        return np.sort(np.concatenate([sure, confirmed])).astype(np.int64)  # disjoint
 
     def _re2_hits(self, pattern: str, members: np.ndarray | None, budget: Budget,
                   field: TextField) -> np.ndarray | None:
@@ -220,38 +224,15 @@ class CorpusSearch:
 
     def _ascii_confirm(self, plan: RE2Plan, candidates: np.ndarray, budget: Budget,
                        field: TextField) -> tuple[np.ndarray, np.ndarray]:
-        """(sure matches, still unsure) among the superset's candidates, using the ASCII-exact translation: it
-        decides ASCII documents outright; in the others, its first match counts when its span and the characters
-        either side are ASCII."""
+        """(sure matches, still unsure) among the superset's candidates. The ASCII translation's hits are matches;
+        an ASCII document it misses does not match; only non-ASCII documents it misses are left unsure."""
         if plan.ascii is None or not len(candidates):
             return np.zeros(0, dtype=np.int64), candidates
-        ascii_docs = self.is_ascii(field)[candidates]
-        plain, other = candidates[ascii_docs], candidates[~ascii_docs]
-        yes = self._re2_hits(plan.ascii, plain, budget, field) if len(plain) else plain
+        yes = self._re2_hits(plan.ascii, candidates, budget, field)
         if yes is None:
             return np.zeros(0, dtype=np.int64), candidates
-        finder = _re2_bytes(plan.ascii)
-        data, offsets = self._utf8(field)
-        sure, unsure = [], []
-        for n, i in enumerate(other.tolist()):
-            if n % 1024 == 1023:
-                self._check(budget, len(yes) + len(sure), len(plain) + n, len(candidates))
-            view = data[offsets[i]:offsets[i + 1]]
-            m = finder.search(view)
-            if m is not None and bytes(view[max(0, m.start() - 1):m.end() + 1]).isascii():
-                sure.append(i)
-            else:
-                unsure.append(i)
-        return np.union1d(yes, sure).astype(np.int64), np.asarray(unsure, dtype=np.int64)
-
-    def _utf8(self, field: TextField) -> tuple[memoryview, list[int]]:
-        """The column's UTF-8 bytes and per-document offsets (document i is data[offsets[i]:offsets[i+1]])."""
-        def build():
-            arr = self.arrow(field)
-            offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
-            return memoryview(arr.buffers()[2]), offsets.tolist()
-
-        return self._memo(("utf8", field), build)
+        rest = np.setdiff1d(candidates, yes, assume_unique=True)
+        return yes, rest[~self.is_ascii(field)[rest]]
 
     def _regex_scan(self, compiled: regex.Pattern, members: np.ndarray, budget: Budget,
                     field: TextField) -> np.ndarray:
@@ -312,20 +293,3 @@ def _byte_slices(arr) -> list[tuple[int, int]]:
     cuts = np.searchsorted(offsets, np.arange(offsets[0] + SLICE_BYTES, offsets[-1], SLICE_BYTES)).tolist()
     bounds = sorted({0, len(arr), *[c for c in cuts if 0 < c < len(arr)]})
     return list(zip(bounds[:-1], bounds[1:]))
-
-
-_RE2_CACHE: dict[str, object] = {}
-
-
-def _re2_bytes(pattern: str):
-    """A google-re2 pattern for searching UTF-8 bytes (spans in bytes, no re-encoding per call)."""
-    import re2
-
-    compiled = _RE2_CACHE.get(pattern)
-    if compiled is None:
-        if len(_RE2_CACHE) > 256:
-            _RE2_CACHE.clear()
-        options = re2.Options()
-        options.max_mem = 64 << 20
-        compiled = _RE2_CACHE[pattern] = re2.compile(pattern.encode("utf-8"), options)
-    return compiled
