@@ -41,12 +41,31 @@ SUBSET_FRACTION = 4  # a target set smaller than 1/4 of the corpus is gathered a
 MAX_KEPT_MASKS = 512
 
 
+class _Columns(Protocol):
+    def column(self, name: str): ...
+
+    def value(self, name: str, i: int): ...
+
+
 class _Corpus(Protocol):
     """What the scanner needs of a corpus (`srag_core.corpus.Corpus`, which imports this module, not the reverse)."""
 
-    docs: Sequence
+    docs: _Columns
 
     def __len__(self) -> int: ...
+
+
+class _Texts:
+    """Texts of an Arrow string column by index, decoded one at a time."""
+
+    def __init__(self, column):
+        self.column = column
+
+    def __getitem__(self, i: int) -> str:
+        return self.column[i].as_py()
+
+    def __len__(self) -> int:
+        return len(self.column)
 
 
 @dataclass(frozen=True)
@@ -105,19 +124,21 @@ class CorpusSearch:
         return self._cache[key]
 
     def text(self, i: int, field: TextField) -> str:
-        d = self.corpus.docs[i]
         if field == "spaced_filename":  # lets "Siesta Time" find Homage_at_Siesta_Time.txt
-            return d.filename.replace("_", " ")
-        return d.norm if field == "norm" else d.text if field == "text" else d.filename
+            return self.corpus.docs.value("filename", i).replace("_", " ")
+        return self.corpus.docs.value(field, i)
 
-    def texts(self, field: TextField) -> list[str]:
-        return self._memo(("texts", field), lambda: [self.text(i, field) for i in range(len(self.corpus))])
+    def texts(self, field: TextField) -> "_Texts":
+        """The field's texts by document index, decoded from the column when asked for (never all at once)."""
+        return _Texts(self.arrow(field))
 
     def arrow(self, field: TextField):
-        """The field as one Arrow large_string column (UTF-8, offsets per document)."""
-        import pyarrow as pa
+        """The field as one Arrow large_string column (UTF-8, offsets per document): the corpus's own column."""
+        import pyarrow.compute as pc
 
-        return self._memo(("arrow", field), lambda: pa.array(self.texts(field), type=pa.large_string()))
+        if field == "spaced_filename":
+            return self._memo(("arrow", field), lambda: pc.replace_substring(self.arrow("filename"), "_", " "))
+        return self.corpus.docs.column(field)
 
     def is_ascii(self, field: TextField) -> np.ndarray:
         """Per document: the text is all ASCII (as many UTF-8 bytes as characters)."""
