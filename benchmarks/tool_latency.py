@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import shutil
@@ -27,9 +28,9 @@ from pathlib import Path
 from srag_core import Corpus, Workspace, load_corpus, run_tool
 from srag_core.regex_engine import Budget, compile_untrusted
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "2wikimultihopqa"
+SHARED = Path(os.environ.get("SRAG_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")) / "data" / "2wikimultihopqa"
 QUESTION = "Where was the composer of song Back In The U.S.A. born?"
-SCAN_PATTERNS = ["Chuck Berry", "composer", "prison|jail", r"born in \d{4}", r"\b(?:18|19)\d{2}\b",
+SCAN_PATTERNS = ["Chuck Berry", "(?i)director", r"born in \d{4}", "prison|jail", r"\b(?:18|19)\d{2}\b",
                  r"[A-Z][a-z]+ \d{1,2}, \d{4}"]
 
 
@@ -80,50 +81,135 @@ def _p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-def synthetic(passages: list[str], target_mb: int, per_doc: int = 100, seed: int = 0) -> Corpus:
-    rng = random.Random(seed)
-    texts, size, n = {}, 0, 0
+def passages_shape(base: Corpus, target_mb: int) -> dict[str, str]:
+    """Many small documents: every 2Wiki passage as its own file, the corpus repeated until it reaches target_mb."""
+    texts, size, copy = {}, 0, 0
     while size < target_mb * 1_000_000:
-        text = "\n\n".join(rng.sample(passages, per_doc))
-        texts[f"synthetic_{n:06d}.txt"] = text
-        size += len(text.encode("utf-8"))
-        n += 1
-    return Corpus.from_texts(texts, source=f"synthetic-{target_mb}MB")
+        for d in base.docs:
+            texts[f"c{copy:03d}_{d.filename}"] = d.text
+            size += len(d.text.encode("utf-8"))
+        copy += 1
+    return texts
 
 
-def best_of(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
+def files_shape(base: Corpus, target_mb: int, file_mb: int = 1, seed: int = 0) -> dict[str, str]:
+    """A few large documents: random 2Wiki passages joined into files of about file_mb each."""
+    rng = random.Random(seed)
+    passages = [d.text for d in base.docs]
+    texts = {}
+    for n in range(max(1, target_mb // file_mb)):
+        parts, size = [], 0
+        while size < file_mb * 1_000_000:
+            parts.append(rng.choice(passages))
+            size += len(parts[-1].encode("utf-8")) + 2
+        texts[f"file_{n:04d}.txt"] = "\n\n".join(parts)
+    return texts
 
 
-def scan_table(corpus: Corpus, folder: Path, repeats: int) -> list[dict]:
-    mb = sum(len(d.norm.encode("utf-8")) for d in corpus.docs) / 1e6
-    rg = shutil.which("rg")
-    rows = []
-    for p in SCAN_PATTERNS:
-        compiled = compile_untrusted(p)
-        naive_re = re.compile(p, re.IGNORECASE | re.MULTILINE)
-        hits = corpus.search.filter(compiled, None, Budget(60))
-        ours = best_of(lambda: corpus.search.filter(compiled, None, Budget(60)), repeats)
-        naive = best_of(lambda: [i for i, d in enumerate(corpus.docs) if naive_re.search(d.norm)], max(1, repeats // 2))
-        row = {"pattern": p, "matches": len(hits), "ours_ms": ours * 1e3, "naive_re_ms": naive * 1e3,
-               "speedup_vs_re": naive / ours, "ours_MBps": mb / ours}
-        if rg:
-            cmd = [rg, "-l", "-i", "-e", p, str(folder)]
-            rg_time = best_of(lambda: subprocess.run(cmd, capture_output=True, check=False), repeats)
-            row.update(rg_ms=rg_time * 1e3, rg_MBps=mb / rg_time, ours_over_rg=ours / rg_time)
-        rows.append(row)
-    return rows
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
-def write_folder(corpus: Corpus, folder: Path) -> None:
+def rg_count(pattern: str, case_sensitive: bool, folder: Path) -> int:
+    out = subprocess.run([shutil.which("rg"), "-l", "-s" if case_sensitive else "-i", "-e", pattern, str(folder)],
+                         capture_output=True, check=False, text=True).stdout
+    return len(out.splitlines())
+
+
+def shape_table(label: str, texts: dict[str, str], repeats: int, tmp: Path) -> dict:
+    """Build the workspace from raw texts, then time each pattern four ways, best of `repeats`, interleaved."""
+    disk_mb = sum(len(t.encode("utf-8")) for t in texts.values()) / 1e6
+    rss_before = rss_mb()
+    started = time.perf_counter()
+    corpus = Corpus.from_texts(texts, source=label)
+    ws = Workspace(corpus, question=QUESTION)  # normalizes and warms the search structures
+    build = time.perf_counter() - started
+    rss_after = rss_mb()
+    norms = [d.norm for d in corpus.docs]
+    folder = tmp / label
     folder.mkdir(parents=True, exist_ok=True)
-    for d in corpus.docs:
-        (folder / d.filename).write_text(d.norm, encoding="utf-8")  # the text apply_filter scans
+    for d, text in zip(corpus.docs, norms):
+        (folder / d.filename).write_text(text, encoding="utf-8")  # the text apply_filter scans, for ripgrep
+    rows = []
+    for case_sensitive in (True, False):
+        times: dict[tuple[str, str], list[float]] = {}
+        counts: dict[tuple[str, str], int] = {}
+        for _ in range(repeats):
+            for p in SCAN_PATTERNS:
+                compiled = compile_untrusted(p, case_sensitive=case_sensitive)
+                naive = re.compile(p, re.MULTILINE | (0 if case_sensitive else re.IGNORECASE))
+                sides = {
+                    "apply_filter": lambda: run_tool(ws, "apply_filter", {"pattern": p, "output_prefix": "b",
+                                                                          "case_sensitive": case_sensitive}),
+                    "scan": lambda: corpus.search.filter(compiled, None, Budget(600)),
+                    "re_loop": lambda: [i for i, t in enumerate(norms) if naive.search(t)],
+                }
+                if shutil.which("rg"):
+                    sides["rg"] = lambda: rg_count(p, case_sensitive, folder)
+                for side, fn in sides.items():
+                    corpus.search.forget()  # no answer kept from the previous round
+                    t0 = time.perf_counter()
+                    out = fn()
+                    times.setdefault((p, side), []).append(time.perf_counter() - t0)
+                    counts[(p, side)] = (out.get("positive_count", out.get("error")) if isinstance(out, dict)
+                                         else out if isinstance(out, int) else len(out))
+        for p in SCAN_PATTERNS:
+            best = {side: min(v) for (q, side), v in times.items() if q == p}
+            found = {side: c for (q, side), c in counts.items() if q == p}
+            rows.append({"shape": label, "case": "sensitive" if case_sensitive else "insensitive", "pattern": p,
+                         "docs": found["scan"], "agree": len(set(found.values())) == 1,
+                         "counts": found, **{f"{k}_ms": v * 1e3 for k, v in best.items()},
+                         "af_speedup": best["re_loop"] / best["apply_filter"],
+                         "scan_speedup": best["re_loop"] / best["scan"],
+                         "af_over_rg": best["apply_filter"] / best["rg"] if "rg" in best else float("nan")})
+    shutil.rmtree(folder, ignore_errors=True)
+    cache_dir = tmp / "cache"
+    started = time.perf_counter()
+    cached = cached_start(texts, cache_dir)
+    first_cached = time.perf_counter() - started
+    started = time.perf_counter()
+    cached = cached_start(texts, cache_dir)
+    second_cached = time.perf_counter() - started
+    return {"label": label, "docs": len(corpus), "disk_mb": disk_mb, "build_s": build,
+            "rss_before_mb": rss_before, "rss_after_mb": rss_after, "cache_build_s": first_cached,
+            "cached_start_s": second_cached, "cached_ok": cached, "rows": rows}
+
+
+def cached_start(texts: dict[str, str], cache_dir: Path) -> bool:
+    """Time for a new process's view: the workspace built through the on-disk cache (False when unsupported)."""
+    try:
+        from srag_core import corpus_cache
+    except ImportError:
+        return False
+    corpus = corpus_cache.load_or_build(lambda: Corpus.from_texts(texts), cache_dir, key_of=texts)
+    Workspace(corpus)
+    return True
+
+
+def geomean(values: list[float]) -> float:
+    return statistics.geometric_mean(values) if values else float("nan")
+
+
+def print_shape(result: dict) -> None:
+    print(f"\n## {result['label']}: {result['docs']:,} documents, {result['disk_mb']:,.0f} MB on disk; build "
+          f"{result['build_s']:.1f} s, RSS {result['rss_before_mb']:,.0f} -> {result['rss_after_mb']:,.0f} MB "
+          f"({(result['rss_after_mb'] - result['rss_before_mb']) / result['disk_mb']:.2f}x the corpus); cached start "
+          f"{result['cached_start_s']:.1f} s (first, writing the cache: {result['cache_build_s']:.1f} s)\n")
+    cols = ["case", "pattern", "docs", "agree", "apply_filter_ms", "scan_ms", "re_loop_ms", "rg_ms", "af_speedup",
+            "scan_speedup", "af_over_rg"]
+    print(markdown(result["rows"], cols))
+    for case in ("sensitive", "insensitive"):
+        rows = [r for r in result["rows"] if r["case"] == case]
+        print(f"- {case}: geo-mean apply_filter speed-up {geomean([r['af_speedup'] for r in rows]):.1f}x, scan alone "
+              f"{geomean([r['scan_speedup'] for r in rows]):.1f}x, apply_filter / rg "
+              f"{geomean([r['af_over_rg'] for r in rows]):.2f}; slowest pattern vs the loop "
+              f"{min(r['af_speedup'] for r in rows):.2f}x; counts agree: {all(r['agree'] for r in rows)}")
+        for r in rows:
+            if not r["agree"]:
+                print(f"  - {r['pattern']!r}: {r['counts']}")
 
 
 def markdown(rows: list[dict], columns: list[str]) -> str:
@@ -136,43 +222,30 @@ def _fmt(v) -> str:
     return f"{v:,.1f}" if isinstance(v, float) else str(v)
 
 
-def run_corpus(label: str, corpus: Corpus, repeats: int, tmp: Path) -> dict:
-    started = time.perf_counter()
-    for d in corpus.docs:
-        _ = d.norm
-    corpus.search.warm()
-    prep = time.perf_counter() - started
-    lat = tool_latencies(corpus, repeats)
-    folder = tmp / label
-    write_folder(corpus, folder)
-    scans = scan_table(corpus, folder, repeats)
-    mb = sum(len(d.norm.encode("utf-8")) for d in corpus.docs) / 1e6
-    print(f"\n## {label}: {len(corpus):,} documents, {mb:,.1f} MB normalized text "
-          f"(normalizing and building the search structures once: {prep:.1f} s)\n")
-    print(markdown([{"tool": k, "p50_ms": v[0], "p95_ms": v[1], "calls": v[2], "errors": v[3]}
-                    for k, v in lat.items()], ["tool", "p50_ms", "p95_ms", "calls", "errors"]))
-    cols = ["pattern", "matches", "ours_ms", "naive_re_ms", "speedup_vs_re", "ours_MBps"]
-    if shutil.which("rg"):
-        cols += ["rg_ms", "rg_MBps", "ours_over_rg"]
-    print(markdown(scans, cols))
-    return {"label": label, "docs": len(corpus), "mb": mb, "latency_ms": lat, "scans": scans}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--synthetic-mb", type=int, default=300)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--shape-mb", type=int, default=300, help="size of each corpus shape (0: 2Wiki latency only)")
+    ap.add_argument("--shapes", nargs="+", default=["passages", "files"], choices=["passages", "files"])
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args()
     base = load_corpus(SHARED / "2wikimultihopqa_corpus.json")
-    results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        results.append(run_corpus("2wikimultihopqa", base, args.repeats, Path(tmp)))
-        if args.synthetic_mb:
-            big = synthetic([d.text for d in base.docs], args.synthetic_mb)
-            results.append(run_corpus(f"synthetic-{args.synthetic_mb}MB", big, max(1, args.repeats // 2), Path(tmp)))
+    results: dict = {}
+    lat = tool_latencies(base, args.repeats)
+    print(f"## 2wikimultihopqa: {len(base):,} passages, tool latency over {args.repeats} workspaces\n")
+    print(markdown([{"tool": k, "p50_ms": v[0], "p95_ms": v[1], "calls": v[2], "errors": v[3]} for k, v in lat.items()],
+                   ["tool", "p50_ms", "p95_ms", "calls", "errors"]))
+    results["latency_ms"] = lat
+    makers = {"passages": passages_shape, "files": files_shape}
+    with tempfile.TemporaryDirectory(prefix="srag_bench_") as tmp:
+        for shape in args.shapes if args.shape_mb else []:
+            texts = makers[shape](base, args.shape_mb)
+            result = shape_table(f"{shape}-{args.shape_mb}MB", texts, args.repeats, Path(tmp))
+            del texts
+            print_shape(result)
+            results[shape] = result
     if args.json_out:
-        args.json_out.write_text(json.dumps(results, indent=2))
+        args.json_out.write_text(json.dumps(results, indent=2, default=str))
 
 
 if __name__ == "__main__":

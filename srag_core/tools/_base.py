@@ -12,6 +12,11 @@ catch whatever a tool did not foresee, so a hostile document cannot fill an epis
 A tool declares the optional modules it needs (`needs`, names of `srag_core.modules.Modules` fields) and the optional
 modes that need one more (`modes`); `run_tool` refuses a call that uses a module the workspace lacks, and the prompt
 shows only what the present modules allow (`Tool.available`, `Tool.signature`, `Tool.shown_examples`).
+
+Each call gets one wall-time budget (`Workspace.regex_budget_s`, 10 s by default) for all of its regex matching:
+every pattern, scan and diagnostic of the call draws on it (`regex_engine.call_budget`). Matching that could run
+away is killable: RE2 (linear time) where a pattern translates to it, else a forked child killed at the deadline;
+see `srag_core.regex_engine`.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from srag_core.discovery.text import slug  # noqa: F401  (tools name their sets with it)
 from srag_core.modules import MISSING, check_module_names
-from srag_core.regex_engine import RegexError
+from srag_core.regex_engine import RegexError, call_budget
 from srag_core.workspace import MAX_REFERENCE_CHARS, Workspace, WorkspaceError
 
 log = logging.getLogger(__name__)
@@ -151,7 +156,8 @@ def run_tool(ws: Workspace, name: object, args: object) -> dict[str, Any]:
         return {"error": problem}
     ws.step += 1
     try:
-        return bounded_observation(t.fn(parsed, ws))
+        with call_budget(ws.regex_budget_s):  # one wall-time budget for all the matching the call does
+            return bounded_observation(t.fn(parsed, ws))
     except (ToolError, WorkspaceError, RegexError) as e:
         return {"error": str(e)}
     except Exception as e:  # a bug in a tool must not end the episode; say so plainly and keep the trace

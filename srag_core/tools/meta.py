@@ -63,8 +63,7 @@ def create_regex(a: CreateRegexArgs, ws: Workspace) -> dict:
     pattern = a.pattern if proposal is None else proposal["pattern"]
     compiled = compile_untrusted(pattern)  # a proposed pattern is untrusted like any other: same limits
     name = check_name(a.name or f"regex_{len(ws.regexes) + 1}")
-    budget = Budget(ws.regex_budget_s)
-    hits = ws.corpus.search.filter(compiled, None, budget)
+    hits = ws.corpus.search.filter(compiled, None, Budget(ws.regex_budget_s))  # a pattern that fails is not kept
     ws.regexes[name] = pattern
     obs = {"registered": name, "pattern": pattern, "use_as": f"@{name}", "matches_in_all": len(hits)}
     if proposal is not None:
