@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from jsontext import first_json_object
+from srag_core.jsontext import first_json_object
 
 from ._prompts import extraction_messages, verdict_messages
 from ._rules import INSUFFICIENT, is_insufficient

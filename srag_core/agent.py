@@ -17,7 +17,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,8 +34,12 @@ from srag_core.tools.regex_proposer import LLMRegexProposer
 from srag_core.turns import parse_turn, turn_schema
 from srag_core.workspace import Workspace
 
-Status = Literal["ok", "max_steps", "llm_error", "timeout", "crashed"]
+# Every status an episode record may have: the one place they are defined (the results store refuses others).
+# over_budget: the episode spent its token or cost budget before answering.
+Status = Literal["ok", "max_steps", "llm_error", "timeout", "crashed", "over_budget"]
+STATUSES: tuple[str, ...] = get_args(Status)
 FINISHED: frozenset[str] = frozenset({"ok", "max_steps"})  # an answer was given; anything else is a failure
+FAILED: tuple[str, ...] = tuple(s for s in STATUSES if s not in FINISHED)
 
 
 class AgentConfig(BaseModel):
@@ -54,6 +58,9 @@ class AgentConfig(BaseModel):
     structured_turns: bool = True  # send the turn JSON schema (used when the endpoint's response_format allows)
     regex_budget_s: float = Field(10.0, gt=0)
     episode_timeout_s: float = Field(1800.0, gt=0)
+    # Spending caps of one episode (every LLM call it makes, tools' included); past either it ends as over_budget.
+    token_budget: int = Field(5_000_000, ge=1)
+    cost_budget_usd: float = Field(10.0, gt=0)
 
 
 class Episode(BaseModel):
@@ -83,6 +90,10 @@ class Episode(BaseModel):
 
 
 class EpisodeTimeout(Exception):
+    pass
+
+
+class EpisodeOverBudget(Exception):
     pass
 
 
@@ -132,6 +143,8 @@ class Agent:
             run.episode.status, run.episode.error = "llm_error", f"{e.kind}: {e}"
         except EpisodeTimeout as e:
             run.episode.status, run.episode.error = "timeout", str(e)
+        except EpisodeOverBudget as e:
+            run.episode.status, run.episode.error = "over_budget", str(e)
         except Exception as e:  # a bug must not lose the question: record it with the trace so far
             run.episode.status = "crashed"
             run.episode.error = f"{type(e).__name__}: {e}"
@@ -188,6 +201,7 @@ class Agent:
     def _ask(self, run: _Run, step: int, final: bool = False):
         if run.elapsed() > self.config.episode_timeout_s:
             raise EpisodeTimeout(f"episode ran past its {self.config.episode_timeout_s:g}s limit at step {step}")
+        self._check_budget(run, step)
         sent = self._prepare(run)
         result = self.llm.chat(sent, json_schema=self.schema)
         self._account(run, result)
@@ -207,6 +221,16 @@ class Agent:
             run.episode.llm_calls += 1
             run.episode.llm_s += result.latency_s
             run.episode.cached_calls += result.cached
+
+    def _check_budget(self, run: _Run, step: int) -> None:
+        """Before spending more: has the episode used up its tokens or its money?"""
+        used, cfg = run.usage, self.config
+        if used.total_tokens >= cfg.token_budget:
+            raise EpisodeOverBudget(f"used {used.total_tokens:,} tokens, its budget is {cfg.token_budget:,} "
+                                    f"(at step {step})")
+        if used.cost_usd >= cfg.cost_budget_usd:
+            raise EpisodeOverBudget(f"spent ${used.cost_usd:.4f}, its budget is ${cfg.cost_budget_usd:g} "
+                                    f"(at step {step})")
 
     def _observe(self, run: _Run, step: int, tool: str | None, args: dict | None, obs: dict,
                  text: str | None) -> None:

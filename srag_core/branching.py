@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from jsontext import first_json_object
+from srag_core.jsontext import first_json_object
 
 from srag_core.diagnostics import regex_tokens
 from srag_core.tools import run_tool

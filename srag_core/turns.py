@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from jsontext import first_json_object  # one helper for srag_core and judges
+from srag_core.jsontext import first_json_object  # one helper for srag_core and judges
 
 
 @dataclass(frozen=True)

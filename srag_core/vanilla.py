@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 
-from jsontext import first_json_object
+from srag_core.jsontext import first_json_object
 
 from srag_core.agent import Episode, utc_now
 from srag_core.corpus import Corpus

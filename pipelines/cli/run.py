@@ -10,13 +10,14 @@ import argparse
 import json
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from pipelines.cli import CliError
 from pipelines.config import VARIANTS, RunConfig, load_run, load_sweep, set_dotted, validate_run
-from pipelines.engine.report import FAILED, table
-from pipelines.engine.results import RunDir
+from pipelines.engine.report import FAILED, STATUSES, table
+from pipelines.engine.results import RunDir, check_run_id
 
 SUMMARY_COLUMNS = ["run_id", "variant", "model", "n_questions", "finished", "failed", "missing", "accuracy", "em",
                    "f1", "mean_steps", "tokens", "cost_usd"]
@@ -110,10 +111,10 @@ def expand_statuses(values: list[str] | None) -> list[str]:
     for v in values or ["failed"]:
         if v == "failed":
             out += list(FAILED)
-        elif v in ("ok", "max_steps", *FAILED):
+        elif v in STATUSES:
             out.append(v)
         else:
-            raise CliError(f"unknown status {v!r}: use failed, max_steps, ok, llm_error, timeout or crashed")
+            raise CliError(f"unknown status {v!r}: use failed or one of {', '.join(STATUSES)}")
     return out
 
 
@@ -125,7 +126,16 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     return _print_run(result, args)
 
 
+def _warn_store_problems(result: dict) -> None:
+    problems = result.get("store_problems") or []
+    for p in problems[:5]:
+        print(f"warning: {result['run_id']}/results.jsonl: {p}", file=sys.stderr)
+    if len(problems) > 5:
+        print(f"warning: ... and {len(problems) - 5} more problems in results.jsonl", file=sys.stderr)
+
+
 def _print_run(result: dict, args: argparse.Namespace) -> int:
+    _warn_store_problems(result)
     if args.json:
         print(json.dumps(result, default=str))
     else:
@@ -168,9 +178,10 @@ def _print_sweep(out: dict, args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from pipelines.engine.sweeps import is_sweep, run_report, sweep_summary
 
-    if is_sweep(args.runs_dir, args.id):
+    if is_sweep(args.runs_dir, check_run_id(args.id)):
         return _print_sweep(sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id), args)
     result = run_report(args.runs_dir, args.id)
+    _warn_store_problems(result)
     if args.json:
         print(json.dumps(result, default=str))
     else:

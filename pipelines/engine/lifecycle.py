@@ -76,20 +76,25 @@ def start_run(cfg: RunConfig, runs_dir: Path, tracker: Tracker | None, *, sweep_
     run_dir.write_questions(questions)
     meta = {"run_id": run_dir.run_id, "name": cfg.name, "created": utc_now(), "status": "created",
             "fingerprint": cfg.fingerprint(), "git_revision": git_revision(), "packages": package_versions(),
-            "seed": cfg.limits.seed, "corpus": str(corpus_path), "corpus_hash": corpus.content_hash,
-            "n_docs": len(corpus), "questions_file": str(questions_path), "n_questions": len(questions),
+            "seed": cfg.limits.seed, "corpus": str(corpus_path.resolve()), "corpus_hash": corpus.content_hash,
+            "n_docs": len(corpus), "questions_file": str(questions_path.resolve()), "n_questions": len(questions),
             "variant": cfg.variant, "model": cfg.llm.model, "sweep_id": sweep_id, "command": sys.argv[1:]}
-    if tracker is not None:
-        tags = {"srag.run_id": run_dir.run_id, "srag.variant": cfg.variant, "srag.fingerprint": meta["fingerprint"],
-                "srag.git_revision": str(meta["git_revision"]), "srag.dataset": cfg.dataset or str(corpus_path)}
-        if sweep_id:
-            tags["srag.sweep_id"] = sweep_id
-        meta["mlflow_run_id"] = tracker.create_run(cfg.name, cfg.model_dump(mode="json"), tags, parent_mlflow_id)
-        meta["mlflow_uri"] = tracker.uri
-        meta["mlflow_experiment_id"] = tracker.experiment_id
-    run_dir.write_meta(meta)
-    if tracker is not None:
-        tracker.log_artifact(meta["mlflow_run_id"], run_dir.path / "config.yaml")
+    # Paths are stored resolved, so `--resume` works from any directory.
+    run_dir.write_meta(meta)  # before MLflow: a run whose start-up fails still has a run.json to say so
+    with run_dir.failure_recorded():
+        if tracker is not None:
+            tags = {"srag.run_id": run_dir.run_id, "srag.variant": cfg.variant,
+                    "srag.fingerprint": meta["fingerprint"], "srag.git_revision": str(meta["git_revision"]),
+                    "srag.dataset": cfg.dataset or str(corpus_path)}
+            if sweep_id:
+                tags["srag.sweep_id"] = sweep_id
+            meta["mlflow_run_id"] = tracker.create_run(cfg.name, cfg.model_dump(mode="json"), tags,
+                                                       parent_mlflow_id)
+            meta["mlflow_uri"] = tracker.uri
+            meta["mlflow_experiment_id"] = tracker.experiment_id
+        run_dir.write_meta(meta)
+        if tracker is not None:
+            tracker.log_artifact(meta["mlflow_run_id"], run_dir.path / "config.yaml")
     return run_dir
 
 
@@ -223,9 +228,11 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
     """Summary, per-question table and plots, written to the run folder and logged to MLflow."""
     import pandas as pd
 
-    rows = question_rows(run_dir.read_questions(), run_dir.store().states())
-    summary = summarize(rows)
-    meta = run_dir.update_meta(status="finished" if summary["missing"] == 0 else "incomplete", finished=utc_now())
+    store = run_dir.store()
+    rows = question_rows(run_dir.read_questions(), store.states())
+    summary = {**summarize(rows), "store_problems": store.problems}
+    meta = run_dir.update_meta(status="finished" if summary["missing"] == 0 else "incomplete", finished=utc_now(),
+                               store_problems=store.problems)
     (run_dir.path / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     frame = pd.DataFrame(rows)
     frame.to_parquet(run_dir.path / "results.parquet", index=False)
@@ -259,9 +266,10 @@ def run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | N
         if not quiet:
             print(f"run {run_dir.run_id}: {cfg.variant} on {cfg.dataset or cfg.corpus} with {cfg.llm.model}",
                   file=sys.stderr)
-        todo, _ = pending_work(run_dir, None)
-        execute(run_dir, cfg, todo, tracker, quiet=quiet)
-        return finish(run_dir, tracker)
+        with run_dir.failure_recorded():
+            todo, _ = pending_work(run_dir, None)
+            execute(run_dir, cfg, todo, tracker, quiet=quiet)
+            return finish(run_dir, tracker)
     finally:
         if own_tracker:
             tracker.close()
@@ -273,11 +281,13 @@ def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool) -> di
     cfg = load_run_config(run_dir)
     tracker = open_tracker(cfg, run_dir.path.parent)
     try:
-        todo, unjudged = pending_work(run_dir, statuses)
-        if not quiet:
-            print(f"run {run_dir.run_id}: {len(todo)} episodes to run, {len(unjudged)} to judge", file=sys.stderr)
-        if todo or unjudged:
-            execute(run_dir, cfg, todo, tracker, unjudged, quiet=quiet)
-        return finish(run_dir, tracker)
+        with run_dir.failure_recorded():
+            todo, unjudged = pending_work(run_dir, statuses)
+            if not quiet:
+                print(f"run {run_dir.run_id}: {len(todo)} episodes to run, {len(unjudged)} to judge",
+                      file=sys.stderr)
+            if todo or unjudged:
+                execute(run_dir, cfg, todo, tracker, unjudged, quiet=quiet)
+            return finish(run_dir, tracker)
     finally:
         tracker.close()

@@ -15,10 +15,7 @@ from scipy import stats
 
 from car_baselines import bootstrap_mean_interval
 from pipelines.engine.results import QuestionState
-from srag_core.agent import FINISHED
-
-FAILED = ("llm_error", "timeout", "crashed")
-STATUSES = ("ok", "max_steps") + FAILED
+from srag_core.agent import FAILED, FINISHED, STATUSES
 
 
 def question_rows(questions: list[dict[str, Any]], states: dict[str, QuestionState]) -> list[dict[str, Any]]:

@@ -4,7 +4,7 @@ the end summary metrics, the per-question table, traces, the resolved config and
 All MLflow writes happen off the driver loop, so it never waits on the tracking server: run metadata, metrics and
 artifacts on one writer thread (in order), episode traces on a small pool (order does not matter, and each trace is
 a few round trips). `close()` waits for both. Params are the flattened run config; it never contains secrets (only the *name* of the variable
-holding an API key), and anything named like a key or token is dropped anyway.
+holding an API key), and any key named like a secret (`SECRET_KEY`) is dropped anyway.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,7 +21,9 @@ from typing import Any, Callable
 from srag_core.agent import FINISHED
 
 log = logging.getLogger(__name__)
-SECRET_HINTS = ("api_key", "apikey", "token", "secret", "password")
+# A config key whose last part names a secret: api_key, hf_token, client_secret... but not max_tokens,
+# context_tokens or token_budget (counts, which belong in MLflow), nor api_key_env (the *name* of a variable).
+SECRET_KEY = re.compile(r"(?:^|_)(?:api_?key|token|secret|password|passwd|credentials?)$", re.IGNORECASE)
 MAX_PARAM_CHARS = 6000
 TRACE_WRITERS = 4
 
@@ -36,7 +39,7 @@ def flatten(data: Any, prefix: str = "") -> dict[str, str]:
             out.update(flatten(v, f"{prefix}{k}."))
         return out
     key = prefix[:-1]
-    if any(h in key.lower() for h in SECRET_HINTS) and not key.endswith("api_key_env"):
+    if SECRET_KEY.search(key.rsplit(".", 1)[-1]):
         return out
     out[key] = str(data)[:MAX_PARAM_CHARS]
     return out

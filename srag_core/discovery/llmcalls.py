@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol, Sequence
 
-from jsontext import first_json_object
+from srag_core.jsontext import first_json_object
 
 from srag_core.llm import DEFAULT_CONTEXT_TOKENS, ChatResult, LLMError
 

@@ -4,6 +4,11 @@
 an observation of the form {"error": "..."}: bad arguments, unknown sets, invalid or runaway regexes, and even a bug
 inside a tool. Nothing a tool does can raise out of this layer, so one bad call never ends an episode.
 
+It also bounds what the model controls on the way in and what a tool returns on the way out: the arguments of one
+call (every string, and the whole call once serialised) and the observation (its bytes once serialised; an
+observation over the limit keeps its small fields and says what was cut). Tools bound their own work; these caps
+catch whatever a tool did not foresee, so a hostile document cannot fill an episode's trace with megabytes.
+
 A tool declares the optional modules it needs (`needs`, names of `srag_core.modules.Modules` fields) and the optional
 modes that need one more (`modes`); `run_tool` refuses a call that uses a module the workspace lacks, and the prompt
 shows only what the present modules allow (`Tool.available`, `Tool.signature`, `Tool.shown_examples`).
@@ -12,6 +17,7 @@ shows only what the present modules allow (`Tool.available`, `Tool.signature`, `
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Collection
@@ -21,9 +27,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from srag_core.discovery.text import slug  # noqa: F401  (tools name their sets with it)
 from srag_core.modules import MISSING, check_module_names
 from srag_core.regex_engine import RegexError
-from srag_core.workspace import Workspace, WorkspaceError
+from srag_core.workspace import MAX_REFERENCE_CHARS, Workspace, WorkspaceError
 
 log = logging.getLogger(__name__)
+
+MAX_QUERY_CHARS = 1_000  # a free-text query (read_docs, find_in_doc, cosine_search)
+MAX_STRING_ARG_CHARS = MAX_REFERENCE_CHARS  # any one string argument (the longest legitimate one is a set name)
+MAX_ARGS_CHARS = 64_000  # the whole call, serialised (30 calculator steps of 1,000 characters fit)
+MAX_OBSERVATION_BYTES = 1_000_000  # an observation, serialised as UTF-8 JSON
+_CUT_VALUE_CHARS = 2_000  # what is kept of a field that was cut from an oversize observation
 
 
 class ToolError(ValueError):
@@ -129,6 +141,8 @@ def run_tool(ws: Workspace, name: object, args: object) -> dict[str, Any]:
         args = {}
     if not isinstance(args, dict):
         return {"error": f"arguments for {name} must be a JSON object, got {type(args).__name__}"}
+    if (problem := oversized_args(args)) is not None:
+        return {"error": f"bad arguments for {name}: {problem}"}
     try:
         parsed = t.args.model_validate(args)
     except ValidationError as e:
@@ -137,12 +151,47 @@ def run_tool(ws: Workspace, name: object, args: object) -> dict[str, Any]:
         return {"error": problem}
     ws.step += 1
     try:
-        return t.fn(parsed, ws)
+        return bounded_observation(t.fn(parsed, ws))
     except (ToolError, WorkspaceError, RegexError) as e:
         return {"error": str(e)}
     except Exception as e:  # a bug in a tool must not end the episode; say so plainly and keep the trace
         log.exception("tool %s crashed", name)
         return {"error": f"internal error in {name}: {type(e).__name__}: {e}"}
+
+
+def oversized_args(args: dict) -> str | None:
+    """Why the arguments are too large to run, or None."""
+    try:
+        total = len(json.dumps(args, ensure_ascii=False, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return "arguments cannot be serialised as JSON"
+    if total > MAX_ARGS_CHARS:
+        return f"the arguments are {total:,} characters; the limit is {MAX_ARGS_CHARS:,}"
+    stack: list[tuple[str, object]] = [("", args)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str) and len(value) > MAX_STRING_ARG_CHARS:
+            return f"argument {where!r} is {len(value):,} characters; the limit is {MAX_STRING_ARG_CHARS:,}"
+        if isinstance(value, dict):
+            stack.extend((f"{where}.{k}".lstrip("."), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{where}.{i}", v) for i, v in enumerate(value))
+    return None
+
+
+def bounded_observation(obs: dict[str, Any], limit: int = MAX_OBSERVATION_BYTES) -> dict[str, Any]:
+    """`obs` if its JSON is within `limit` bytes; else its small fields, each large one cut to a short prefix, and a
+    `truncated` note saying how large it was."""
+    size = len(json.dumps(obs, ensure_ascii=False, default=str).encode("utf-8"))
+    if size <= limit:
+        return obs
+    out: dict[str, Any] = {}
+    for key, value in obs.items():
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        out[key] = value if len(text) <= _CUT_VALUE_CHARS else text[:_CUT_VALUE_CHARS] + f"...[cut from {len(text):,}]"
+    out["truncated"] = (f"this observation was {size:,} bytes, over the {limit:,}-byte limit: its large fields were "
+                        "cut. Ask for less (a smaller set, fewer documents, a narrower pattern).")
+    return out
 
 
 def describe_validation_error(t: Tool, err: ValidationError, present: Collection[str] | None = None) -> str:

@@ -19,12 +19,11 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from jsontext import first_json_object
-
 from srag_core import diagnostics as dx
 from srag_core.embeddings import ChunkIndex
+from srag_core.jsontext import first_json_object
 from srag_core.modules import MISSING, Modules
-from srag_core.tools._base import Args, ToolError, slug, tool
+from srag_core.tools._base import MAX_QUERY_CHARS, Args, ToolError, slug, tool
 from srag_core.workspace import ALL, Workspace
 
 log = logging.getLogger(__name__)
@@ -127,7 +126,7 @@ def install(ws: Workspace, index: ChunkIndex, llm: Any | None) -> Workspace:
 
 
 class CosineSearchArgs(Args):
-    query: str = Field(min_length=1)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     top_k: int = Field(10, ge=1, le=200)
     create_set: str = "cosine_top_k"
 

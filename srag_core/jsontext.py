@@ -1,7 +1,7 @@
-"""jsontext: the JSON object inside a model's reply. One helper, shared by `srag_core` (agent turns, labels, pattern
-discovery) and `judges` (verdicts), which are sibling packages that do not import each other.
+"""The JSON object inside a model's reply. One helper for `srag_core` (agent turns, labels, pattern discovery) and
+`judges` (verdicts); it imports nothing of ours, so either may use it.
 
-    from jsontext import first_json_object
+    from srag_core.jsontext import first_json_object
     first_json_object('Sure: ```json\n{"verdict": "correct"}\n```')   # {'verdict': 'correct'}
 """
 
