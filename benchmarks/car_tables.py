@@ -412,8 +412,8 @@ def table7(run: Runner) -> str:
     for m in scale:
         if m["model"] in paper:
             continue
-        reason = na(f"no offline copy of {m['model_id']}")
-        rows.append([m["model_id"].split("/")[-1], f"{m['params_M']}M", m["family"], reason, reason])
+        rows.append([m["model_id"].split("/")[-1], f"{m['params_M']}M", m["family"], na(""),
+                     na(f"no offline copy of {m['model_id']}")])
     return md_table(["Model", "Params", "Family", "Disc@5", "TCA@5"], rows)
 
 
@@ -570,9 +570,10 @@ with our bootstrap interval over the 120 advisories."""
 
 NOTES_T7 = """
 
-Only the MiniLM row can run: the E5 and BGE weights are not in the data, and this machine reaches only package
-registries (the one PyPI wrapper of E5 downloads the weights at run time); the release's own figures for those models
-are in `ghsa_scale_results.json`. Our MiniLM row is the Table 6 run (free-form questions over the 2,318-document
+Only the MiniLM row runs: the E5 and BGE weights are not in the data, and this machine reaches only package
+registries. The one PyPI wrapper of E5 downloads its weights at run time; packages that bundle bge-small-en-v1.5 do
+exist on PyPI, but no other encoder is wired into the dense retriever yet, so those rows are left for later. The
+release's own figures for these models are in `ghsa_scale_results.json`. Our MiniLM row is the Table 6 run (free-form questions over the 2,318-document
 corpus). Its figures are the paper's Table 6 ones (Disc@5 0.937, TCA@5 0.270), not Table 7's 0.962 and 0.283: the
 release does not record the corpus of the scale run, and its 0.283 matches the dense retrieval of the Table 12 run
 instead, so the scale study evidently used another corpus."""
@@ -581,8 +582,9 @@ NOTES_T12 = """
 
 Patch Recall@5 is ours: the fraction of the 159 free-form questions whose patch note our run ranks in the top 5. The
 answer columns cannot be regenerated: GPT-4o-mini is not reachable here, and the release's cached answers
-(`llm_downstream_cache.jsonl`) are answers to the release's own top 5, which our ranking does not reproduce document
-for document. They are therefore the release's per-example claim labels re-aggregated: "says patched" = asserts the
+(`llm_downstream_cache.jsonl`) answer the release's own top 5, whose documents the release does not list, so they
+cannot be matched to our ranking (only its hit or miss, in the agreement table below). They are therefore the
+release's per-example claim labels re-aggregated: "says patched" = asserts the
 fix and never its absence; "conf. wrong" = asserts it is not patched (the release's own `confident_wrong` flag is
 false for every example, and the paper's figures match this reading instead); "uncertain" = asserts neither. The
 paper prints 1% for the Two-Stage "uncertain" cell, which is 2 of 159 (1.3%)."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 
@@ -81,6 +83,36 @@ def test_the_recall_interval_is_about_the_mean_of_per_example_fractions():
     assert wide[1] - wide[0] > narrow[1] - narrow[0] > 0
     with pytest.raises(ValueError):
         bootstrap_mean_interval([])
+
+
+CAR_TABLES = Path(__file__).resolve().parents[1] / "benchmarks" / "car_tables.md"
+_MEAN_CELL = re.compile(r"^(-?[\d.]+) · -?[\d.]+ \[(-?[\d.]+), (-?[\d.]+)\] ours boot [✓✗]$")
+
+
+def _markdown_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
+    tables, lines = [], text.splitlines()
+    for i, line in enumerate(lines[:-1]):
+        if line.startswith("| ") and lines[i + 1].startswith("|---"):
+            rows = [[c.strip() for c in r.strip("|").split(" | ")] for r in lines[i + 2:] if r.startswith("| ")]
+            rows = rows[:next((k for k, r in enumerate(lines[i + 2:]) if not r.startswith("| ")), len(rows))]
+            tables.append(([c.strip() for c in line.strip("|").split(" | ")], rows))
+    return tables
+
+
+def test_every_recall_interval_in_the_car_tables_contains_its_value():
+    """The committed tables (benchmarks/car_tables.md): in every row of every table with a Recall@5 or ProvRec column,
+    the interval printed beside the value (our bootstrap over examples) contains it."""
+    checked = 0
+    for header, rows in _markdown_tables(CAR_TABLES.read_text(encoding="utf-8")):
+        columns = [j for j, name in enumerate(header) if name in ("R@5", "ProvRec")]
+        for row in rows:
+            for j in columns:
+                if row[j].endswith("paper –"):  # a row the paper does not have: no interval printed
+                    continue
+                ours, lo, hi = map(float, _MEAN_CELL.match(row[j]).groups())
+                assert lo <= ours <= hi, (header[j], row[0], row[j])
+                checked += 1
+    assert checked == 2 * 7 + 2  # Table 2 (R@5 and ProvRec, seven systems) and Table 3's supplement (R@5, two)
 
 
 # Chain d1 -> d2 -> d3 (d2 supersedes d1, d3 supersedes d2).
