@@ -22,7 +22,8 @@ Profiles (`ConformanceLLM(profile=...)`) emulate endpoint families:
 - `vllm`: vLLM's OpenAI-compatible server with `--enable-auto-tool-choice --tool-call-parser ...`: the message
   ordering rules hold, schemas are used for guided decoding whatever their strictness, JSON mode needs no keyword.
 - `llama.cpp`: llama.cpp's server with `--jinja`: like vllm, but the completion limit is read from `max_tokens`
-  (or `n_predict`) only; `max_completion_tokens` is ignored.
+  (or `n_predict`) only, `max_completion_tokens` is ignored, and `tool_choice` must be a string (auto, none,
+  required), not an object naming a function.
 
 Every profile honours the completion limit it reads: a reply longer than the limit is cut and ends with
 `finish_reason: "length"`; scripted `reasoning_tokens` count against the limit first.
@@ -72,7 +73,7 @@ def check_request(request: dict[str, Any], profile: str) -> None:
     """Raise RequestRejected for the first rule the request breaks on the emulated endpoint."""
     openai_rules = profile.startswith("openai")
     _check_messages(request.get("messages"))
-    _check_tools(request, strict_enforced=openai_rules)
+    _check_tools(request, strict_enforced=openai_rules, named_choice=profile != "llama.cpp")
     _check_response_format(request.get("response_format"), request.get("messages") or [], openai_rules)
     if openai_rules:
         _check_model_parameters(request)
@@ -107,7 +108,7 @@ def _check_messages(messages: object) -> None:
                               f"responding to each 'tool_call_id': {', '.join(sorted(pending))}", "messages")
 
 
-def _check_tools(request: dict[str, Any], *, strict_enforced: bool) -> None:
+def _check_tools(request: dict[str, Any], *, strict_enforced: bool, named_choice: bool) -> None:
     tools = request.get("tools")
     if tools is None:
         if "parallel_tool_calls" in request:
@@ -131,6 +132,9 @@ def _check_tools(request: dict[str, Any], *, strict_enforced: bool) -> None:
             _check_strict_schema(function.get("parameters"), f"Invalid schema for function '{name}'")
         names.append(name)
     choice = request.get("tool_choice")
+    if isinstance(choice, dict) and not named_choice:
+        raise RequestRejected("Invalid tool_choice: only \"auto\", \"none\" and \"required\" are supported",
+                              "tool_choice")
     if isinstance(choice, dict):
         wanted = (choice.get("function") or {}).get("name")
         if wanted not in names:

@@ -162,3 +162,10 @@ def test_minimal_instance_follows_refs_and_enums():
               "required": ["op", "s"], "$defs": {"S": {"type": "object", "properties": {"n": {"type": "integer"}},
                                                       "required": ["n"]}}}
     assert minimal_instance(schema) == {"op": "sum", "s": {"n": 0}}
+
+
+def test_llama_cpp_takes_tool_choice_only_as_a_string():
+    named = {"type": "function", "function": {"name": "a"}}
+    with ConformanceLLM("llama.cpp", obedient=True) as server:
+        assert rejected(post(server, tools=[function("a", STRICT_OK)], tool_choice=named), "Invalid tool_choice")
+        assert post(server, tools=[function("a", STRICT_OK)], tool_choice="required").status_code == 200
