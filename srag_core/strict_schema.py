@@ -6,14 +6,16 @@ Schema: the root is an object; every object lists all its properties in `require
 - an optional property becomes required and nullable (the model sends null for "not given");
 - a free-form map (`additionalProperties: {schema}`, e.g. calculator variables) becomes an array of
   `{"key", "value"}` pairs;
+- a free-form object (no properties at all) becomes a string holding the object as JSON;
 - `default` is dropped (strict mode has no use for it; the pydantic model still applies it).
 
-`from_strict_args` undoes the last two on what the model sent: nulls of optional properties are dropped so the
-pydantic default applies, and pair arrays become maps again.
+`from_strict_args` undoes these on what the model sent: nulls of optional properties are dropped so the pydantic
+default applies, pair arrays become maps again, and JSON strings free-form objects again.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 _DROPPED = ("default",)
@@ -39,6 +41,8 @@ def _strict(node: dict[str, Any]) -> dict[str, Any]:
         node["items"] = _strict(node["items"])
     if node.get("type") != "object" and "properties" not in node:
         return node
+    if _is_free_form(node):
+        return {"type": "string", "description": "a JSON object, written as a string"}
     if _is_map(node):
         return {"type": "array", "description": "key/value pairs",
                 "items": {"type": "object", "properties": {"key": {"type": "string"},
@@ -51,6 +55,10 @@ def _strict(node: dict[str, Any]) -> dict[str, Any]:
     node["required"] = list(properties)
     node["additionalProperties"] = False
     return node
+
+
+def _is_free_form(node: dict[str, Any]) -> bool:
+    return "properties" not in node and node.get("additionalProperties", True) is True
 
 
 def _is_map(node: dict[str, Any]) -> bool:
@@ -78,6 +86,11 @@ def _restore(value: Any, node: dict[str, Any], defs: dict[str, Any]) -> Any:
         props = node["properties"]
         return {k: _restore(v, props[k], defs) if k in props else v for k, v in value.items()
                 if v is not None or k in required}
+    if isinstance(value, str) and node.get("type") == "object" and _is_free_form(node):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value  # the tool's own validation says what is wrong with it
     if isinstance(value, list) and _is_map(node):
         return {pair.get("key"): pair.get("value") for pair in value if isinstance(pair, dict)}
     if isinstance(value, list) and isinstance(node.get("items"), dict):
