@@ -199,6 +199,15 @@ def endpoint_from(data: dict[str, Any], source: str, base_url: str | None, model
     return section(LLMConfig, llm_data, source, "llm"), local
 
 
+PROFILE_HELP = ("provider profile: openai-chat, openai-reasoning, vllm, llama.cpp, generic, auto, or a profile file "
+                "(`srag probe` writes one); overrides llm.profile")
+
+
+def with_profile(llm: LLMConfig, profile: str, source: str) -> LLMConfig:
+    """The LLM config with another provider profile (a name or a profile file, read and checked here)."""
+    return section(LLMConfig, {**llm.model_dump(), "profile": profile}, source, "llm")
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
