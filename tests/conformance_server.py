@@ -49,6 +49,7 @@ PROFILES = ("openai-chat", "openai-reasoning", "vllm", "llama.cpp")
 DEFAULT_MODELS = {"openai-chat": "gpt-4.1-mini", "openai-reasoning": "o4-mini", "vllm": "Qwen/Qwen3-8B",
                   "llama.cpp": "smollm2-135m"}
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+OBEDIENT_TEXT = "ok " + " ".join(str(n) for n in range(1, 60))  # ~45 tokens: long enough to see a limit honoured
 _REASONING_MODEL = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
 
 
@@ -250,7 +251,7 @@ def obedient_reply(request: dict[str, Any]) -> Reply:
         return json.dumps(minimal_instance(response_format["json_schema"].get("schema") or {}))
     if response_format.get("type") == "json_object":
         return "{}"
-    return "ok"
+    return OBEDIENT_TEXT
 
 
 # -- the server ---------------------------------------------------------------------------------------------------
