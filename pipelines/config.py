@@ -50,6 +50,7 @@ class Execution(_Strict):
     cpus_per_actor: float = Field(1.0, gt=0)
     max_concurrent_requests: int | None = Field(32, ge=1)  # per LLM endpoint, across all actors; None: no limiter
     requests_per_minute: int | None = Field(None, ge=1)
+    tokens_per_minute: int | None = Field(None, ge=1)  # per LLM endpoint: prompt + completion limit, estimated
     max_actor_restarts: int = Field(3, ge=0)
     episode_retries_on_actor_death: int = Field(2, ge=0)
 

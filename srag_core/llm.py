@@ -215,9 +215,13 @@ class LLMError(Exception):
 
 
 class Limiter(Protocol):
-    """Caps concurrent or per-second requests; `slot()` is held around every HTTP attempt (never during backoff)."""
+    """Caps requests and tokens to an endpoint (`srag_core.ratelimit`). `slot(tokens)` is held around every HTTP
+    attempt (never during backoff), `tokens` being the attempt's estimate (prompt plus completion limit);
+    `pause(seconds)` passes on a rate-limited server's request to wait, so that every caller waits, not one."""
 
-    def slot(self) -> AbstractContextManager[Any]: ...
+    def slot(self, tokens: int = 0) -> AbstractContextManager[Any]: ...
+
+    def pause(self, seconds: float) -> None: ...
 
 
 # -- failures seen by one attempt -------------------------------------------------------------------------------
@@ -253,7 +257,8 @@ def _classify_status(error: openai.APIStatusError) -> _Failure:
     detail = f"HTTP {status}: {_server_message(error.body)}"
     retry_after = retry_after_seconds(error.response.headers)
     if status == 429:
-        return _Failure("rate_limit", True, detail, status, retry_after)
+        return _Failure("rate_limit", True, detail, status,
+                        retry_after if retry_after is not None else ratelimit_reset_seconds(error.response.headers))
     if status == 408:
         return _Failure("timeout", True, detail, status, retry_after)
     if status == 409 or status >= 500:
@@ -293,6 +298,21 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = No
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def ratelimit_reset_seconds(headers: Mapping[str, str]) -> float | None:
+    """The longest of `x-ratelimit-reset-requests` and `x-ratelimit-reset-tokens` (durations such as "1s", "6m0s",
+    "20ms"): when a 429 gives no Retry-After, the time until the exhausted limit refills."""
+    waits = []
+    for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"):
+        value = (headers.get(name) or "").strip()
+        parts = _DURATION_PART.findall(value)
+        if parts and "".join(n + u for n, u in parts) == value:
+            waits.append(sum(float(n) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[u] for n, u in parts))
+    return max(waits) if waits else None
 
 
 def backoff_delay(retry: int, *, base_s: float, max_s: float, retry_after_s: float | None,
@@ -698,6 +718,8 @@ class LLMClient:
                 raise self._give_up(failure, attempt)
             delay = backoff_delay(attempt, base_s=self.config.backoff_base_s, max_s=self.config.backoff_max_s,
                                   retry_after_s=failure.retry_after_s, rng=self._rng)
+            if failure.kind == "rate_limit" and failure.retry_after_s and self.limiter is not None:
+                self.limiter.pause(failure.retry_after_s)  # the whole endpoint waits, not this call alone
             if deadline is not None and time.monotonic() + delay >= deadline:
                 raise self._give_up(_Failure("timeout", False, f"no time left for a retry after: {failure.detail}",
                                              failure.status), attempt)
@@ -708,7 +730,7 @@ class LLMClient:
 
     def _attempt(self, request: dict[str, Any], deadline: float | None) -> _Completion | _Failure:
         """One HTTP attempt inside a limiter slot; returns the completion or what went wrong."""
-        slot = self.limiter.slot() if self.limiter is not None else nullcontext()
+        slot = self.limiter.slot(self._token_estimate(request)) if self.limiter is not None else nullcontext()
         try:
             with slot:
                 _DEADLINE.at = min(time.monotonic() + self.config.timeout_s, deadline or math.inf)
@@ -734,6 +756,12 @@ class LLMClient:
         except _BadResponse as error:
             return _Failure("bad_response", True, str(error), response.status_code)
         return self._check_reply_tokens(completion, request)
+
+    def _token_estimate(self, request: Mapping[str, Any]) -> int:
+        """What an attempt may count against a tokens-per-minute limit: prompt, tool definitions, completion limit."""
+        definitions = len(json.dumps(request["tools"])) if "tools" in request else 0
+        return estimate_tokens(_message_text(request["messages"])) + definitions // 4 + int(
+            request.get(self.profile.limit_field) or 0)
 
     def _check_reply_tokens(self, completion: _Completion, request: Mapping[str, Any]) -> _Completion | _Failure:
         """A reply far longer than the limit means the server ignored it: refuse it rather than let it fill the

@@ -315,8 +315,11 @@ class CountingLimiter:
         self._lock = threading.Lock()
         self.in_flight = self.peak = self.taken = 0
 
+    def pause(self, seconds: float) -> None:
+        pass
+
     @contextmanager
-    def slot(self) -> Iterator[None]:
+    def slot(self, tokens: int = 0) -> Iterator[None]:
         with self._semaphore:
             with self._lock:
                 self.in_flight += 1
