@@ -562,6 +562,7 @@ class _ResponseCache:
 
 # -- the client -------------------------------------------------------------------------------------------------
 
+ANY_JSON_OBJECT: dict[str, Any] = {"type": "object"}  # `json_schema` for "one JSON object, any shape"
 ToolChoice = Literal["auto", "required"] | str  # or the name of one offered function
 
 
@@ -571,7 +572,7 @@ class LLMClient:
     def __init__(self, config: LLMConfig, limiter: Limiter | None = None) -> None:
         self.config = config
         self.limiter = limiter
-        self.profile = resolve_profile(config.profile, config.model)
+        self.profile = resolve_profile(config.profile, config.model, config.base_url)
         self._rng = random.Random()
         self._cache = _ResponseCache(config.cache_dir) if config.cache_dir else None
         self._openai = openai.OpenAI(
@@ -789,10 +790,12 @@ class LLMClient:
 
 def wire_response_format(mode: ResponseFormatMode, schema: dict[str, Any] | None, *,
                          strict: bool = False) -> dict[str, Any] | None:
-    """The `response_format` request field for a mode and a schema; None without a schema (free text wanted)."""
+    """The `response_format` request field for a mode and a schema; None without a schema (free text wanted).
+    ANY_JSON_OBJECT (no properties) asks for some JSON object: JSON mode whatever the mode, since no schema mode can
+    hold a free-form object strictly."""
     if mode == "none" or schema is None:
         return None
-    if mode == "json_object":
+    if mode == "json_object" or "properties" not in schema:
         return {"type": "json_object"}
     if mode == "json_object_schema":  # llama-cpp-python's server
         return {"type": "json_object", "schema": schema}

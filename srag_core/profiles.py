@@ -4,7 +4,7 @@ A profile decides the turn protocol (native `tools` or `json` turns), which fiel
 a temperature may be sent, which `response_format` constrains structured replies and whether schemas and functions
 go strict, whether `parallel_tool_calls: false` is sent, the reasoning settings, and vendor fields merged into every
 body. `LLMConfig.profile` names a shipped profile, a profile file (YAML or JSON, as `srag probe` writes), or `auto`
-(chosen from the model name, no requests made).
+(chosen from the model name on OpenAI's API, else `generic`; no requests made).
 
 The shipped profiles follow the public OpenAI Chat Completions reference; where a vendor differs, the comment on its
 profile says how.
@@ -70,8 +70,11 @@ SHIPPED: dict[str, Profile] = {p.name: p for p in [
 ]}
 
 
-def auto_profile(model: str) -> Profile:
-    """The shipped profile for a model name: OpenAI reasoning and chat models by name, else `generic`."""
+def auto_profile(model: str, base_url: str | None = None) -> Profile:
+    """The shipped profile for a model on OpenAI's API (no base URL, or api.openai.com): reasoning or chat models by
+    name. Anything else is `generic`: a self-hosted model named gpt-... need not be served like OpenAI's."""
+    if base_url is not None and "api.openai.com" not in base_url:
+        return SHIPPED["generic"]
     if _REASONING_MODEL.match(model):
         return SHIPPED["openai-reasoning"]
     if _OPENAI_CHAT_MODEL.match(model):
@@ -95,10 +98,10 @@ def load_profile(spec: str) -> Profile:
         raise ProfileError(f"profile file {spec}: {first}") from error
 
 
-def resolve_profile(spec: str | Profile, model: str) -> Profile:
+def resolve_profile(spec: str | Profile, model: str, base_url: str | None = None) -> Profile:
     if isinstance(spec, Profile):
         return spec
-    return auto_profile(model) if spec == "auto" else load_profile(spec)
+    return auto_profile(model, base_url) if spec == "auto" else load_profile(spec)
 
 
 def write_profile(profile: Profile, path: str | Path) -> Path:

@@ -223,9 +223,10 @@ def test_json_mode_is_sent_only_when_the_messages_mention_json(fake_llm: FakeLLM
     assert "response_format" not in fake_llm.requests[0]
 
 
-def test_without_a_schema_no_response_format_is_sent() -> None:
+def test_without_a_schema_no_response_format_is_sent_and_any_object_is_json_mode() -> None:
     for mode in ("json_object", "json_object_schema", "json_schema"):
         assert wire_response_format(mode, None) is None
+        assert wire_response_format(mode, {"type": "object"}, strict=True) == {"type": "json_object"}
 
 
 # -- the cache --------------------------------------------------------------------------------------------------

@@ -99,6 +99,8 @@ def test_strict_arguments_are_read_back_into_the_tool_s_own_shape() -> None:
 def test_auto_picks_a_profile_by_model_name_and_files_load(tmp_path: Path) -> None:
     assert [auto_profile(m).name for m in ("o4-mini", "o3", "gpt-5-mini", "gpt-4.1", "Qwen/Qwen3-8B")] == [
         "openai-reasoning", "openai-reasoning", "openai-reasoning", "openai-chat", "generic"]
+    assert auto_profile("gpt-5", "https://api.openai.com/v1").name == "openai-reasoning"
+    assert auto_profile("gpt-oss-20b", "http://127.0.0.1:8000/v1").name == "generic"
     path = write_profile(Profile(name="mine", protocol="tools", extra_body={"top_k": 20}), tmp_path / "p.json")
     config = LLMConfig(model="m", profile=str(path))
     assert isinstance(config.profile, Profile) and config.profile.extra_body == {"top_k": 20}
