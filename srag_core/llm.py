@@ -494,12 +494,15 @@ class _DeadlineBackend(httpcore2.NetworkBackend):
 def _deadline_http_client() -> httpx2.Client:
     """The SDK's default HTTP client with every socket operation clipped to the calling thread's deadline.
 
-    httpx has per-operation timeouts only; the pool's network backend is the one place where each read can see
-    the wall clock. `_network_backend` is httpcore's attribute for it (set before any connection exists)."""
-    transport = httpx2.HTTPTransport(limits=httpx2.Limits(max_connections=1000, max_keepalive_connections=100))
-    pool = transport._pool
-    pool._network_backend = _DeadlineBackend(pool._network_backend)
-    return openai.DefaultHttpxClient(transport=transport)
+    httpx has per-operation timeouts only; the connection pool's network backend is the one place where each read can
+    see the wall clock. `_pool._network_backend` (httpcore) and `_mounts` (httpx: proxies from the environment) are
+    private attributes, set here before any connection exists."""
+    client = openai.DefaultHttpxClient()  # the SDK's limits, and proxies from the environment as it would use them
+    for each in [client._transport, *client._mounts.values()]:
+        pool = getattr(each, "_pool", None)
+        if pool is not None and not isinstance(pool._network_backend, _DeadlineBackend):
+            pool._network_backend = _DeadlineBackend(pool._network_backend)
+    return client
 
 
 def _read_capped(response: httpx2.Response, cap: int) -> bytes:

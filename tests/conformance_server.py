@@ -212,8 +212,6 @@ def _check_model_parameters(request: dict[str, Any]) -> None:
     elif "reasoning_effort" in request:
         raise RequestRejected("Unsupported parameter: 'reasoning_effort' is not supported with this model.",
                               "reasoning_effort", "unsupported_parameter")
-    if "max_tokens" in request and "max_completion_tokens" in request:
-        raise RequestRejected("max_tokens and max_completion_tokens cannot both be set", "max_tokens")
 
 
 # -- an obedient model --------------------------------------------------------------------------------------------

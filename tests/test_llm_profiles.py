@@ -174,3 +174,17 @@ def test_a_reply_far_over_the_token_limit_is_refused() -> None:
         with pytest.raises(LLMError) as error:
             client.chat(messages())
     assert error.value.kind == "oversize" and "over the limit of 100" in str(error.value)
+
+
+def test_the_deadline_holds_through_a_proxy_from_the_environment(monkeypatch) -> None:
+    with ConformanceLLM("vllm") as server:
+        server.script([{"drip": 0.3, "content": "slow"}])
+        # An HTTP proxy that is the server itself: it answers the proxied request the same way.
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.port}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        with client_for(server, timeout_s=1.5, max_retries=0) as client:
+            started = time.monotonic()
+            with pytest.raises(LLMError) as error:
+                client.chat(messages())
+    assert error.value.kind == "timeout" and time.monotonic() - started < 3.0
