@@ -578,6 +578,7 @@ class LLMClient:
         self.profile = resolve_profile(config.profile, config.model, config.base_url)
         self._rng = random.Random()
         self._cache = _ResponseCache(config.cache_dir) if config.cache_dir else None
+        self._wired: dict[tuple[int, ...], tuple[list[dict[str, Any]], Sequence[FunctionSpec]]] = {}
         self._openai = openai.OpenAI(
             api_key=os.environ.get(config.api_key_env) or PLACEHOLDER_API_KEY,
             base_url=config.base_url,
@@ -668,7 +669,7 @@ class LLMClient:
         if response_format is not None:
             body["response_format"] = response_format
         if tools:
-            body["tools"] = [wire_function(spec, strict=profile.strict) for spec in tools]
+            body["tools"] = self._wire_tools(tools)
             if tool_choice is not None:
                 body["tool_choice"] = self._wire_tool_choice(tool_choice)
             if profile.parallel_tool_calls is not None:
@@ -676,6 +677,18 @@ class LLMClient:
         if self.config.seed is not None:
             body["seed"] = self.config.seed
         return body
+
+    def _wire_tools(self, tools: Sequence[FunctionSpec]) -> list[dict[str, Any]]:
+        """The `tools` field, built once per list of specs (an agent sends the same list with every turn; making
+        twenty schemas strict each time costs about a millisecond of CPU under the GIL)."""
+        key = tuple(id(spec) for spec in tools)
+        hit = self._wired.get(key)
+        if hit is None:
+            if len(self._wired) > 64:
+                self._wired.clear()
+            # The specs are kept with the result so that their ids cannot be reused while the entry exists.
+            hit = self._wired[key] = ([wire_function(spec, strict=self.profile.strict) for spec in tools], tools)
+        return hit[0]
 
     def _wire_tool_choice(self, choice: ToolChoice) -> Any:
         if choice in ("auto", "required", "none"):
