@@ -1,7 +1,7 @@
 """judges: scoring of agent answers against gold answers.
 
     from judges import LLMJudge, score_answer, aggregate
-    judge = LLMJudge(complete)          # complete(messages: list[dict]) -> str
+    judge = LLMJudge(complete)          # complete(messages, json_schema=None) -> str; or LLMJudge.from_client(c)
     result = score_answer(question, answer, gold, aliases=[...], answer_kind="count", llm=judge)
     metrics = aggregate(results)
 

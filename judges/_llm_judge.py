@@ -1,7 +1,10 @@
 """The two-call LLM judge: extract the final answer, then ask for a JSON verdict.
 
-The judge reaches the model only through an injected `complete(messages) -> str`, so this package needs no client
-of its own; the pipeline adapts its OpenAI-compatible client (retries, temperature 0, cache) to that signature.
+The judge reaches the model only through an injected `complete(messages, json_schema=None) -> str`, so this package
+needs no client of its own; `LLMJudge.from_client` adapts an OpenAI-compatible client (`srag_core.llm.LLMClient`:
+retries, the endpoint's request shaping, cache) to that signature. The extraction call asks for free text, so no
+structured-output format is sent with it; the verdict call passes VERDICT_SCHEMA, which the client sends as the
+endpoint's format (its prompt says "JSON", which JSON mode requires).
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from typing import Any, Literal
 
 from srag_core.jsontext import first_json_object
 
-from ._prompts import extraction_messages, verdict_messages
+from ._prompts import VERDICT_SCHEMA, extraction_messages, verdict_messages
 from ._rules import INSUFFICIENT, is_insufficient
 
-Complete = Callable[[list[dict]], str]
+Complete = Callable[..., str]  # (messages, json_schema=None) -> reply text
 VerdictLabel = Literal["correct", "incorrect", "partial"]
 _LABELS = ("correct", "incorrect", "partial")
 _FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.DOTALL)
@@ -106,8 +109,15 @@ class LLMJudge:
     def __init__(self, complete: Complete) -> None:
         self.complete = complete
 
-    def _ask(self, messages: list[dict]) -> str:
-        reply = self.complete(messages)
+    @classmethod
+    def from_client(cls, client: Any) -> LLMJudge:
+        """A judge over a chat client with `chat(messages, json_schema=..., temperature=...) -> result.text`. It
+        asks for temperature 0; the client leaves it out where the endpoint takes only its default."""
+        return cls(lambda messages, json_schema=None: client.chat(messages, json_schema=json_schema,
+                                                                  temperature=0.0).text)
+
+    def _ask(self, messages: list[dict], json_schema: dict | None = None) -> str:
+        reply = self.complete(messages, json_schema=json_schema)
         if not isinstance(reply, str):
             raise JudgeError(f"judge model returned {type(reply).__name__}, not text")
         return reply
@@ -119,5 +129,5 @@ class LLMJudge:
     def judge(self, question: str, gold: str, aliases: Sequence[str], answer: str, answer_kind: str = "text"
               ) -> Verdict:
         """The verdict on an already extracted answer. Raises JudgeError."""
-        reply = self._ask(verdict_messages(question, gold, aliases, answer, answer_kind))
+        reply = self._ask(verdict_messages(question, gold, aliases, answer, answer_kind), VERDICT_SCHEMA)
         return parse_verdict(reply, answer_kind=answer_kind)

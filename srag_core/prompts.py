@@ -106,6 +106,13 @@ Every reply is exactly one JSON object and nothing else.
 A tool call: {{"thought": "what I will do and why", "tool": "tool_name", "args": {{...}}}}
 The final answer: {{"thought": "the evidence, briefly", "answer": "the precise answer"}}"""
 
+_FORMAT_TOOLS = """{rule}
+REPLY FORMAT
+{rule}
+Every reply calls exactly one function. Each function takes a "thought" argument besides its own: what you will do
+and why, and every fact you will need later. When you have the answer, call final_answer with your "thought" (the
+evidence, briefly) and the precise "answer"."""
+
 
 def enabled_tools(families: Iterable[str], modules: Collection[str]) -> list[Tool]:
     """The tools of the enabled families whose modules (names of `Modules` fields) are all present."""
@@ -122,7 +129,7 @@ def tool_section(tools: Iterable[Tool], modules: Collection[str]) -> str:
 
 
 def system_prompt(*, n_docs: int, total_chars: int, context_tokens: int, max_steps: int,
-                  families: Iterable[str], modules: Collection[str]) -> str:
+                  families: Iterable[str], modules: Collection[str], protocol: str = "json") -> str:
     tools = enabled_tools(families, modules)
     listed = {t.name for t in tools}
     agg = "aggregate" in listed
@@ -138,7 +145,7 @@ def system_prompt(*, n_docs: int, total_chars: int, context_tokens: int, max_ste
                            else "",
                            pattern_guard=_PATTERN_GUARD if "pattern_search" in listed else ""),
         _SELF_CHECK.format(rule=RULE, agg_checks=_AGG_CHECKS if agg else ""),
-        _FORMAT.format(rule=RULE),
+        (_FORMAT_TOOLS if protocol == "tools" else _FORMAT).format(rule=RULE),
     ]
     return "\n\n".join(s for s in sections if s)
 
@@ -168,11 +175,17 @@ def question_message(question: str, landscape: dict | None, extra_sections: Iter
     return "\n\n".join(parts)
 
 
-def final_answer_request(max_steps: int) -> str:
+def final_answer_request(max_steps: int, protocol: str = "json") -> str:
+    if protocol == "tools":
+        return (f"You have used all {max_steps} tool calls. Call final_answer now with your best answer, using what "
+                "you have found.")
     return (f"You have used all {max_steps} tool calls. Reply now with your best answer as "
             '{"thought": "...", "answer": "..."}, using what you have found.')
 
 
-def bad_turn_message(problem: str) -> str:
+def bad_turn_message(problem: str, protocol: str = "json") -> str:
+    if protocol == "tools":
+        return (f"Your last reply was not a valid turn: {problem}. Call exactly one function: a tool, or final_answer "
+                "with your answer.")
     return (f"Your last reply was not a valid turn: {problem}. Reply with exactly one JSON object: either "
             '{"thought": ..., "tool": ..., "args": {...}} or {"thought": ..., "answer": ...}.')

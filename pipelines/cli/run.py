@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.cli import CliError
-from pipelines.config import VARIANTS, RunConfig, load_run, load_sweep, set_dotted, validate_run
+from pipelines.config import (PROFILE_HELP, VARIANTS, RunConfig, load_run, load_sweep, set_dotted, validate_run,
+                              with_profile)
 from pipelines.engine.report import FAILED, STATUSES, table
 from pipelines.engine.results import RunDir, check_run_id
 
@@ -34,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--variant", choices=VARIANTS)
     src.add_argument("--base-url")
     src.add_argument("--model")
+    src.add_argument("--profile", help=PROFILE_HELP)
     src.add_argument("--concurrency", type=int, help="episodes at once across all workers")
     src.add_argument("--limit", type=int, help="first N questions")
     _common(p)
@@ -50,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run a grid of configurations (a parent MLflow run with one child per run)")
     p.add_argument("sweep")
     p.add_argument("--limit", type=int, help="first N questions of every run")
+    p.add_argument("--profile", help=PROFILE_HELP)
     _common(p)
     p.set_defaults(func=cmd_sweep)
 
@@ -79,7 +82,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if not (args.config or args.dataset or args.corpus):
         raise CliError("give a config file, or --dataset NAME, or --corpus PATH --questions FILE")
     flags = {"dataset": args.dataset, "corpus": args.corpus, "questions": args.questions, "variant": args.variant,
-             "llm.base_url": args.base_url, "llm.model": args.model, "limits.limit": args.limit}
+             "llm.base_url": args.base_url, "llm.model": args.model, "llm.profile": args.profile,
+             "limits.limit": args.limit}
     overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     if args.concurrency:
         actors = min(args.concurrency, 2)
@@ -163,6 +167,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     runs = sweep.expand(args.sweep)
     if args.limit:
         runs = [r.model_copy(update={"limits": r.limits.model_copy(update={"limit": args.limit})}) for r in runs]
+    if args.profile:
+        runs = [r.model_copy(update={"llm": with_profile(r.llm, args.profile, "--profile")}) for r in runs]
     return _print_sweep(run_sweep(sweep.name, args.sweep, sweep.grid, runs, args.runs_dir, quiet=args.quiet), args)
 
 

@@ -143,7 +143,7 @@ def limiter_can_bind(cfg: RunConfig) -> bool:
     """An episode has at most one request in flight, so a concurrency cap at or above the number of episodes (plus
     judge threads) can never bind: then the limiter, and its round trip per request, is skipped."""
     ex = cfg.execution
-    if ex.requests_per_minute is not None:
+    if ex.requests_per_minute is not None or ex.tokens_per_minute is not None:
         return True
     if ex.max_concurrent_requests is None:
         return False
@@ -171,8 +171,8 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
     with open_endpoint(cfg.llm, cfg.local_model, run_dir.path) as llm_cfg:
         resources = _resources(run_dir, cfg, corpus, llm_cfg)
         ex = cfg.execution
-        limiter = start_limiter(ex.max_concurrent_requests or 1_000_000, ex.requests_per_minute) \
-            if limiter_can_bind(cfg) else None
+        limiter = start_limiter(ex.max_concurrent_requests or 1_000_000, ex.requests_per_minute,
+                                ex.tokens_per_minute) if limiter_can_bind(cfg) else None
         shared = RayLimiterSlot(limiter) if limiter is not None and cfg.judge.llm is None else None
         judge = JudgeStage(cfg.judge, llm_cfg, shared)
         corpus_ref = ray.put(corpus)

@@ -34,10 +34,16 @@ def question_rows(questions: list[dict[str, Any]], states: dict[str, QuestionSta
                      "answer": ep.get("answer"), "error": ep.get("error"), "steps": ep.get("steps", 0),
                      "llm_calls": ep.get("llm_calls", 0), "tokens": usage.get("total_tokens", 0),
                      "cost_usd": usage.get("cost_usd", 0.0), "wall_s": ep.get("wall_s", 0.0),
+                     **{k: usage.get(k, 0) for k in USAGE_DETAILS},
                      "score": j.get("score"), "em": j.get("em"), "f1": j.get("f1"),
                      "score_source": j.get("score_source"), "judge_error": j.get("judge_error"),
                      "rationale": j.get("rationale"), "trace_file": ep.get("trace_file")})
     return rows
+
+
+# Per-episode usage beside tokens and cost (srag_core.llm.Usage): hidden reasoning tokens, prompt tokens served from
+# the provider's cache, and replies cut at the completion limit.
+USAGE_DETAILS = ("reasoning_tokens", "cached_tokens", "length_stops")
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -57,6 +63,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "mean_steps": _mean(r["steps"] for r in ran),
         "tokens": sum(r.get("tokens", 0) for r in ran),
         "cost_usd": sum(r.get("cost_usd", 0.0) for r in ran),
+        **{k: sum(r.get(k, 0) for r in ran) for k in USAGE_DETAILS},
         "mean_wall_s": _mean(r["wall_s"] for r in ran),
     }
     by_type: dict[str, list[float]] = defaultdict(list)
@@ -73,7 +80,7 @@ def _mean(values) -> float | None:
 
 def metrics_for_mlflow(summary: dict[str, Any]) -> dict[str, float]:
     keys = ("accuracy", "em", "f1", "mean_steps", "tokens", "cost_usd", "finished", "failed", "missing", "judged",
-            "n_questions", "mean_wall_s")
+            "n_questions", "mean_wall_s", *USAGE_DETAILS)
     out = {k: summary[k] for k in keys if summary.get(k) is not None}
     out.update({f"status_{k}": v for k, v in summary["status_counts"].items()})
     out.update({f"accuracy_type_{k}": v for k, v in summary["accuracy_by_type"].items()})
