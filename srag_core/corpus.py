@@ -383,10 +383,22 @@ def _load_records(p: Path, records: list, max_doc_bytes: int) -> Corpus:
 def source_key(p: Path, max_doc_bytes: int) -> str:
     """A key that changes whenever the source could load differently."""
     h = hashlib.sha256(f"{p.resolve()}\0{max_doc_bytes}".encode())
-    files = sorted(p.rglob("*.txt")) if p.is_dir() else [p]
-    for f in files:
-        st = f.stat()
-        h.update(f"\0{f.relative_to(p) if p.is_dir() else f.name}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    if not p.is_dir():
+        st = p.stat()
+        h.update(f"\0{st.st_size}\0{st.st_mtime_ns}".encode())
+        return h.hexdigest()[:24]
+    entries = []
+    stack = [p]
+    while stack:  # os.scandir: one stat per file and no pattern matching (a second for 600k files)
+        with os.scandir(stack.pop()) as it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):  # no loops through symlinked folders
+                    stack.append(Path(e.path))
+                elif e.name.endswith(".txt"):
+                    st = e.stat()
+                    entries.append(f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}")
+    for entry in sorted(entries):
+        h.update(entry.encode("utf-8", "surrogateescape") + b"\0")
     return h.hexdigest()[:24]
 
 

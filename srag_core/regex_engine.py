@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator
 
+import numpy as np
 import regex
 
 from srag_core import killable
@@ -419,15 +420,13 @@ def _category_class(category) -> str:
     """The characters the regex module puts in a category (\\d, \\w, \\s), as the body of an RE2 class: found by
     asking the regex module itself about every code point once, so the translation is exact whatever Unicode
     version either engine has."""
-    probe = {_sc.CATEGORY_DIGIT: r"\d", _sc.CATEGORY_WORD: r"\w", _sc.CATEGORY_SPACE: r"\s"}[category]
-    every = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp < 0xE000)
-    codes = [ord(c) for c in regex.findall(probe, every)]
-    ranges, start = [], 0
-    for k in range(1, len(codes) + 1):
-        if k == len(codes) or codes[k] != codes[k - 1] + 1:
-            lo, hi = codes[start], codes[k - 1]
-            ranges.append(f"\\x{{{lo:x}}}" + (f"-\\x{{{hi:x}}}" if hi > lo else ""))
-            start = k
+    probe = {_sc.CATEGORY_DIGIT: r"\d+", _sc.CATEGORY_WORD: r"\w+", _sc.CATEGORY_SPACE: r"\s+"}[category]
+    ranges = []
+    for lo, hi in ((0, 0xD800), (0xE000, 0x110000)):  # every code point but the surrogates
+        every = np.arange(lo, hi, dtype="<u4").tobytes().decode("utf-32-le")
+        for m in regex.finditer(probe, every):  # each run is a range of code points
+            first, last = lo + m.start(), lo + m.end() - 1
+            ranges.append(f"\\x{{{first:x}}}" + (f"-\\x{{{last:x}}}" if last > first else ""))
     return "".join(ranges)
 
 

@@ -36,7 +36,7 @@ from srag_core.regex_engine import (Budget, BudgetSpent, RE2Plan, ScanIncomplete
 
 TextField = Literal["norm", "text", "filename", "spaced_filename"]
 CHUNK_CHARS = 4_000_000  # documents joined for the regex module's blob search
-SLICE_BYTES = 16_000_000  # RE2 scans check the budget after about this much text
+SLICE_BYTES = 64_000_000  # RE2 scans check the budget after about this much text (Arrow compiles the pattern per slice)
 SUBSET_FRACTION = 4  # a target set smaller than 1/4 of the corpus is gathered and scanned alone
 MAX_KEPT_MASKS = 512
 
@@ -114,9 +114,14 @@ class CorpusSearch:
         warm_translations()
         return self
 
-    def forget(self) -> None:
-        """Drop the kept whole-corpus answers (benchmarks time cold scans)."""
-        self._masks.clear()
+    def kept(self) -> tuple:
+        """The patterns whose whole-corpus answers are kept now (for `forget`)."""
+        return tuple(self._masks)
+
+    def forget(self, keep: tuple = ()) -> None:
+        """Drop the kept whole-corpus answers except those of `keep` (benchmarks time cold scans)."""
+        for key in [k for k in self._masks if k not in keep]:
+            del self._masks[key]
 
     def _memo(self, key: tuple[str, str], build):
         if key not in self._cache:
@@ -163,6 +168,16 @@ class CorpusSearch:
             return self._all(indices)
         pattern = "|".join(regex.escape(lit) for lit in lits)
         return self.filter(regex.compile(pattern, regex.IGNORECASE | regex.MULTILINE), indices, Budget(3600), field)
+
+    def docs_with_words(self, words: Sequence[str], indices: Sequence[int] | None = None,
+                        field: TextField = "norm") -> dict[str, list[int]]:
+        """{word: documents containing it, ignoring case} in one pass over the corpus for all the words, then one
+        pass per word over the documents that contain any of them (usually few)."""
+        unique = list(dict.fromkeys(w for w in words if w))
+        union = self.docs_containing(unique, indices, field)
+        if len(unique) <= 1:
+            return {w: union for w in unique}
+        return {w: self.docs_containing([w], union, field) for w in unique}
 
     def docs_with_word(self, word: str, indices: Sequence[int] | None = None, field: TextField = "norm") -> list[int]:
         """Documents containing `word`, ignoring case (substring inclusion)."""
