@@ -409,3 +409,40 @@ def test_srag_run_against_a_model_that_loops_or_obeys_an_injected_document(ray_l
     trace = run_dir.path / latest["obey"]["trace_file"]
     assert trace.stat().st_size < 200_000 and INJECTED_FILE in trace.read_text()
     assert seconds < 120
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 10. episode_timeout_s, enforced by the driver
+
+
+def test_the_driver_records_a_stuck_episode_as_timeout_and_takes_its_slot_back(ray_local):
+    """An episode that never returns (here, a worker thread that sleeps for an hour) is recorded as timeout once its
+    limit plus grace has passed; the other questions still run, and the stuck worker is restarted."""
+    from pipelines.engine.progress import RunStats
+    from pipelines.engine.scheduler import Scheduler, WorkerPool
+    from tests.test_scheduler import CollectingSink, ThreadJudge
+
+    @ray_local.remote(num_cpus=0, max_restarts=2)
+    class SometimesStuck:
+        def run_episode(self, question, attempt):
+            if question["id"] == "stuck":
+                time.sleep(3600)
+            return {"question_id": question["id"], "attempt": attempt, "answer": question["id"][::-1],
+                    "status": "ok", "steps": 1, "usage": {}}
+
+    workers = [SometimesStuck.options(max_concurrency=2).remote()]
+    ray_local.get(workers[0].__ray_ready__.remote())  # deadlines count from dispatch: start the worker first
+    questions = [{"id": "stuck", "question": "x"}] + [{"id": f"q{i}", "question": "y"} for i in range(6)]
+    sink = CollectingSink()
+    try:
+        scheduler = Scheduler(WorkerPool(workers, max_failures=3), ThreadJudge(), [sink],
+                              RunStats(total=len(questions)), capacity=2, retries_on_death=2, episode_timeout_s=2.0,
+                              grace_s=1.0)
+        _, seconds = timed(scheduler.run, [(q, 1) for q in questions])
+    finally:
+        ray_local.kill(workers[0])
+    assert Counter(r["question_id"] for r in sink.episodes) == Counter({q["id"]: 1 for q in questions})
+    [stuck] = [r for r in sink.episodes if r["question_id"] == "stuck"]
+    assert stuck["status"] == "timeout" and "reclaimed its slot" in stuck["error"] and "grace" in stuck["error"]
+    assert [r for r in sink.episodes if r["question_id"] != "stuck" and r["status"] != "ok"] == []
+    assert 3.0 <= seconds < 60
