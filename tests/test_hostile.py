@@ -27,7 +27,7 @@ from srag_core.corpus import CorpusError
 from srag_core.llm import LLMClient, LLMConfig
 from srag_core.tools._base import MAX_OBSERVATION_BYTES, bounded_observation
 from tests.conftest import REPO
-from tests.hostile_llm import BLOW_UP, INJECTED_FILE, HostileModel, question, write_hostile_benchmark
+from tests.hostile_llm import BLOW_UP, INJECTED_FILE, MODES, HostileModel, question, write_hostile_benchmark
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
 QUICK_S = 1.0  # "answers in under 1 s"
@@ -383,12 +383,12 @@ def test_a_pattern_that_times_out_on_a_sample_document_is_rejected_whatever_the_
 # `srag run` against the hostile model
 
 
-def hostile_run(tmp_path: Path, server, modes: tuple[str, ...], capsys) -> tuple[dict, dict, RunDir]:
+def hostile_run(tmp_path: Path, server, modes: tuple[str, ...], capsys, **overrides) -> tuple[dict, dict, RunDir]:
     """`srag run` over one question per mode; returns its JSON summary, the latest record per question, the run."""
     corpus, questions = write_hostile_benchmark(tmp_path / "bench", modes)
     cfg = run_config(corpus, questions, server.base_url, tracking_uri=f"sqlite:///{tmp_path / 'm.db'}",
                      **{"agent.max_steps": 4, "agent.episode_timeout_s": 10.0, "llm.timeout_s": 5.0,
-                        "llm.max_retries": 0, "tracking.traces": False})
+                        "llm.max_retries": 0, "tracking.traces": False, **overrides})
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(cfg))
     runs = tmp_path / "runs"
     code = main(["run", str(tmp_path / "run.yaml"), "--runs-dir", str(runs), "--json", "--quiet"])
@@ -409,3 +409,55 @@ def test_srag_run_against_a_model_that_loops_or_obeys_an_injected_document(ray_l
     trace = run_dir.path / latest["obey"]["trace_file"]
     assert trace.stat().st_size < 200_000 and INJECTED_FILE in trace.read_text()
     assert seconds < 120
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 10. episode_timeout_s, enforced by the driver
+
+
+def test_the_driver_records_a_stuck_episode_as_timeout_and_takes_its_slot_back(ray_local):
+    """An episode that never returns (here, a worker thread that sleeps for an hour) is recorded as timeout once its
+    limit plus grace has passed; the other questions still run, and the stuck worker is restarted."""
+    from pipelines.engine.progress import RunStats
+    from pipelines.engine.scheduler import Scheduler, WorkerPool
+    from tests.test_scheduler import CollectingSink, ThreadJudge
+
+    @ray_local.remote(num_cpus=0, max_restarts=2)
+    class SometimesStuck:
+        def run_episode(self, question, attempt):
+            if question["id"] == "stuck":
+                time.sleep(3600)
+            return {"question_id": question["id"], "attempt": attempt, "answer": question["id"][::-1],
+                    "status": "ok", "steps": 1, "usage": {}}
+
+    workers = [SometimesStuck.options(max_concurrency=2).remote()]
+    ray_local.get(workers[0].__ray_ready__.remote())  # deadlines count from dispatch: start the worker first
+    questions = [{"id": "stuck", "question": "x"}] + [{"id": f"q{i}", "question": "y"} for i in range(6)]
+    sink = CollectingSink()
+    try:
+        scheduler = Scheduler(WorkerPool(workers, max_failures=3), ThreadJudge(), [sink],
+                              RunStats(total=len(questions)), capacity=2, retries_on_death=2, episode_timeout_s=2.0,
+                              grace_s=1.0)
+        _, seconds = timed(scheduler.run, [(q, 1) for q in questions])
+    finally:
+        ray_local.kill(workers[0])
+    assert Counter(r["question_id"] for r in sink.episodes) == Counter({q["id"]: 1 for q in questions})
+    [stuck] = [r for r in sink.episodes if r["question_id"] == "stuck"]
+    assert stuck["status"] == "timeout" and "reclaimed its slot" in stuck["error"] and "grace" in stuck["error"]
+    assert [r for r in sink.episodes if r["question_id"] != "stuck" and r["status"] != "ok"] == []
+    assert 3.0 <= seconds < 60
+
+
+def test_srag_run_against_the_hostile_model_in_every_mode(ray_local, fake_llm, tmp_path, capsys):
+    """drip and huge rely on the LLM client's total deadline per request and its reply size cap: a server that sends
+    one byte a second ends as timeout at the episode's limit, a 10 MB reply as an oversize error."""
+    fake_llm.respond_with(HostileModel())
+    limit = 6.0
+    (summary, latest, run_dir), seconds = timed(hostile_run, tmp_path, fake_llm, MODES, capsys,
+                                                **{"agent.episode_timeout_s": limit, "llm.timeout_s": 30.0})
+    assert set(latest) == set(MODES) and summary["missing"] == 0
+    assert run_dir.read_meta()["status"] == "finished"
+    assert latest["drip"]["status"] == "timeout" and latest["drip"]["wall_s"] < limit + 5, latest["drip"]
+    assert latest["huge"]["status"] == "llm_error" and latest["huge"]["error"].startswith("oversize"), latest["huge"]
+    assert latest["loop"]["status"] == "max_steps" and latest["obey"]["status"] == "ok"
+    assert seconds < 180

@@ -186,7 +186,8 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
             started = time.monotonic()
             scheduler = Scheduler(WorkerPool(workers, ex.max_actor_restarts + 2), judge, sinks, stats,
                                   capacity=ex.actors * ex.episodes_per_actor,
-                                  retries_on_death=ex.episode_retries_on_actor_death)
+                                  retries_on_death=ex.episode_retries_on_actor_death,
+                                  episode_timeout_s=cfg.agent.episode_timeout_s)
             scheduler.run(todo, list(unjudged))
             run_dir.update_meta(requeued=run_dir.read_meta().get("requeued", 0) + stats.requeued,
                                 worker_startup_s=round(startup, 3), episodes_wall_s=round(time.monotonic() - started, 3))

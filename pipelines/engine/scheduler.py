@@ -7,6 +7,11 @@ It knows nothing of where records go: each finished episode, each verdict and ea
 Fault tolerance: a worker that dies is restarted by Ray and reloads its replica; the episodes it was running are put
 back in the queue under the same attempt number (they never produced a record), up to a limit, after which the
 question is recorded as crashed with the reason. Every question ends with exactly one record per attempt.
+
+Deadline: `episode_timeout_s` is enforced from here as well as inside the episode. An episode with no result
+`grace_s` after its limit is recorded as `timeout` and its slot is reclaimed (a late result is ignored). Its thread
+may still be stuck inside the worker, so the slot stays counted against that worker until the worker holds only
+stuck episodes; then the worker is restarted (its other episodes, if any, are requeued as after a death).
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from srag_core.agent import FINISHED, utc_now
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 5.0
+# Past episode_timeout_s, how long the driver still waits for the episode's own record: longer than the last tool
+# call an episode may start before its limit, and than a worker restart that delays the start of an episode.
+EPISODE_GRACE_S = 60.0
 
 
 class RunSink(Protocol):
@@ -52,6 +60,7 @@ class _Slot:
     question: dict[str, Any]
     attempt: int
     worker: int
+    deadline: float = float("inf")  # monotonic time after which the driver gives up on this episode
 
 
 class WorkerPool:
@@ -65,6 +74,7 @@ class WorkerPool:
         self.load = [0] * len(workers)
         self.cool_until = [0.0] * len(workers)
         self.failures = [0] * len(workers)
+        self.stuck = [0] * len(workers)  # reclaimed episodes whose thread may still be running in the worker
         self.max_failures = max_failures
 
     def alive(self, w: int) -> bool:
@@ -88,9 +98,12 @@ class WorkerPool:
 
 class Scheduler:
     def __init__(self, pool: WorkerPool, judge: Judge, sinks: list[RunSink], stats: RunStats, *, capacity: int,
-                 retries_on_death: int, progress_every_s: float = PROGRESS_EVERY_S):
+                 retries_on_death: int, episode_timeout_s: float = float("inf"), grace_s: float = EPISODE_GRACE_S,
+                 progress_every_s: float = PROGRESS_EVERY_S):
         self.pool, self.judge, self.sinks, self.stats = pool, judge, sinks, stats
         self.capacity = capacity
+        self.per_worker = max(1, capacity // max(1, len(pool.workers)))
+        self.episode_timeout_s, self.grace_s = episode_timeout_s, grace_s
         self.retries_on_death = retries_on_death
         self.progress_every_s = progress_every_s
         self.pending: deque[tuple[dict, int]] = deque()
@@ -107,6 +120,7 @@ class Scheduler:
             self._dispatch()
             for ref in _wait_ready(self.inflight):
                 self._settle(ref)
+            self._reclaim_overdue()
             self._collect_judgements()
             if time.monotonic() - last_report > self.progress_every_s or not self._busy():
                 last_report = time.monotonic()
@@ -118,14 +132,18 @@ class Scheduler:
 
     def _dispatch(self) -> None:
         pool = self.pool
-        while self.pending and len(self.inflight) < self.capacity and (w := pool.pick()) is not None:
+        while self.pending and self._room() and (w := pool.pick()) is not None:
             q, attempt = self.pending.popleft()
-            self.inflight[pool.workers[w].run_episode.remote(q, attempt)] = _Slot(q, attempt, w)
+            deadline = time.monotonic() + self.episode_timeout_s + self.grace_s
+            self.inflight[pool.workers[w].run_episode.remote(q, attempt)] = _Slot(q, attempt, w, deadline)
             pool.load[w] += 1
         if self.pending and not self.inflight and not pool.any_alive():  # every worker is gone: record, don't drop
             while self.pending:
                 q, attempt = self.pending.popleft()
                 self._record(failed_record(q, attempt, "crashed", "no live workers left to run this question"))
+
+    def _room(self) -> bool:
+        return len(self.inflight) + sum(self.pool.stuck) < self.capacity
 
     def _settle(self, ref) -> None:
         import ray
@@ -155,6 +173,33 @@ class Scheduler:
         self._record(record)
         if record["status"] in FINISHED:
             self.judging[self.judge.submit(slot.question, record)] = record
+
+    def _reclaim_overdue(self) -> None:
+        """Record as `timeout` every episode past its deadline plus grace, and take its slot back."""
+        import ray
+
+        now = time.monotonic()
+        for ref, slot in [(r, s) for r, s in self.inflight.items() if now >= s.deadline]:
+            del self.inflight[ref]
+            ray.cancel(ref)  # best effort: a running thread of a threaded actor cannot be interrupted
+            self.pool.stuck[slot.worker] += 1  # keeps its place in pool.load until the worker is restarted
+            self._record(failed_record(slot.question, slot.attempt, "timeout",
+                                       f"no result {self.episode_timeout_s + self.grace_s:g}s after it started "
+                                       f"(episode_timeout_s {self.episode_timeout_s:g} + {self.grace_s:g}s grace): "
+                                       "the driver gave up on it and reclaimed its slot"))
+            if self.pool.stuck[slot.worker] >= self.per_worker or self.pool.load[slot.worker] == \
+                    self.pool.stuck[slot.worker]:
+                self._restart(slot.worker)
+
+    def _restart(self, w: int) -> None:
+        """Kill a worker whose threads are stuck; Ray restarts it (a fresh replica) and its other episodes, if any,
+        fail with RayActorError and are requeued."""
+        import ray
+
+        ray.kill(self.pool.workers[w], no_restart=False)
+        self.pool.load[w] -= self.pool.stuck[w]
+        self.pool.stuck[w] = 0
+        self.pool.failed(w)  # cool down while Ray restarts it
 
     def _requeue(self, slot: _Slot) -> None:
         self.pending.appendleft((slot.question, slot.attempt))
