@@ -141,7 +141,7 @@ class Agent:
             max_steps=self.config.max_steps, families=families, modules=present, protocol=self.protocol)
         tools = prompts.enabled_tools(families, present)
         self.tool_names = [t.name for t in tools]
-        self.functions = turn_functions(tools) if self.protocol == "tools" else []
+        self.functions = turn_functions(tools, present) if self.protocol == "tools" else []
         self.schema = turn_schema(self.tool_names) if self.config.structured_turns and not self.functions else None
         # Tool definitions travel with every request: the conversation budget leaves room for them.
         self.definition_chars = len(json.dumps([asdict(f) for f in self.functions])) if self.functions else 0

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable
 
 from srag_core.jsontext import first_json_object  # one helper for srag_core and judges
 from srag_core.llm import ChatResult, FunctionSpec
@@ -78,11 +78,12 @@ def turn_schema(tool_names: Iterable[str]) -> dict[str, Any]:
         "answer": {"anyOf": [{"type": "string"}, {"type": "null"}]}}, "required": ["thought"]}
 
 
-def turn_functions(tools: Iterable[Any]) -> list[FunctionSpec]:
-    """The functions of the tools protocol: each tool (a registry `Tool`) with a "thought", then final_answer."""
+def turn_functions(tools: Iterable[Any], present: Collection[str] | None = None) -> list[FunctionSpec]:
+    """The functions of the tools protocol: each tool (a registry `Tool`, with the arguments its present modules
+    allow) plus a "thought", then final_answer."""
     specs = []
     for tool in tools:
-        schema = tool.schema()
+        schema = tool.schema(present)
         parameters = {**schema, "properties": {"thought": _THOUGHT, **schema.get("properties", {})},
                       "required": ["thought", *schema.get("required", [])]}
         specs.append(FunctionSpec(tool.name, tool.summary, parameters))
