@@ -66,7 +66,8 @@ class LocalModel(_Strict):
 
     enabled: bool = False
     n_ctx: int = Field(8192, ge=512)
-    n_threads: int | None = None
+    n_threads: int | None = None  # None: every core this process may use
+    n_parallel: int | None = Field(None, ge=1)  # requests served at once; None: the run's concurrency, at most 4
     startup_timeout_s: float = 180.0
 
 

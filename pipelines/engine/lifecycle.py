@@ -168,9 +168,10 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
         sinks.append(ConsoleProgress(run_dir.run_id))
     from pipelines.engine.worker import EpisodeWorker, RayLimiterSlot, start_limiter
 
-    with open_endpoint(cfg.llm, cfg.local_model, run_dir.path) as llm_cfg:
+    ex = cfg.execution
+    in_flight = min(ex.actors * ex.episodes_per_actor, ex.max_concurrent_requests or 1_000_000)
+    with open_endpoint(cfg.llm, cfg.local_model, run_dir.path, concurrency=in_flight) as llm_cfg:
         resources = _resources(run_dir, cfg, corpus, llm_cfg)
-        ex = cfg.execution
         limiter = start_limiter(ex.max_concurrent_requests or 1_000_000, ex.requests_per_minute,
                                 ex.tokens_per_minute) if limiter_can_bind(cfg) else None
         shared = RayLimiterSlot(limiter) if limiter is not None and cfg.judge.llm is None else None
