@@ -195,6 +195,7 @@ class Agent:
                           "latency_s": round(result.latency_s, 4), "cached": result.cached,
                           "tokens": {"prompt": result.usage.prompt_tokens,
                                      "completion": result.usage.completion_tokens},
+                          "cost_usd": result.usage.cost_usd, "messages": list(sent),  # as sent: redacted, compressed
                           "messages_sent": len(sent), "chars_sent": sum(len(m["content"]) for m in sent)})
         return turn
 
@@ -212,7 +213,7 @@ class Agent:
         run.messages.append({"role": "user", "content": f"Observation (step {step}):\n{rendered}"})
         run.observations[len(run.messages) - 1] = shown
         self._event(run, {"type": "tool", "step": step, "tool": tool, "args": args, "observation": obs,
-                          "rendered_chars": len(rendered)})
+                          "shown": rendered, "rendered_chars": len(rendered)})  # shown: what the model read
 
     def _prepare(self, run: _Run) -> list[dict[str, str]]:
         """Redact every observation the model has already answered, then compress if still over budget."""
