@@ -235,6 +235,7 @@ class Agent:
                                      "completion": result.usage.completion_tokens,
                                      "reasoning": result.usage.reasoning_tokens,
                                      "cached_prompt": result.usage.cached_tokens},
+                          "cost_usd": result.usage.cost_usd, "messages": list(sent),  # as sent: redacted, compressed
                           "messages_sent": len(sent),
                           "chars_sent": sum(ctx.message_chars(m) for m in sent) + self.definition_chars})
         return turn
@@ -292,7 +293,7 @@ class Agent:
             run.messages.append({"role": "tool", "tool_call_id": call_id,
                                  "content": "Not run: one function call per turn. Call it again on its own."})
         self._event(run, {"type": "tool", "step": step, "tool": tool, "args": args, "observation": obs,
-                          "rendered_chars": len(rendered)})
+                          "shown": rendered, "rendered_chars": len(rendered)})  # shown: what the model read
 
     def _prepare(self, run: _Run) -> list[dict[str, str]]:
         """Redact every observation the model has already answered, then compress if still over budget."""

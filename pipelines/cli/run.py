@@ -104,7 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pipelines.engine import lifecycle
 
     if args.resume:
-        result = lifecycle.continue_run(RunDir.open(args.runs_dir, args.resume), None, args.quiet)
+        result = _continue(RunDir.open(args.runs_dir, args.resume), None, args)
     else:
         result = lifecycle.run_one(config_from_args(args), args.runs_dir, quiet=args.quiet)
     return _print_run(result, args)
@@ -123,11 +123,18 @@ def expand_statuses(values: list[str] | None) -> list[str]:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from pipelines.engine import lifecycle
-
     statuses = expand_statuses(args.status)  # a bad status is reported before the run is looked up
-    result = lifecycle.continue_run(RunDir.open(args.runs_dir, args.run_id), statuses, args.quiet)
-    return _print_run(result, args)
+    return _print_run(_continue(RunDir.open(args.runs_dir, args.run_id), statuses, args), args)
+
+
+def _continue(run_dir: RunDir, statuses: list[str] | None, args: argparse.Namespace) -> dict:
+    """Resume or rerun a run, then bring its sweep's parent run (if any) up to date."""
+    from pipelines.engine import lifecycle
+    from pipelines.engine.sweeps import refresh_after
+
+    result = lifecycle.continue_run(run_dir, statuses, args.quiet)
+    refresh_after(run_dir, args.runs_dir)
+    return result
 
 
 def _warn_store_problems(result: dict) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from pathlib import Path
@@ -18,11 +19,12 @@ from pipelines.engine.endpoints import open_endpoint
 from pipelines.engine.judging import JUDGE_THREADS, JudgeStage
 from pipelines.engine.progress import ConsoleProgress, RunStats
 from pipelines.engine.ray_utils import RayMapFn, init_ray
-from pipelines.engine.report import metrics_for_mlflow, plot_accuracy_by_type, question_rows, summarize
+from pipelines.engine.report import (attempt_rows, metrics_for_mlflow, plot_accuracy_by_type, question_rows,
+                                     summarize)
 from pipelines.engine.results import RunDir, RunFolderSink, git_revision, new_run_id, package_versions
 from pipelines.engine.scheduler import Scheduler, WorkerPool
-from pipelines.engine.systems import prepare_resources
-from pipelines.engine.tracking import MlflowSink, Tracker, tracking_uri
+from pipelines.engine.systems import effective_config, prepare_resources
+from pipelines.engine.tracking import MlflowSink, TraceContext, Tracker, run_name, tracking_uri, write_table
 from srag_core.agent import FINISHED, utc_now
 from srag_core.corpus import Corpus, load_corpus
 from srag_core.llm import LLMClient, LLMConfig
@@ -83,19 +85,57 @@ def start_run(cfg: RunConfig, runs_dir: Path, tracker: Tracker | None, *, sweep_
     run_dir.write_meta(meta)  # before MLflow: a run whose start-up fails still has a run.json to say so
     with run_dir.failure_recorded():
         if tracker is not None:
-            tags = {"srag.run_id": run_dir.run_id, "srag.variant": cfg.variant,
-                    "srag.fingerprint": meta["fingerprint"], "srag.git_revision": str(meta["git_revision"]),
-                    "srag.dataset": cfg.dataset or str(corpus_path)}
-            if sweep_id:
-                tags["srag.sweep_id"] = sweep_id
-            meta["mlflow_run_id"] = tracker.create_run(cfg.name, cfg.model_dump(mode="json"), tags,
-                                                       parent_mlflow_id)
-            meta["mlflow_uri"] = tracker.uri
-            meta["mlflow_experiment_id"] = tracker.experiment_id
+            meta.update(mlflow_run(cfg, run_dir, tracker, meta, parent_mlflow_id))
         run_dir.write_meta(meta)
         if tracker is not None:
             tracker.log_artifact(meta["mlflow_run_id"], run_dir.path / "config.yaml")
     return run_dir
+
+
+def dataset_label(cfg: RunConfig, questions_path: Path) -> str:
+    return cfg.dataset or questions_path.parent.name
+
+
+def mlflow_run(cfg: RunConfig, run_dir: RunDir, tracker: Tracker, meta: dict[str, Any],
+               parent_mlflow_id: str | None) -> dict[str, Any]:
+    """The run's MLflow run: params from the effective config (the variant applied, only the sections it uses),
+    tags to filter and group by, MLflow's own source tags, and the question set as a dataset input."""
+    dataset = dataset_label(cfg, Path(meta["questions_file"]))
+    revision = str(meta["git_revision"] or "")
+    tags = {"srag.run_id": run_dir.run_id, "srag.variant": cfg.variant, "srag.fingerprint": meta["fingerprint"],
+            "srag.git_revision": revision, "srag.dataset": dataset, "srag.model": cfg.llm.model,
+            "srag.profile": profile_name(cfg.llm.profile), "mlflow.source.type": "LOCAL",
+            "mlflow.source.name": "srag " + " ".join(meta["command"][:1] or ["run"])}
+    if revision:
+        tags["mlflow.source.git.commit"] = revision.removesuffix("-dirty")
+    if meta.get("sweep_id"):
+        tags["srag.sweep_id"] = meta["sweep_id"]
+    label = cfg.name.split("/", 1)[1] if "/" in cfg.name else ""
+    extra = "-".join(p for p in re.split(r"-(?=\w+=)", label)  # a sweep's label: what its grid varies
+                     if p and not p.startswith(("variant=", "model=", "dataset=")))
+    run_id = tracker.create_run(run_name(cfg.variant, dataset, cfg.llm.model, extra), effective_config(cfg), tags,
+                                parent_mlflow_id)
+    tracker.log_input(run_id, question_set(run_dir, dataset, meta["questions_file"]), {"mlflow.data.context": "eval"})
+    return {"mlflow_run_id": run_id, "mlflow_uri": tracker.uri, "mlflow_experiment_id": tracker.experiment_id}
+
+
+def profile_name(profile: Any) -> str:
+    """The provider profile's name for a tag: a shipped name, `auto`, or a profile file's own name."""
+    return profile if isinstance(profile, str) else getattr(profile, "name", "custom")
+
+
+def question_set(run_dir: RunDir, name: str, source: str):
+    """The run's question snapshot as an MLflow dataset: name, content digest, source path and size."""
+    import hashlib
+
+    from mlflow.entities import Dataset
+
+    text = (run_dir.path / "questions.jsonl").read_bytes()
+    n = sum(1 for line in text.splitlines() if line.strip())
+    return Dataset(name=name, digest=hashlib.sha256(text).hexdigest()[:12], source_type="local",
+                   source=json.dumps({"uri": str(Path(source).resolve())}),
+                   schema=json.dumps({"columns": ["id", "question", "answer", "type", "answer_kind"]}),
+                   profile=json.dumps({"num_rows": n}))
 
 
 def load_run_config(run_dir: RunDir) -> RunConfig:
@@ -163,7 +203,7 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
     stats = _stats_so_far(run_dir, store, {q["id"] for q, _ in todo})
     sinks: list = [RunFolderSink(run_dir, store)]
     if tracker is not None and meta.get("mlflow_run_id"):
-        sinks.append(MlflowSink(tracker, meta["mlflow_run_id"], traces=cfg.tracking.traces))
+        sinks.append(MlflowSink(tracker, meta["mlflow_run_id"], cfg.tracking.traces, trace_context(run_dir, cfg)))
     if not quiet:
         sinks.append(ConsoleProgress(run_dir.run_id))
     from pipelines.engine.worker import EpisodeWorker, RayLimiterSlot, start_limiter
@@ -201,6 +241,13 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
                 ray.kill(limiter)
 
 
+def trace_context(run_dir: RunDir, cfg: RunConfig) -> TraceContext:
+    meta = run_dir.read_meta()
+    tags = {"srag.run_id": run_dir.run_id, "srag.variant": cfg.variant, "srag.model": cfg.llm.model,
+            "srag.dataset": dataset_label(cfg, Path(meta["questions_file"]))}
+    return TraceContext(cfg.llm.model, tags, {q["id"]: q for q in run_dir.read_questions()})
+
+
 def _stats_so_far(run_dir: RunDir, store, redo: set[str]) -> RunStats:
     """Resume/rerun: the run's totals include what is already recorded for questions not run again."""
     stats = RunStats(total=len(run_dir.read_questions()))
@@ -227,14 +274,17 @@ def _wait_for_workers(workers: list, timeout_s: float = 600) -> float:
 
 
 def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
-    """Summary, per-question table and plots, written to the run folder and logged to MLflow."""
+    """Summary, per-question table and plots, written to the run folder and logged to MLflow. Run again after a
+    rerun or resume, it replaces them: the tables whole, the summary metrics as a new step (one per finish)."""
     import pandas as pd
 
     store = run_dir.store()
-    rows = question_rows(run_dir.read_questions(), store.states())
+    states = store.states()
+    rows = question_rows(run_dir.read_questions(), states)
     summary = {**summarize(rows), "store_problems": store.problems}
+    finishes = run_dir.read_meta().get("finishes", 0)
     meta = run_dir.update_meta(status="finished" if summary["missing"] == 0 else "incomplete", finished=utc_now(),
-                               store_problems=store.problems)
+                               finishes=finishes + 1, store_problems=store.problems)
     (run_dir.path / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     frame = pd.DataFrame(rows)
     frame.to_parquet(run_dir.path / "results.parquet", index=False)
@@ -242,8 +292,11 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
                                  run_dir.path / "plots" / "accuracy_by_type.png")
     mlflow_id = meta.get("mlflow_run_id")
     if tracker is not None and mlflow_id:
-        tracker.log_metrics(mlflow_id, metrics_for_mlflow(summary), step=summary["n_questions"])
-        tracker.log_table(mlflow_id, frame.astype(str), "per_question.json")
+        tracker.log_metrics(mlflow_id, metrics_for_mlflow(summary), step=finishes)
+        tables = run_dir.path / "tables"
+        tracker.replace_tables(mlflow_id, {
+            "per_question.json": write_table(frame, tables / "per_question.json"),
+            "attempts.json": write_table(pd.DataFrame(attempt_rows(states)), tables / "attempts.json")})
         for name in ("summary.json", "results.parquet", "run.json", "questions.jsonl", "results.jsonl"):
             tracker.log_artifact(mlflow_id, run_dir.path / name)
         tracker.log_artifacts(mlflow_id, run_dir.path / "traces", "traces")
