@@ -5,7 +5,8 @@ Before the first LLM call the question landscape is computed and sent with the q
 budget, the LLM replies with one turn (a native function call or a JSON object, by the endpoint's protocol, see
 `srag_core.turns`), and a tool call runs against the workspace. When the steps run out the model is asked once more
 for its best answer. A turn cut at the completion limit is asked again once with twice the limit before it counts as
-malformed. Every LLM call carries the episode's deadline.
+malformed. Every LLM call carries the episode's deadline, and none is made once the episode has spent its token or
+cost budget (it then ends as `over_budget`).
 
 Nothing escapes `Agent.run`: LLM failures, timeouts and bugs end the episode with a status and the error text, and
 the trace up to that point is kept, so a failed episode is a record that can be re-run, never a lost question.
