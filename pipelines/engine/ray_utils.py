@@ -14,17 +14,42 @@ RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PA
 
 
 def init_ray(address: str | None) -> None:
-    """Connect to `address` (else RAY_ADDRESS), or start a local instance; no-op when already connected."""
+    """Connect to `address` (else RAY_ADDRESS); else to this user's own local Ray if one is running (`ray start
+    --head --node-ip-address 127.0.0.1`: start it once, and every run skips Ray's start-up); else start a local
+    instance for this process. A local instance listens on loopback only: Ray's ports run code for whoever reaches
+    them. No-op when already connected."""
     import ray
 
     if ray.is_initialized():
         return
-    address = address or os.environ.get("RAY_ADDRESS")
+    address = address or os.environ.get("RAY_ADDRESS") or own_local_cluster()
     env = {"env_vars": dict(RAY_ENV)}
     if address:
         ray.init(address=address, runtime_env=env, log_to_driver=False)
-    else:
-        ray.init(include_dashboard=False, runtime_env=env, log_to_driver=False)
+    else:  # "local": a new instance, never whatever cluster someone else started on this machine
+        ray.init(address="local", include_dashboard=False, runtime_env=env, log_to_driver=False,
+                 _node_ip_address=LOOPBACK)
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def own_local_cluster() -> str | None:
+    """The address of a running local Ray head that listens on loopback and was started by this user, else None.
+
+    `ray start` records its address in Ray's temp folder; a cluster on another interface, or one another user
+    started, is never joined (its workers would run our code under their account, or ours under theirs)."""
+    from ray._private import services, utils
+
+    try:
+        address = utils.read_ray_address()
+        if not address or not address.startswith(LOOPBACK + ":"):
+            return None
+        if os.stat(utils.get_ray_address_file(None)).st_uid != os.getuid():
+            return None
+        return address if address in services.find_gcs_addresses() else None  # a stale file: no such head
+    except (OSError, ValueError):
+        return None
 
 
 def ensure_ray() -> float:

@@ -2,8 +2,8 @@
 the end summary metrics, the per-question table, traces, the resolved config and plots.
 
 All MLflow writes happen off the driver loop, so it never waits on the tracking server: run metadata, metrics and
-artifacts on one writer thread (in order), episode traces on a small pool (order does not matter, and each trace is
-a few round trips). `close()` waits for both. Params are the flattened run config; it never contains secrets (only the *name* of the variable
+artifacts on one writer thread (in order); episode traces in `trace_export` (its own process, batched, exactly
+once). `close()` waits for the writer. Params are the flattened run config; it never contains secrets (only the *name* of the variable
 holding an API key), and anything named like a key or token is dropped anyway.
 """
 
@@ -13,7 +13,6 @@ import logging
 import os
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,11 +21,24 @@ from srag_core.agent import FINISHED
 log = logging.getLogger(__name__)
 SECRET_HINTS = ("api_key", "apikey", "token", "secret", "password")
 MAX_PARAM_CHARS = 6000
-TRACE_WRITERS = 4
 
 
 def tracking_uri(configured: str | None, runs_dir: Path) -> str:
     return configured or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(runs_dir / 'mlflow.db').resolve()}"
+
+
+def mlflow_client(uri: str):
+    """An MlflowClient for `uri`, in a process set up for our writers (the driver's Tracker, the trace exporter)."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # stdout carries --json output
+    # Traces are exported by our own writer threads already; MLflow's exporter writing each one synchronously keeps
+    # them in order with our bookkeeping (a trace is marked exported only once MLflow has it) and needs no flush.
+    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+    import mlflow
+    from mlflow import MlflowClient
+
+    mlflow.set_tracking_uri(uri)  # the trace exporter writes to the process-wide URI, not the client's
+    return MlflowClient(tracking_uri=uri)
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, str]:
@@ -46,23 +58,13 @@ class Tracker:
     """Writes to MLflow from a background thread. Methods return at once; `close()` waits for the writes."""
 
     def __init__(self, uri: str, experiment: str, runs_dir: Path):
-        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # stdout carries --json output
-        # Traces are written by our own writer thread already; exporting them synchronously there keeps them in
-        # order with the run's other writes and needs no flush at exit.
-        os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
-        import mlflow
-        from mlflow import MlflowClient
-
         self.uri = uri
-        self.client = MlflowClient(tracking_uri=uri)
-        mlflow.set_tracking_uri(uri)  # the trace exporter writes to the process-wide URI, not the client's
+        self.client = mlflow_client(uri)
         self.experiment_id = self._experiment(experiment, runs_dir)
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._errors: list[str] = []
         self._thread = threading.Thread(target=self._drain, name="mlflow-writer", daemon=True)
         self._thread.start()
-        self._trace_pool = ThreadPoolExecutor(max_workers=TRACE_WRITERS, thread_name_prefix="mlflow-traces")
 
     def _experiment(self, name: str, runs_dir: Path) -> str:
         found = self.client.get_experiment_by_name(name)
@@ -114,13 +116,9 @@ class Tracker:
     def log_table(self, run_id: str, frame, artifact_file: str) -> None:
         self.submit(lambda: self.client.log_table(run_id, data=frame, artifact_file=artifact_file))
 
-    def log_episode_trace(self, run_id: str, record: dict[str, Any]) -> None:
-        self._trace_pool.submit(self._guarded, lambda: episode_trace(self.client, self.experiment_id, run_id, record))
-
     def close(self) -> list[str]:
         """Wait for every queued write; returns the errors seen (logged, never raised: tracking is best effort and
         the run's own folder is the record of truth)."""
-        self._trace_pool.shutdown(wait=True)
         self._queue.put(None)
         self._thread.join()
         return self._errors
@@ -138,9 +136,10 @@ class Tracker:
             log.warning("MLflow write failed: %s", msg)
 
 
-def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any]) -> None:
+def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any]) -> str:
     """One MLflow trace per episode: a root span for the question, a child span per LLM call and per tool call,
-    timed from the episode's own clock."""
+    timed from the episode's own clock; returns its trace id. The trace carries the tags `srag.question_id` and
+    `srag.attempt`, by which `trace_export` finds what an interrupted export already wrote."""
     start_ns = _ns(record.get("started_at"))
     events = record.get("trace", [])
     root = client.start_trace(name=f"episode {record['question_id']}", span_type="AGENT",
@@ -167,6 +166,7 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
     client.end_trace(trace_id=trace_id, outputs={"answer": record.get("answer"), "status": record["status"],
                                                  "error": record.get("error")},
                      status="OK" if record["status"] in FINISHED else "ERROR", end_time_ns=end_ns)
+    return trace_id
 
 
 def _span_inputs(ev: dict[str, Any]) -> dict[str, Any]:
@@ -197,15 +197,14 @@ def _ns(iso: str | None) -> int:
 
 
 class MlflowSink:
-    """The scheduler's sink into one MLflow run: a trace per episode (when the run asks for traces) and the running
-    metrics at each progress tick, step = episodes done."""
+    """The scheduler's sink into one MLflow run: the running metrics at each progress tick, step = episodes done
+    (episode traces go through `trace_export.TraceExportSink`)."""
 
-    def __init__(self, tracker: Tracker, mlflow_run_id: str, traces: bool):
-        self.tracker, self.run_id, self.traces = tracker, mlflow_run_id, traces
+    def __init__(self, tracker: Tracker, mlflow_run_id: str):
+        self.tracker, self.run_id = tracker, mlflow_run_id
 
     def episode(self, record: dict[str, Any]) -> None:
-        if self.traces:
-            self.tracker.log_episode_trace(self.run_id, record)
+        pass
 
     def judgement(self, verdict: dict[str, Any]) -> None:
         pass
