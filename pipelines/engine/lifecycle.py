@@ -272,7 +272,8 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
             run_dir.update_meta(requeued=run_dir.read_meta().get("requeued", 0) + stats.requeued,
                                 worker_startup_s=round(first - started, 3), episodes_wall_s=round(ended - first, 3),
                                 first_episode_s=since_process_start(first),
-                                actors_final=len(pool.workers), corpus_replicas=corpus_replicas(corpus_ref))
+                                episodes_ended_at=time.time(), actors_final=len(pool.workers),
+                                corpus_replicas=corpus_replicas(corpus_ref), workers=workers_usage(workers))
         finally:
             judge.close()
             store.close()
@@ -296,6 +297,22 @@ def since_process_start(monotonic_t: float) -> float | None:
         return None
     started = boot + ticks / os.sysconf("SC_CLK_TCK")
     return round(time.time() - (time.monotonic() - monotonic_t) - started, 3)
+
+
+def workers_usage(workers: list) -> dict[str, Any]:
+    """CPU seconds and peak memory of the workers, summed and maximum (workers that do not answer are left out)."""
+    import ray
+
+    refs = [w.usage.remote() for w in workers]
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=10)
+    got = []
+    for ref in ready:
+        try:
+            got.append(ray.get(ref))
+        except ray.exceptions.RayError:
+            continue
+    return {"reported": len(got), "cpu_s": round(sum(u["cpu_s"] for u in got), 3),
+            "max_rss_mb": round(max((u["max_rss_mb"] for u in got), default=0.0), 1)}
 
 
 def traces_wanted(cfg: RunConfig, meta: dict[str, Any]) -> bool:

@@ -121,6 +121,12 @@ class EpisodeWorker:
     def ready(self) -> dict[str, Any]:
         return {**self.where, "startup_s": round(time.time() - self.started, 3)}
 
+    def usage(self) -> dict[str, float]:
+        """This worker process's CPU seconds and peak memory so far (run.json's `workers` entry)."""
+        import resource
+
+        return {"cpu_s": time.process_time(), "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
     def run_episode(self, question: dict[str, Any], attempt: int) -> dict[str, Any]:
         cpu = time.thread_time()  # each episode runs on a thread of its own: this is its CPU, tools included
         episode = self.system.run(question["question"], question["id"])
