@@ -70,6 +70,7 @@ class TraceExporter:
     def __init__(self, run_path: str | Path, uri: str, experiment_id: str, mlflow_run_id: str, client=None):
         self.run_dir = RunDir(Path(run_path))
         self.client = client or mlflow_client(uri)
+        whole_traces_only()
         self.experiment_id, self.mlflow_run_id = experiment_id, mlflow_run_id
         self.done = exported(self.run_dir)
         self.exported = 0
@@ -134,6 +135,25 @@ class TraceExporter:
             token = page.token
             if not token:
                 return have
+
+
+def whole_traces_only() -> None:
+    """Have MLflow write each trace once, when it ends, rather than also each span as it ends.
+
+    MLflow 3 logs every finished span to the tracking store in a transaction of its own (for traces that stay open
+    a long time); our traces are built after the episode, in a fraction of a second, so that only multiplies the
+    writes: measured on SQLite, 0.18 CPU-s per 11-span trace against 0.02 without it. The spans then travel with
+    the trace (as its data artifact) and read back the same. The switch is MLflow's own fallback for stores without
+    span logging; if a later MLflow moves it, traces are still exported, only slower."""
+    try:
+        from mlflow.tracing.provider import _get_span_processor, _get_tracer
+
+        _get_tracer(__name__)  # the tracer provider, and its exporter, exist from here on
+        exporter = getattr(_get_span_processor(), "span_exporter", None)
+        if exporter is not None and hasattr(exporter, "_store_supports_log_spans"):
+            exporter._store_supports_log_spans = False
+    except Exception as e:  # pragma: no cover - depends on MLflow's internals
+        log.info("MLflow span-by-span logging left on: %s", e)
 
 
 @ray.remote(num_cpus=0, max_concurrency=4)
