@@ -44,8 +44,12 @@ class Limits(_Strict):
 
 
 class Execution(_Strict):
-    ray_address: str | None = None  # None: RAY_ADDRESS, else a local Ray started for the run
-    actors: int = Field(2, ge=1)
+    # None: RAY_ADDRESS, else this user's running local Ray (`ray start --head`), else a local Ray started for the run
+    ray_address: str | None = None
+    # "auto": one actor per CPU of the cluster, and more when nodes join mid-run
+    actors: int | Literal["auto"] = Field("auto", union_mode="left_to_right")
+    # episodes in flight across all actors; None: actors x episodes_per_actor
+    concurrency: int | None = Field(None, ge=1)
     episodes_per_actor: int = Field(8, ge=1)  # episodes one actor runs at once (threads; LLM waits overlap)
     cpus_per_actor: float = Field(1.0, gt=0)
     max_concurrent_requests: int | None = Field(32, ge=1)  # per LLM endpoint, across all actors; None: no limiter

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -36,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--base-url")
     src.add_argument("--model")
     src.add_argument("--profile", help=PROFILE_HELP)
-    src.add_argument("--concurrency", type=int, help="episodes at once across all workers")
+    src.add_argument("--concurrency", type=int, help="episodes in flight across all workers (execution.concurrency)")
     src.add_argument("--limit", type=int, help="first N questions")
     _common(p)
     p.set_defaults(func=cmd_run)
@@ -86,9 +85,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
              "limits.limit": args.limit}
     overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     if args.concurrency:
-        actors = min(args.concurrency, 2)
-        overrides["execution.actors"] = actors
-        overrides["execution.episodes_per_actor"] = math.ceil(args.concurrency / actors)
+        overrides["execution.concurrency"] = args.concurrency  # over however many actors the cluster holds
     if args.config:
         return load_run(args.config, overrides)
     if "llm.model" not in overrides and not os.environ.get("OPENAI_MODEL"):

@@ -7,7 +7,8 @@ import logging
 import os
 import time
 from collections import deque
-from typing import Any, Callable, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 from srag_core.discovery.sandbox import DEFAULT_MEMORY_LIMIT_MB, memory_capped
 
@@ -18,25 +19,64 @@ RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PA
 
 
 def init_ray(address: str | None) -> None:
-    """Connect to the cluster at `address` (else RAY_ADDRESS), or start a local Ray instance that listens on loopback
-    only: a laptop run must not open Ray's ports (which run code for whoever reaches them) on every interface."""
+    """Connect to `address` (else RAY_ADDRESS); else to this user's own local Ray if one is running (`ray start
+    --head --node-ip-address 127.0.0.1`: start it once, and every run skips Ray's start-up); else start a local
+    instance for this process. A local instance listens on loopback only: Ray's ports run code for whoever reaches
+    them. No-op when already connected."""
     address = address or os.environ.get("RAY_ADDRESS")
-    if not address:
-        # Ray's single-machine mode (the one it uses on macOS and Windows): node address 127.0.0.1, so its servers
-        # bind loopback. Read when Ray is first imported, and inherited by the processes it starts.
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    import ray
+    with _single_machine_mode(not address):
+        address = address or own_local_cluster()
+        import ray
 
-    if ray.is_initialized():
-        return
-    env = {"env_vars": dict(RAY_ENV)}
-    if address:
-        ray.init(address=address, runtime_env=env, log_to_driver=False)
-    else:  # "local": a new instance, never whatever cluster someone else started on this machine
-        ray.init(address="local", include_dashboard=False, runtime_env=env, log_to_driver=False)
-        if ray.util.get_node_ip_address() != "127.0.0.1":
-            log.warning("local Ray did not start on loopback (it was imported before init_ray); its ports may be "
-                        "reachable from the network")
+        if ray.is_initialized():
+            return
+        env = {"env_vars": dict(RAY_ENV)}
+        if address:
+            ray.init(address=address, runtime_env=env, log_to_driver=False)
+        else:  # "local": a new instance, never whatever cluster someone else started on this machine
+            ray.init(address="local", include_dashboard=False, runtime_env=env, log_to_driver=False)
+            if ray.util.get_node_ip_address() != LOOPBACK:
+                log.warning("local Ray did not start on loopback (it was imported before init_ray); its ports may "
+                            "be reachable from the network")
+
+
+@contextmanager
+def _single_machine_mode(on: bool) -> Iterator[None]:
+    """Ray's single-machine mode (the one it uses on macOS and Windows): node address 127.0.0.1, so its servers bind
+    loopback. Ray reads it when first imported and the processes `ray.init` starts inherit it; it is taken back
+    afterwards so that processes this one starts later (a `ray start` joining a real cluster) are not in it."""
+    key = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+    before = os.environ.get(key)
+    if on:
+        os.environ.setdefault(key, "0")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def own_local_cluster() -> str | None:
+    """The address of a running local Ray head that listens on loopback and was started by this user, else None.
+
+    `ray start` records its address in Ray's temp folder; a cluster on another interface, or one another user
+    started, is never joined (its workers would run our code under their account, or ours under theirs)."""
+    from ray._private import services, utils
+
+    try:
+        address = utils.read_ray_address()
+        if not address or not address.startswith(LOOPBACK + ":"):
+            return None
+        if os.stat(utils.get_ray_address_file(None)).st_uid != os.getuid():
+            return None
+        return address if address in services.find_gcs_addresses() else None  # a stale file: no such head
+    except (OSError, ValueError):
+        return None
 
 
 def ensure_ray() -> float:

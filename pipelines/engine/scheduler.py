@@ -21,7 +21,7 @@ import time
 from collections import Counter, deque
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from pipelines.engine.progress import RunStats
 from srag_core.agent import FINISHED, utc_now
@@ -31,6 +31,7 @@ PROGRESS_EVERY_S = 5.0
 # Past episode_timeout_s, how long the driver still waits for the episode's own record: longer than the last tool
 # call an episode may start before its limit, and than a worker restart that delays the start of an episode.
 EPISODE_GRACE_S = 60.0
+GROW_EVERY_S = 10.0  # how often the cluster's CPUs are read, to add workers when nodes have joined
 
 
 class RunSink(Protocol):
@@ -64,18 +65,59 @@ class _Slot:
 
 
 class WorkerPool:
-    """The episode workers and their health. A worker that just failed cools down briefly (Ray is restarting it);
-    one that keeps failing (restarts exhausted) is retired."""
+    """The episode workers and their health. A worker gets episodes once it has started (its `ready` call returned),
+    so the first episodes run while the others still start. A worker that just failed cools down briefly (Ray is
+    restarting it); one that keeps failing (restarts exhausted) is retired. With `spawn` and `target`, `grow` adds
+    workers when the cluster can hold more of them (nodes joined)."""
 
     COOLDOWN_S = 2.0
 
-    def __init__(self, workers: list, max_failures: int):
-        self.workers = workers
-        self.load = [0] * len(workers)
-        self.cool_until = [0.0] * len(workers)
-        self.failures = [0] * len(workers)
-        self.stuck = [0] * len(workers)  # reclaimed episodes whose thread may still be running in the worker
+    def __init__(self, workers: list, max_failures: int, *, spawn: Callable[[], tuple[Any, Any]] | None = None,
+                 target: Callable[[], int] | None = None):
+        self.workers: list = []
+        self.load: list[int] = []
+        self.cool_until: list[float] = []
+        self.failures: list[int] = []
+        self.stuck: list[int] = []  # reclaimed episodes whose thread may still be running in the worker
+        self.booting: dict[Any, int] = {}  # `ready` ref -> worker still starting
         self.max_failures = max_failures
+        self.spawn, self.target = spawn, target
+        for w in workers:
+            self.add(w)
+
+    def add(self, worker, ready_ref=None) -> None:
+        self.workers.append(worker)
+        self.load.append(0)
+        self.failures.append(0)
+        self.stuck.append(0)
+        self.cool_until.append(float("inf") if ready_ref is not None else 0.0)
+        if ready_ref is not None:
+            self.booting[ready_ref] = len(self.workers) - 1
+
+    def grow(self) -> int:
+        """Start workers up to `target()`; returns how many were added."""
+        if self.spawn is None or self.target is None:
+            return 0
+        added = max(0, self.target() - len(self.workers))
+        for _ in range(added):
+            self.add(*self.spawn())
+        return added
+
+    def check_booting(self) -> None:
+        """Workers whose start finished become available; one that failed to start counts a failure."""
+        import ray
+
+        if not self.booting:
+            return
+        ready, _ = ray.wait(list(self.booting), num_returns=len(self.booting), timeout=0)
+        for ref in ready:
+            w = self.booting.pop(ref)
+            self.cool_until[w] = 0.0
+            try:
+                ray.get(ref)
+            except Exception as e:
+                log.warning("a worker failed to start: %s", e)
+                self.failed(w)
 
     def alive(self, w: int) -> bool:
         return self.failures[w] <= self.max_failures
@@ -99,10 +141,11 @@ class WorkerPool:
 class Scheduler:
     def __init__(self, pool: WorkerPool, judge: Judge, sinks: list[RunSink], stats: RunStats, *, capacity: int,
                  retries_on_death: int, episode_timeout_s: float = float("inf"), grace_s: float = EPISODE_GRACE_S,
-                 progress_every_s: float = PROGRESS_EVERY_S):
+                 progress_every_s: float = PROGRESS_EVERY_S, capacity_per_worker: int | None = None):
+        """`capacity`: episodes in flight; with `capacity_per_worker` it grows with the pool."""
         self.pool, self.judge, self.sinks, self.stats = pool, judge, sinks, stats
         self.capacity = capacity
-        self.per_worker = max(1, capacity // max(1, len(pool.workers)))
+        self.capacity_per_worker = capacity_per_worker
         self.episode_timeout_s, self.grace_s = episode_timeout_s, grace_s
         self.retries_on_death = retries_on_death
         self.progress_every_s = progress_every_s
@@ -110,13 +153,18 @@ class Scheduler:
         self.inflight: dict[Any, _Slot] = {}
         self.judging: dict[Future, dict] = {}
         self.deaths: Counter = Counter()
+        self.first_dispatch: float | None = None  # monotonic time the first episode went to a worker
 
     def run(self, todo: list[tuple[dict, int]], unjudged: list[tuple[dict, dict]] = ()) -> None:
         """Run every (question, attempt) of `todo` and judge it; judge `unjudged` (question, record) pairs."""
         self.pending.extend(todo)
         self.judging.update({self.judge.submit(q, rec): rec for q, rec in unjudged})
-        last_report = 0.0
+        last_report, last_grow = 0.0, time.monotonic()
         while self.pending or self.inflight or self.judging:
+            if time.monotonic() - last_grow > GROW_EVERY_S:
+                last_grow = time.monotonic()
+                self._grow()
+            self.pool.check_booting()
             self._dispatch()
             for ref in _wait_ready(self.inflight):
                 self._settle(ref)
@@ -126,6 +174,13 @@ class Scheduler:
                 last_report = time.monotonic()
                 for sink in self.sinks:
                     sink.progress(self.stats)
+
+    def _grow(self) -> None:
+        added = self.pool.grow()
+        if added:
+            log.info("the cluster grew: %d more workers (%d in all)", added, len(self.pool.workers))
+            if self.capacity_per_worker:
+                self.capacity += added * self.capacity_per_worker
 
     def _busy(self) -> bool:
         return bool(self.pending or self.inflight or self.judging)
@@ -137,6 +192,7 @@ class Scheduler:
             deadline = time.monotonic() + self.episode_timeout_s + self.grace_s
             self.inflight[pool.workers[w].run_episode.remote(q, attempt)] = _Slot(q, attempt, w, deadline)
             pool.load[w] += 1
+            self.first_dispatch = self.first_dispatch or time.monotonic()
         if self.pending and not self.inflight and not pool.any_alive():  # every worker is gone: record, don't drop
             while self.pending:
                 q, attempt = self.pending.popleft()
@@ -187,7 +243,7 @@ class Scheduler:
                                        f"no result {self.episode_timeout_s + self.grace_s:g}s after it started "
                                        f"(episode_timeout_s {self.episode_timeout_s:g} + {self.grace_s:g}s grace): "
                                        "the driver gave up on it and reclaimed its slot"))
-            if self.pool.stuck[slot.worker] >= self.per_worker or self.pool.load[slot.worker] == \
+            if self.pool.stuck[slot.worker] >= self._per_worker() or self.pool.load[slot.worker] == \
                     self.pool.stuck[slot.worker]:
                 self._restart(slot.worker)
 
@@ -200,6 +256,9 @@ class Scheduler:
         self.pool.load[w] -= self.pool.stuck[w]
         self.pool.stuck[w] = 0
         self.pool.failed(w)  # cool down while Ray restarts it
+
+    def _per_worker(self) -> int:
+        return self.capacity_per_worker or max(1, self.capacity // max(1, len(self.pool.workers)))
 
     def _requeue(self, slot: _Slot) -> None:
         self.pending.appendleft((slot.question, slot.attempt))

@@ -89,7 +89,9 @@ class RayLimiterSlot:
             yield
         finally:
             if lease is not None:
-                self.handle.release.remote(lease)  # fire and forget: the next acquire sees it
+                # fire and forget, not retried: a limiter that died (or was stopped at the end of a run) has lost
+                # its leases anyway
+                self.handle.release.options(max_task_retries=0).remote(lease)
 
 
 @ray.remote
@@ -106,8 +108,15 @@ class EpisodeWorker:
     def ready(self) -> dict[str, Any]:
         return {**self.where, "startup_s": round(time.time() - self.started, 3)}
 
+    def usage(self) -> dict[str, float]:
+        """This worker process's CPU seconds and peak memory so far (run.json's `workers` entry)."""
+        import resource
+
+        return {"cpu_s": time.process_time(), "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
     def run_episode(self, question: dict[str, Any], attempt: int) -> dict[str, Any]:
+        cpu = time.thread_time()  # each episode runs on a thread of its own: this is its CPU, tools included
         episode = self.system.run(question["question"], question["id"])
         record = episode.model_dump()
-        record.update(attempt=attempt, worker=self.where)
+        record.update(attempt=attempt, worker=self.where, worker_cpu_s=round(time.thread_time() - cpu, 4))
         return record
