@@ -64,8 +64,8 @@ SHIPPED: dict[str, Profile] = {p.name: p for p in [
     Profile(name="vllm", protocol="tools", limit_field="max_completion_tokens", response_format="json_schema",
             parallel_tool_calls=False),
     # llama.cpp's `llama-server --jinja`: tools through the model's chat template, schemas turned into grammars.
-    # It reads the limit from max_tokens (or n_predict) only.
-    Profile(name="llama.cpp", protocol="tools", limit_field="max_tokens", response_format="json_schema",
+    # A tool_choice object naming a function is read as "auto", so the final answer is asked for with "required".
+    Profile(name="llama.cpp", protocol="tools", limit_field="max_completion_tokens", response_format="json_schema",
             parallel_tool_calls=False, tool_choice=False),
 ]}
 
