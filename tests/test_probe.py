@@ -48,9 +48,11 @@ def test_probe_finds_what_each_emulated_endpoint_accepts(profile: str, tmp_path:
     assert probed.protocol == "tools"
     if profile.startswith("openai"):  # on OpenAI's own endpoints the probe lands on the shipped profile
         assert probed.model_dump(exclude={"name"}) == SHIPPED[profile].model_dump(exclude={"name"})
-    if profile in ("vllm", "llama.cpp"):  # the same as shipped, but with strict schemas, which they take
-        shipped = SHIPPED[profile].model_dump(exclude={"name", "strict"})
-        assert probed.model_dump(exclude={"name", "strict"}) == shipped and probed.strict
+    if profile in ("vllm", "llama.cpp"):  # as shipped, but with strict schemas (which they take) and turns sent with
+        # tool_choice "required", which the probe saw work (the shipped vllm profile leaves turns to the parser)
+        differ = {"name", "strict", "turn_tool_choice"}
+        assert probed.model_dump(exclude=differ) == SHIPPED[profile].model_dump(exclude=differ)
+        assert probed.strict and probed.turn_tool_choice == "required"
 
 
 def test_the_table_is_printed_for_people(tmp_path: Path, capsys) -> None:
