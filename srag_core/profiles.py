@@ -60,8 +60,8 @@ SHIPPED: dict[str, Profile] = {p.name: p for p in [
     Profile(name="openai-reasoning", protocol="tools", limit_field="max_completion_tokens", temperature=False,
             response_format="json_schema", strict=True, parallel_tool_calls=False, reasoning_tokens=8192),
     # `vllm serve MODEL --enable-auto-tool-choice --tool-call-parser PARSER`: tools through the parser (so turns are
-    # sent with tool_choice "auto"), schemas through guided decoding (any schema; `strict` is not needed). vLLM takes max_completion_tokens as well as
-    # max_tokens; we follow the reference.
+    # sent with tool_choice "auto"), schemas through guided decoding (any schema; `strict` is not needed). vLLM
+    # takes max_completion_tokens as well as max_tokens; we follow the reference.
     Profile(name="vllm", protocol="tools", limit_field="max_completion_tokens", response_format="json_schema",
             parallel_tool_calls=False, turn_tool_choice="auto"),
     # llama.cpp's `llama-server --jinja`: tools through the model's chat template, schemas turned into grammars.
