@@ -248,7 +248,7 @@ class Agent:
         if max_tokens is not None:
             options["max_tokens"] = max_tokens
         if self.functions:
-            options.update(tools=self.functions, tool_choice=FINAL_ANSWER if final else "required")
+            options.update(tools=self.functions, tool_choice=FINAL_ANSWER if final else None)
         else:
             options["json_schema"] = self.schema
         try:

@@ -624,7 +624,8 @@ class LLMClient:
 
         `json_schema` asks for a reply that fits the schema, sent as the profile's `response_format` (nothing is
         sent without a schema). `tools` are offered as functions (strict where the profile says so), with
-        `tool_choice` "auto", "required" or one function's name. `max_tokens` and `temperature` override the
+        `tool_choice` "auto", "required" or one function's name (None: the profile's choice for a turn).
+        `max_tokens` and `temperature` override the
         config for this call (a temperature is never sent where the profile forbids it). `deadline` is a
         `time.monotonic()` value that no attempt, retry or backoff may pass (an episode's time limit).
         """
@@ -670,8 +671,7 @@ class LLMClient:
             body["response_format"] = response_format
         if tools:
             body["tools"] = self._wire_tools(tools)
-            if tool_choice is not None:
-                body["tool_choice"] = self._wire_tool_choice(tool_choice)
+            body["tool_choice"] = self._wire_tool_choice(tool_choice or profile.turn_tool_choice)
             if profile.parallel_tool_calls is not None:
                 body["parallel_tool_calls"] = profile.parallel_tool_calls
         if self.config.seed is not None:

@@ -9,7 +9,8 @@ The probes, in order (each a two-message chat; all but the first two send no com
 5. a strict `json_schema`: accepted and the reply fits;
 6. a strict function with `tool_choice: "required"` and `parallel_tool_calls: false`: a tool call comes back (if the
    flag is refused, once more without it);
-7. `tool_choice` naming the function: accepted.
+7. `tool_choice` naming a second function the prompt does not ask for: that function is called (an endpoint that
+   reads the object as "auto", as llama.cpp's server does, fails this).
 
 A 401/403, a 404 or an unreachable endpoint stops the probe at once with a one-line error naming the base URL and
 the model (never the key). Any other refusal marks that capability as missing.
@@ -158,9 +159,15 @@ class _Prober:
             parallel
 
     def named_choice(self) -> bool:
-        data, reason = self.send(messages=_CALL, tools=[_PING],
-                                 tool_choice={"type": "function", "function": {"name": "ping"}})
-        return self.check("tool_choice_named", data is not None, "accepted" if data is not None else reason)
+        pong = {"type": "function", "function": {**_PING["function"], "name": "pong"}}
+        data, reason = self.send(messages=_CALL, tools=[_PING, pong],
+                                 tool_choice={"type": "function", "function": {"name": "pong"}})
+        if data is None:
+            return self.check("tool_choice_named", False, reason)
+        calls = data["choices"][0]["message"].get("tool_calls") or []
+        ok = bool(calls) and calls[0].get("function", {}).get("name") == "pong"
+        return self.check("tool_choice_named", ok, "the named function was called" if ok else
+                          "accepted, but the named function was not called")
 
 
 def probe(base_url: str, model: str, *, api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 60.0) -> ProbeResult:

@@ -44,6 +44,7 @@ class Profile(BaseModel):
     strict: bool = False  # schemas and functions are sent with strict: true (and made strict-compliant)
     parallel_tool_calls: bool | None = None  # sent as given when tools are offered; None: not sent
     tool_choice: bool = True  # the endpoint honours tool_choice naming one function
+    turn_tool_choice: Literal["required", "auto"] = "required"  # sent when tools are offered and the caller names none
     reasoning_effort: str | None = None  # sent as reasoning_effort (a config value overrides it)
     reasoning_tokens: int = Field(0, ge=0)  # added to the completion limit: hidden reasoning spends it first
     extra_body: dict[str, Any] = Field(default_factory=dict)  # vendor fields merged into every request body
@@ -58,14 +59,14 @@ SHIPPED: dict[str, Profile] = {p.name: p for p in [
     # temperature only, reasoning_effort accepted.
     Profile(name="openai-reasoning", protocol="tools", limit_field="max_completion_tokens", temperature=False,
             response_format="json_schema", strict=True, parallel_tool_calls=False, reasoning_tokens=8192),
-    # `vllm serve MODEL --enable-auto-tool-choice --tool-call-parser PARSER`: tools through the parser, schemas
-    # through guided decoding (any schema; `strict` is not needed). vLLM takes max_completion_tokens as well as
-    # max_tokens; we follow the reference.
+    # `vllm serve MODEL --enable-auto-tool-choice --tool-call-parser PARSER`: tools through the parser (so turns are
+    # sent with tool_choice "auto"), schemas through guided decoding (any schema; `strict` is not needed). vLLM
+    # takes max_completion_tokens as well as max_tokens; we follow the reference.
     Profile(name="vllm", protocol="tools", limit_field="max_completion_tokens", response_format="json_schema",
-            parallel_tool_calls=False),
+            parallel_tool_calls=False, turn_tool_choice="auto"),
     # llama.cpp's `llama-server --jinja`: tools through the model's chat template, schemas turned into grammars.
-    # It reads the limit from max_tokens (or n_predict) only.
-    Profile(name="llama.cpp", protocol="tools", limit_field="max_tokens", response_format="json_schema",
+    # A tool_choice object naming a function is read as "auto", so the final answer is asked for with "required".
+    Profile(name="llama.cpp", protocol="tools", limit_field="max_completion_tokens", response_format="json_schema",
             parallel_tool_calls=False, tool_choice=False),
 ]}
 

@@ -21,9 +21,10 @@ Profiles (`ConformanceLLM(profile=...)`) emulate endpoint families:
   `prompt_tokens_details`.
 - `vllm`: vLLM's OpenAI-compatible server with `--enable-auto-tool-choice --tool-call-parser ...`: the message
   ordering rules hold, schemas are used for guided decoding whatever their strictness, JSON mode needs no keyword.
-- `llama.cpp`: llama.cpp's server with `--jinja`: like vllm, but the completion limit is read from `max_tokens`
-  (or `n_predict`) only, `max_completion_tokens` is ignored, and `tool_choice` must be a string (auto, none,
-  required), not an object naming a function.
+- `llama.cpp`: llama.cpp's server (as checked against the xllamacpp build the local model uses): schemas become
+  grammars whatever their strictness, JSON mode needs no keyword, the message ordering is not checked, the limit is
+  read from `max_completion_tokens`, `max_tokens` or `n_predict`, and a `tool_choice` object naming a function is
+  accepted but read as "auto" (so the obedient model does not call it).
 
 Every profile honours the completion limit it reads: a reply longer than the limit is cut and ends with
 `finish_reason: "length"`; scripted `reasoning_tokens` count against the limit first.
@@ -35,6 +36,7 @@ compliant model: it calls the function `tool_choice` demands, or fills the reque
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
@@ -73,14 +75,14 @@ def is_reasoning_model(model: str) -> bool:
 def check_request(request: dict[str, Any], profile: str) -> None:
     """Raise RequestRejected for the first rule the request breaks on the emulated endpoint."""
     openai_rules = profile.startswith("openai")
-    _check_messages(request.get("messages"))
-    _check_tools(request, strict_enforced=openai_rules, named_choice=profile != "llama.cpp")
+    _check_messages(request.get("messages"), ordering=profile != "llama.cpp")
+    _check_tools(request, strict_enforced=openai_rules)
     _check_response_format(request.get("response_format"), request.get("messages") or [], openai_rules)
     if openai_rules:
         _check_model_parameters(request)
 
 
-def _check_messages(messages: object) -> None:
+def _check_messages(messages: object, *, ordering: bool = True) -> None:
     if not isinstance(messages, list) or not messages:
         raise RequestRejected("'messages' must be a non-empty array", "messages", "invalid_type")
     pending: set[str] = set()  # tool_call ids of the last assistant message not answered yet
@@ -90,12 +92,12 @@ def _check_messages(messages: object) -> None:
             raise RequestRejected(f"Invalid value for 'messages[{i}].role'", f"messages.[{i}].role", "invalid_value")
         if role == "tool":
             call_id = message.get("tool_call_id")
-            if call_id not in pending:
+            if ordering and call_id not in pending:
                 raise RequestRejected("Invalid parameter: messages with role 'tool' must be a response to a "
                                       "preceeding message with 'tool_calls'.", f"messages.[{i}].role")
             pending.discard(call_id)
             continue
-        if pending:
+        if pending and ordering:
             raise RequestRejected("An assistant message with 'tool_calls' must be followed by tool messages "
                                   "responding to each 'tool_call_id'. The following tool_call_ids did not have "
                                   f"response messages: {', '.join(sorted(pending))}", "messages")
@@ -104,12 +106,12 @@ def _check_messages(messages: object) -> None:
         elif role != "assistant" and not isinstance(message.get("content"), (str, list)):
             raise RequestRejected(f"Invalid type for 'messages[{i}].content'", f"messages.[{i}].content",
                                   "invalid_type")
-    if pending:
+    if pending and ordering:
         raise RequestRejected("An assistant message with 'tool_calls' must be followed by tool messages "
                               f"responding to each 'tool_call_id': {', '.join(sorted(pending))}", "messages")
 
 
-def _check_tools(request: dict[str, Any], *, strict_enforced: bool, named_choice: bool) -> None:
+def _check_tools(request: dict[str, Any], *, strict_enforced: bool) -> None:
     tools = request.get("tools")
     if tools is None:
         if "parallel_tool_calls" in request:
@@ -133,9 +135,6 @@ def _check_tools(request: dict[str, Any], *, strict_enforced: bool, named_choice
             _check_strict_schema(function.get("parameters"), f"Invalid schema for function '{name}'")
         names.append(name)
     choice = request.get("tool_choice")
-    if isinstance(choice, dict) and not named_choice:
-        raise RequestRejected("Invalid tool_choice: only \"auto\", \"none\" and \"required\" are supported",
-                              "tool_choice")
     if isinstance(choice, dict):
         wanted = (choice.get("function") or {}).get("name")
         if wanted not in names:
@@ -235,11 +234,12 @@ def minimal_instance(schema: dict[str, Any], root: dict[str, Any] | None = None)
     return {"string": "x", "integer": 0, "number": 0, "boolean": False, "array": [], "null": None}.get(kind, "x")
 
 
-def obedient_reply(request: dict[str, Any]) -> Reply:
-    """What a compliant model answers: the demanded function call, else the schema's minimal instance, else text."""
+def obedient_reply(request: dict[str, Any], *, named_choice: bool = True) -> Reply:
+    """What a compliant model answers: the demanded function call, else the schema's minimal instance, else text.
+    With `named_choice` False (llama.cpp) a tool_choice object is read as "auto", which this model answers in text."""
     tools = {t["function"]["name"]: t["function"] for t in request.get("tools") or []}
     choice = request.get("tool_choice")
-    wanted = (choice.get("function") or {}).get("name") if isinstance(choice, dict) else None
+    wanted = (choice.get("function") or {}).get("name") if isinstance(choice, dict) and named_choice else None
     if wanted is None and choice == "required" and tools:
         wanted = next(iter(tools))
     if wanted:
@@ -267,7 +267,7 @@ class ConformanceLLM(FakeLLM):
         self.rejections: list[dict[str, Any]] = []  # the 400 bodies sent, in order
         self._call_ids = itertools.count(1)
         if obedient and self._responder is None:
-            self._responder = obedient_reply
+            self._responder = functools.partial(obedient_reply, named_choice=profile != "llama.cpp")
 
     def check(self, request: dict[str, Any]) -> dict[str, Any] | None:
         try:
@@ -279,9 +279,8 @@ class ConformanceLLM(FakeLLM):
         return None
 
     def completion_limit(self, request: dict[str, Any]) -> int | None:
-        if self.profile == "llama.cpp":
-            return request.get("max_tokens", request.get("n_predict"))
-        return request.get("max_completion_tokens", request.get("max_tokens"))
+        limit = request.get("max_completion_tokens", request.get("max_tokens"))
+        return request.get("n_predict") if limit is None and self.profile == "llama.cpp" else limit
 
     def completion_body(self, request: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
         content = reply.get("content")

@@ -59,6 +59,7 @@ def test_a_whole_episode_in_native_tool_calls(profile: str) -> None:
     assert "REPLY FORMAT" in first["messages"][0]["content"] and "final_answer" in first["messages"][0]["content"]
     assert {t["function"]["name"] for t in first["tools"]} >= {"count_set", "apply_filter", "final_answer"}
     assert "response_format" not in first
+    assert first["tool_choice"] == ("auto" if profile == "vllm" else "required")  # vLLM's parser finds the call
     # each observation answers its call: the last request's tool messages carry the ids the server gave
     last = sent[-1]["messages"]
     ids = [c["id"] for m in last if m["role"] == "assistant" for c in m["tool_calls"]]

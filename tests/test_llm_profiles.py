@@ -16,6 +16,7 @@ from srag_core.profiles import SHIPPED, Profile, auto_profile, write_profile
 from srag_core.strict_schema import from_strict_args, strict_schema
 from srag_core.tools import REGISTRY
 from tests.conformance_server import PROFILES, ConformanceLLM, check_request
+from tests.fake_llm import FakeLLM
 
 SCHEMA = {"title": "Verdict", "type": "object", "properties": {"verdict": {"type": "string"},
                                                               "note": {"type": "string", "default": ""}},
@@ -166,12 +167,12 @@ def test_a_ten_megabyte_reply_ends_as_an_oversize_error() -> None:
 
 def test_a_reply_far_over_the_token_limit_is_refused() -> None:
     with ConformanceLLM("llama.cpp") as server, client_for(server, max_tokens=100, max_retries=0) as client:
-        server.script([{"content": "y" * 4000}])  # honoured limit would cut this; llama.cpp reads max_tokens
+        server.script([{"content": "y" * 4000}])  # a server that honours the limit cuts this
         assert client.chat(messages()).finish_reason == "length"
-    with ConformanceLLM("llama.cpp") as server, client_for(server, profile="vllm", max_tokens=100,
-                                                           max_retries=0) as client:
-        server.script([{"content": "y" * 4000}])  # max_completion_tokens is ignored by llama.cpp: 1000 tokens
-        with pytest.raises(LLMError) as error:
+    with FakeLLM() as server:  # the scripted server honours no limit: 1,000 tokens against a limit of 100
+        server.script([{"content": "y" * 4000}])
+        config = LLMConfig(base_url=server.base_url, model="m", profile="llama.cpp", max_tokens=100, max_retries=3)
+        with LLMClient(config) as client, pytest.raises(LLMError) as error:
             client.chat(messages())
     assert error.value.kind == "oversize" and "over the limit of 100" in str(error.value)
 

@@ -22,7 +22,7 @@ EXPECTED = {  # what each emulated endpoint accepts
     "openai-chat": {c: True for c in CHECKS},
     "openai-reasoning": {**{c: True for c in CHECKS}, "max_tokens": False, "temperature": False},
     "vllm": {c: True for c in CHECKS},
-    "llama.cpp": {**{c: True for c in CHECKS}, "max_completion_tokens": False, "tool_choice_named": False},
+    "llama.cpp": {**{c: True for c in CHECKS}, "tool_choice_named": False},  # a named choice is read as "auto"
 }
 
 
@@ -48,8 +48,11 @@ def test_probe_finds_what_each_emulated_endpoint_accepts(profile: str, tmp_path:
     assert probed.protocol == "tools"
     if profile.startswith("openai"):  # on OpenAI's own endpoints the probe lands on the shipped profile
         assert probed.model_dump(exclude={"name"}) == SHIPPED[profile].model_dump(exclude={"name"})
-    if profile == "llama.cpp":
-        assert (probed.limit_field, probed.tool_choice) == ("max_tokens", False)
+    if profile in ("vllm", "llama.cpp"):  # as shipped, but with strict schemas (which they take) and turns sent with
+        # tool_choice "required", which the probe saw work (the shipped vllm profile leaves turns to the parser)
+        differ = {"name", "strict", "turn_tool_choice"}
+        assert probed.model_dump(exclude=differ) == SHIPPED[profile].model_dump(exclude=differ)
+        assert probed.strict and probed.turn_tool_choice == "required"
 
 
 def test_the_table_is_printed_for_people(tmp_path: Path, capsys) -> None:
