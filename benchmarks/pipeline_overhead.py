@@ -4,8 +4,8 @@ with the ideal (episodes x calls per episode x delay / concurrency).
 The scripted agent makes two calls per episode (one tool call, then the answer). The endpoint runs in its own process
 so it does not share the driver's CPU. Judging is deterministic (no LLM), MLflow logs to a local SQLite store without
 per-episode traces, so what is measured is the pipeline itself: Ray scheduling, the agent loop, the LLM client, the
-results store and the judge stage. No request limiter runs: a cap at the concurrency could never bind, and the runner
-skips such a limiter (`runner.limiter_can_bind`).
+results store and the judge stage. No request limiter runs: a cap at the concurrency could never bind, and the engine
+skips such a limiter (`lifecycle.limiter_can_bind`).
 
 Run: `.venv/bin/python -m benchmarks.pipeline_overhead [--episodes 1000] [--delay 0.5] [--concurrency 8 16 32 64]`.
 Prints a markdown table; `episodes_wall_s` starts once every worker holds its replica (worker start-up is reported
@@ -21,8 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipelines import runner
 from pipelines.config import validate_run
+from pipelines.engine import lifecycle
+from pipelines.engine.ray_utils import init_ray
 from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
@@ -44,12 +45,12 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
                          "execution.cpus_per_actor": 0.1, "execution.max_concurrent_requests": None,
                          "llm.timeout_s": delay * 10 + 5, "tracking.traces": False})
     cfg = validate_run(data, "benchmark")
-    tracker = runner.open_tracker(cfg, workdir / "runs")
+    tracker = lifecycle.open_tracker(cfg, workdir / "runs")
     started = time.monotonic()
-    run_dir = runner.start_run(cfg, workdir / "runs", tracker)
-    todo, _ = runner.pending_work(run_dir, None)
-    runner.execute(run_dir, cfg, todo, tracker, quiet=True)
-    summary = runner.finish(run_dir, tracker)
+    run_dir = lifecycle.start_run(cfg, workdir / "runs", tracker)
+    todo, _ = lifecycle.pending_work(run_dir, None)
+    lifecycle.execute(run_dir, cfg, todo, tracker, quiet=True)
+    summary = lifecycle.finish(run_dir, tracker)
     tracker.close()
     total = time.monotonic() - started
     meta = run_dir.read_meta()
@@ -72,7 +73,7 @@ def main() -> None:
     server = multiprocessing.Process(target=serve, args=(args.delay, child), daemon=True)
     server.start()
     base_url = parent.recv()
-    runner.init_ray(None)
+    init_ray(None)
     rows = []
     try:
         for c in args.concurrency:

@@ -6,7 +6,10 @@ lines inside a paragraph are joined by one space and paragraphs are separated by
 paragraph and `\\n` marks a paragraph boundary.
 
 Loading never raises half-way through: files that cannot be used (not UTF-8, empty, too large, outside the root) are
-skipped or repaired and reported in `Corpus.warnings`. Only a corpus with no usable document at all is an error.
+skipped or repaired and reported in `Corpus.warnings`; a filename that is not valid UTF-8 is loaded under an escaped
+name (its bad bytes written as \\xNN), with a warning. Only a corpus with no usable document at all is an error.
+Every read is capped: a document at `max_doc_bytes`, a JSON or JSONL corpus file at `max_file_bytes`, and only
+regular files are read (a corpus symlinked to /dev/zero or a pipe is refused, not read forever).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 DEFAULT_MAX_DOC_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024 * 1024  # a whole .json / .jsonl corpus
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n")
 _UNSAFE_FILENAME_CHARS = re.compile(r"[^\w.\-]+")
 
@@ -216,7 +220,7 @@ class Corpus:
 
 
 def load_corpus(path: str | Path, *, max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES,
-                cache_dir: str | Path | None = None) -> Corpus:
+                max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, cache_dir: str | Path | None = None) -> Corpus:
     """Load a folder of .txt files, a JSONL of {id, title?, text}, or a HippoRAG JSON list of {title, text}.
 
     With `cache_dir` (default: the SRAG_CORPUS_CACHE environment variable, unset: no cache) the loaded corpus is
@@ -227,17 +231,17 @@ def load_corpus(path: str | Path, *, max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES,
         raise CorpusError(f"corpus path does not exist: {p}")
     cache_dir = cache_dir or os.environ.get("SRAG_CORPUS_CACHE")
     if cache_dir:
-        return cached_load(p, max_doc_bytes, Path(cache_dir), lambda: _load_source(p, max_doc_bytes))
-    return _load_source(p, max_doc_bytes)
+        return cached_load(p, max_doc_bytes, Path(cache_dir), lambda: _load_source(p, max_doc_bytes, max_file_bytes))
+    return _load_source(p, max_doc_bytes, max_file_bytes)
 
 
-def _load_source(p: Path, max_doc_bytes: int) -> Corpus:
+def _load_source(p: Path, max_doc_bytes: int, max_file_bytes: int) -> Corpus:
     if p.is_dir():
         return _load_folder(p, max_doc_bytes)
     if p.suffix == ".jsonl":
-        return _load_records(p, _read_jsonl(p), max_doc_bytes)
+        return _load_records(p, _read_jsonl(p, max_file_bytes), max_doc_bytes)
     if p.suffix == ".json":
-        return _load_records(p, _read_json_list(p), max_doc_bytes)
+        return _load_records(p, _read_json_list(p, max_file_bytes), max_doc_bytes)
     raise CorpusError(f"unsupported corpus format: {p} (expected a folder of .txt files, .jsonl or .json)")
 
 
@@ -247,6 +251,9 @@ def _load_folder(root: Path, max_doc_bytes: int) -> Corpus:
     warnings: list[str] = []
     for path in sorted(root.rglob("*.txt")):
         rel = path.relative_to(root).as_posix()
+        if (escaped := printable_filename(rel)) != rel:
+            warnings.append(f"{escaped}: the filename is not valid UTF-8; loaded under this escaped name")
+            rel = escaped
         text, problem = _read_text_file(root, path, max_doc_bytes)
         if problem:
             warnings.append(f"{rel}: {problem}")
@@ -282,23 +289,45 @@ def _read_text_file(root: Path, path: Path, max_doc_bytes: int) -> tuple[str | N
     return text, problem
 
 
-def _read_jsonl(p: Path) -> list[dict]:
+def printable_filename(name: str) -> str:
+    """`name` itself when it is valid UTF-8; else its undecodable bytes (which Python keeps as surrogates) escaped
+    as \\xNN, so the document gets a stable, printable name instead of failing the whole load."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _read_capped(p: Path, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`; a device, a pipe or an oversize file is refused."""
+    real = p.resolve()
+    if not real.is_file():
+        raise CorpusError(f"{p}: not a regular file (it resolves to {real})")
+    with real.open("rb") as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise CorpusError(f"{p}: over the {max_bytes:,}-byte limit for a corpus file")
+    return data
+
+
+def _read_jsonl(p: Path, max_bytes: int) -> list[dict]:
     records = []
-    with p.open("r", encoding="utf-8", errors="replace") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise CorpusError(f"{p}:{lineno}: not valid JSON ({e.msg})") from None
-            records.append(rec)
+    text = _read_capped(p, max_bytes).decode("utf-8", errors="replace")
+    for lineno, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 may sit inside a JSON string
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CorpusError(f"{p}:{lineno}: not valid JSON ({e.msg})") from None
+        records.append(rec)
     return records
 
 
-def _read_json_list(p: Path) -> list[dict]:
+def _read_json_list(p: Path, max_bytes: int) -> list[dict]:
     try:
-        data = json.loads(p.read_text(encoding="utf-8", errors="replace"))
+        data = json.loads(_read_capped(p, max_bytes).decode("utf-8", errors="replace"))
     except json.JSONDecodeError as e:
         raise CorpusError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
     if not isinstance(data, list):

@@ -8,11 +8,12 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 
+from srag_core.jsontext import first_json_object
+
 from srag_core.agent import Episode, utc_now
 from srag_core.corpus import Corpus
 from srag_core.embeddings import ChunkIndex
 from srag_core.llm import LLMError
-from srag_core.turns import first_json_object
 
 ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 _INSTRUCTIONS = """Answer the question from the passages below and nothing else. If they do not contain the answer,
@@ -28,7 +29,7 @@ class VanillaRAG:
         for chunk, score in self.index.top_chunks(question, self.top_k):
             doc = self.corpus.docs[int(self.index.doc[chunk])]
             text = doc.text[int(self.index.start[chunk]):int(self.index.end[chunk])]
-            out.append({"filename": doc.filename, "score": round(score, 4), "text": text})
+            out.append({"chunk": int(chunk), "filename": doc.filename, "score": round(score, 4), "text": text})
         return out
 
     def run(self, question: str, question_id: str = "q") -> Episode:
@@ -36,7 +37,9 @@ class VanillaRAG:
         ep = Episode(question_id=question_id, question=question, started_at=utc_now())
         try:
             passages = self.passages(question)
-            ep.trace.append({"type": "retrieval", "passages": passages})
+            retrieved = ep.tool_s = time.monotonic() - started  # retrieval is the "tool" time of vanilla RAG
+            ep.trace.append({"type": "retrieval", "query": question, "passages": passages, "top_k": self.top_k,
+                             "latency_s": round(retrieved, 4), "t": round(retrieved, 4)})
             context = "\n\n".join(f"[{p['filename']}]\n{p['text']}" for p in passages)
             messages = [{"role": "system", "content": _INSTRUCTIONS},
                         {"role": "user", "content": f"Passages:\n{context}\n\nQuestion: {question}"}]
@@ -46,7 +49,11 @@ class VanillaRAG:
             ep.status, ep.llm_calls, ep.llm_s = "ok", 1, result.latency_s
             ep.usage = asdict(result.usage)
             ep.cached_calls = int(result.cached)
-            ep.trace.append({"type": "llm", "step": 1, "reply": result.text, "latency_s": result.latency_s})
+            ep.trace.append({"type": "llm", "step": 1, "reply": result.text, "latency_s": result.latency_s,
+                             "tokens": {"prompt": result.usage.prompt_tokens,
+                                        "completion": result.usage.completion_tokens},
+                             "cost_usd": result.usage.cost_usd, "cached": result.cached, "messages": messages,
+                             "t": round(time.monotonic() - started, 4)})
         except LLMError as e:
             ep.status, ep.error = "llm_error", f"{e.kind}: {e}"
         except Exception as e:  # recorded, never raised: the question stays re-runnable

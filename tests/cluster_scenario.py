@@ -16,7 +16,7 @@ import ray
 import yaml
 from ray.cluster_utils import Cluster
 
-from pipelines import runner
+from pipelines.engine import lifecycle
 from pipelines.config import validate_run
 from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
@@ -44,10 +44,10 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
                              "execution.cpus_per_actor": 0.5, "tracking.traces": False})
         (workdir / "run.yaml").write_text(yaml.safe_dump(data))
         cfg = validate_run(data, "scenario")
-        tracker = runner.open_tracker(cfg, workdir / "runs")
-        run_dir = runner.start_run(cfg, workdir / "runs", tracker)
-        todo, _ = runner.pending_work(run_dir, None)
-        thread = threading.Thread(target=runner.execute, args=(run_dir, cfg, todo, tracker), kwargs={"quiet": True})
+        tracker = lifecycle.open_tracker(cfg, workdir / "runs")
+        run_dir = lifecycle.start_run(cfg, workdir / "runs", tracker)
+        todo, _ = lifecycle.pending_work(run_dir, None)
+        thread = threading.Thread(target=lifecycle.execute, args=(run_dir, cfg, todo, tracker), kwargs={"quiet": True})
         thread.start()
         store = run_dir.store()
         while sum(1 for r in store.records() if r.get("type") == "episode") < n // 4:
@@ -57,7 +57,7 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
         placed = [a.node_id for a in list_actors(filters=[("class_name", "=", "EpisodeWorker"), ("state", "=", "ALIVE")])]
         cluster.remove_node(worker_node)
         thread.join(timeout=600)
-        summary = runner.finish(run_dir, tracker)
+        summary = lifecycle.finish(run_dir, tracker)
         tracker.close()
     episodes = [r for r in store.records() if r.get("type") == "episode"]
     return {"run_dir": str(run_dir.path), "removed_node": removed_id, "recorded_before_removal": recorded_before,

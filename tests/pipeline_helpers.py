@@ -41,6 +41,8 @@ class ScriptedAgent:
     slow: set[int] = field(default_factory=set)  # first call slower than the client timeout
     malformed_body: set[int] = field(default_factory=set)  # first call answers a non-JSON body
     malformed_turn: set[int] = field(default_factory=set)  # first turn is prose, not a JSON turn
+    failing_after_tool: set[int] = field(default_factory=set)  # the tool call works, then 503s until healed
+    tool_error: set[int] = field(default_factory=set)  # the tool call names a set that does not exist
     delay: float = 0.0  # every answer waits this long (pipeline overhead benchmark, kill tests)
     slow_delay: float = 2.0
     healed: bool = False
@@ -53,6 +55,8 @@ class ScriptedAgent:
         first_user = next(m["content"] for m in request["messages"] if m["role"] == "user")
         n = int(QUESTION.search(first_user).group(1))
         turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        if first_user.startswith("Passages:"):  # vanilla RAG: one call, whose reply is the answer
+            turn = 1_000
         with self.lock:
             self.calls[n] += 1
             first_call = self.calls[n] == 1
@@ -67,7 +71,7 @@ class ScriptedAgent:
                 self.active -= 1
 
     def _reply(self, n: int, turn: int, first_call: bool) -> Any:
-        if n in self.failing and not self.healed:
+        if (n in self.failing or (turn > 0 and n in self.failing_after_tool)) and not self.healed:
             return {"status": 503, "body": {"error": {"message": "scripted outage"}}}
         if first_call and n in self.rate_limited:
             return {"status": 429, "headers": {"Retry-After": "0"}}
@@ -78,7 +82,8 @@ class ScriptedAgent:
         if turn == 0 and first_call and n in self.malformed_turn:
             return "Let me think about item codes first."
         if turn == 0 or (turn == 1 and n in self.malformed_turn):
-            return json.dumps({"thought": "look", "tool": "count_set", "args": {"set_name": "all"}})
+            name = "no_such_set" if n in self.tool_error else "all"
+            return json.dumps({"thought": "look", "tool": "count_set", "args": {"set_name": name}})
         return json.dumps({"thought": "found it", "answer": str(n)})
 
 

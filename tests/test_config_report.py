@@ -6,9 +6,9 @@ from statistics import fmean
 import pytest
 
 from pipelines.config import ConfigError, load_run, load_sweep, validate_run
-from pipelines.report import bootstrap_ci, compare, mcnemar_exact, question_rows, summarize
-from pipelines.results import QuestionState
-from pipelines.runner import limiter_can_bind
+from pipelines.engine.report import bootstrap_ci, compare, mcnemar_exact, question_rows, summarize
+from pipelines.engine.results import QuestionState
+from pipelines.engine.lifecycle import limiter_can_bind
 
 BASE = {"dataset": "twowiki-sample", "llm": {"model": "m"}}
 

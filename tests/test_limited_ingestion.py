@@ -9,7 +9,7 @@ import yaml
 
 from pipelines.cli import main
 from pipelines.config import IngestionSettings, RetrievalSettings
-from pipelines.systems import build_system, prepare_resources
+from pipelines.engine.systems import build_system, prepare_resources
 from srag_core.agent import AgentConfig
 from srag_core.corpus import Corpus
 from srag_core.llm import LLMClient, LLMConfig

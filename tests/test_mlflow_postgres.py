@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from pipelines.cli import main
-from pipelines.results import RunDir
+from pipelines.engine.results import RunDir
 from pipelines.local_llm import free_port
 from tests.conftest import REPO, serving
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark

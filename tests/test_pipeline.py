@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.results import RunDir
+from pipelines.engine.results import RunDir
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
 N = 200
@@ -80,14 +80,14 @@ def _check_mlflow(uri: str, run_dir: RunDir) -> None:
     assert run.data.metrics["finished"] == N and run.data.metrics["accuracy"] == 1.0
     assert run.data.params["llm.model"] == "scripted" and run.data.params["llm.api_key_env"] == "OPENAI_API_KEY"
     assert run.data.tags["srag.run_id"] == run_dir.run_id
-    history = client.get_metric_history(run.info.run_id, "done")
+    history = client.get_metric_history(run.info.run_id, "live/done")
     assert len(history) >= 2 and max(m.step for m in history) >= N
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"summary.json", "results.parquet", "config.yaml", "traces", "per_question.json"} <= artifacts
     traces = client.search_traces(locations=[meta["mlflow_experiment_id"]], max_results=500)
     assert len(traces) >= N
     spans = client.get_trace(traces[0].info.trace_id).data.spans
-    assert {s.span_type for s in spans} >= {"AGENT", "LLM", "TOOL"}
+    assert {s.span_type for s in spans} >= {"AGENT", "CHAT_MODEL", "TOOL"}
 
 
 def test_limiter_caps_concurrent_requests_across_workers(ray_local, fake_llm, tmp_path, sample_dir, capsys):

@@ -13,7 +13,7 @@ from collections import Counter
 import yaml
 
 from pipelines.cli import main
-from pipelines.results import RunDir
+from pipelines.engine.results import RunDir
 from tests.conftest import REPO
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 

@@ -3,7 +3,7 @@ validation and refinement, curation, semantic patterns, and the extraction index
 
 Pure Python: Ray is never imported here; a caller that wants validation on a cluster passes a `map_fn`.
 
-    index = PatternIndex.build_or_load(corpus, ".cache/patterns", llm)   # or discover(corpus, llm)
+    index = build_or_load(corpus, ".cache/patterns", llm)   # or discover(corpus, llm)
     index.patterns, index.semantic, index.manifest["timings_s"], index.manifest["llm_calls"]
 
 See README.md in this folder for the conventions and measured figures.
@@ -18,7 +18,7 @@ from typing import Any
 _EXPORTS = {
     "GapCluster": "index", "IndexConfig": "index", "PatternIndex": "index", "cluster_gaps": "index",
     "Dropped": "model", "RegexPattern": "model", "SemanticPattern": "model", "Validation": "model",
-    "DETERMINISTIC_NOTE": "run", "DiscoveryConfig": "run", "cache_key": "run", "discover": "run",
+    "DETERMINISTIC_NOTE": "run", "DiscoveryConfig": "run", "build_or_load": "run", "cache_key": "run", "discover": "run",
     "LocalProcessMap": "sandbox", "MapFn": "sandbox", "ScanJob": "sandbox", "ScanResult": "sandbox",
     "inline_map": "sandbox", "scan_chunk": "sandbox", "ValidationConfig": "validation",
 }

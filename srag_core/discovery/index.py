@@ -17,10 +17,7 @@ counts, versions). `save(dir)` and `load(dir)` round-trip exactly.
 from __future__ import annotations
 
 import json
-import os
 import platform
-import shutil
-import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -236,29 +233,6 @@ class PatternIndex:
         index.source_dir = src
         return index
 
-    @classmethod
-    def build_or_load(cls, corpus: "Corpus", cache_dir: str | Path, llm: Any = None, **discover_kwargs: Any
-                      ) -> "PatternIndex":
-        """The cached index for this corpus and configuration, built by `discover` on a miss and saved atomically.
-        The cache key is the corpus content hash, the model (or "deterministic") and a hash of the settings."""
-        from srag_core.discovery.run import cache_key, discover
-
-        target = Path(cache_dir) / cache_key(corpus, llm, **discover_kwargs)
-        if (target / MANIFEST).is_file():
-            index = cls.load(target, corpus)
-            index.loaded_from_cache = True
-            return index
-        index = discover(corpus, llm, **discover_kwargs)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-        index.save(tmp)
-        try:
-            os.replace(tmp, target)  # atomic; a concurrent builder that got there first wins
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-        index.source_dir = target if target.exists() else None
-        return index
-
 
 def _read_matches(path: Path) -> dict[str, dict[int, list[Match]]]:
     import pyarrow.parquet as pq
@@ -294,8 +268,12 @@ def build_index(corpus: "Corpus", patterns: list[RegexPattern], semantic: list[S
     """Run every pattern over every scan window and compute the gap catalog; returns the index and build stats."""
     windows = windows if windows is not None else [scan_window(d.text, cfg.window_chars) for d in corpus.docs]
     matches, timeouts, failures = scan_all(patterns, windows, map_fn or inline_map, cfg)
+    # A pattern that timed out on any window is not indexed: its matches are incomplete, and tools that rerun it
+    # would meet the same runaway.
+    unsafe = [p.name for p in patterns if timeouts.get(p.name)]
+    patterns = [p for p in patterns if p.name not in unsafe]
     postings = token_postings(windows) if patterns else {}
-    stats: dict[str, Any] = {"patterns": {}, "failed_jobs": failures}
+    stats: dict[str, Any] = {"patterns": {}, "failed_jobs": failures, "not_indexed_timeouts": unsafe}
     gaps: dict[str, dict[str, list[tuple[int, str]]]] = {}
     for p in patterns:
         per_doc = matches.get(p.name, {})
@@ -305,8 +283,9 @@ def build_index(corpus: "Corpus", patterns: list[RegexPattern], semantic: list[S
         gaps[p.name], gap_stats = pattern_gaps(per_doc, windows, postings, cfg)
         stats["patterns"][p.name] = {"docs_matched": p.docs_matched, "timeouts": len(timeouts.get(p.name, ())),
                                      "matches": sum(len(m) for m in per_doc.values()), **gap_stats}
+    kept = {k: v for k, v in matches.items() if k not in unsafe}
     index = PatternIndex(corpus_hash=corpus.content_hash, n_docs=len(corpus), window_chars=cfg.window_chars,
-                         patterns=patterns, semantic=semantic, matches=matches, gaps=gaps)
+                         patterns=patterns, semantic=semantic, matches=kept, gaps=gaps)
     return index, stats
 
 

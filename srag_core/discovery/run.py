@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Iterator
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
 
 from srag_core.corpus import Corpus
 from srag_core.discovery.curation import MIN_UTILITY, curate, kept
-from srag_core.discovery.index import IndexConfig, PatternIndex, build_index, versions
+from srag_core.discovery.index import MANIFEST, IndexConfig, PatternIndex, build_index, versions
 from srag_core.discovery.labels import label_patterns
 from srag_core.discovery.llmcalls import CallLog, ChatClient, StageLLM
 from srag_core.discovery.model import Dropped, RegexPattern, SemanticPattern
@@ -126,7 +130,8 @@ def discover(corpus: Corpus, llm: ChatClient | None = None, *, sample_size: int 
                                                       max_patterns=cfg.max_llm_patterns)
                 dropped += rejected
             with stages.stage("validate"):
-                llm_patterns, rejected = _validate_all(proposed, windows, corpus, stage_llm, sandbox, cfg, progress)
+                llm_patterns, rejected = _validate_all(proposed, windows, corpus, stage_llm, sandbox, cfg, progress,
+                                                       sample)
                 dropped += rejected
             with stages.stage("semantic"):
                 semantic, rejected = propose_semantic(stage_llm, corpus, sample,
@@ -178,13 +183,14 @@ def llm_call_bound(cfg: DiscoveryConfig, curation_batch: int = 40) -> int:
 
 
 def _validate_all(proposed: list[RegexPattern], windows: list[str], corpus: Corpus, llm: StageLLM, sandbox: MapFn,
-                  cfg: DiscoveryConfig, progress: Callable[[str], None] | None
+                  cfg: DiscoveryConfig, progress: Callable[[str], None] | None, sample: Sequence[int] = ()
                   ) -> tuple[list[RegexPattern], list[Dropped]]:
     accepted, rejected = [], []
     filenames = [d.filename for d in corpus.docs]
+    samples = [(corpus.docs[i].filename, corpus.docs[i].text) for i in sample]  # what the proposals were made from
     for p in proposed:
         original = p.template
-        validate_pattern(p, windows, filenames, llm, sandbox, cfg.validation)
+        validate_pattern(p, windows, filenames, llm, sandbox, cfg.validation, samples)
         if progress:
             progress(f"  {p.name}: {p.validation.status} ({p.validation.reason})")
         twin = next((q.name for q in accepted if q.template == p.template), None)
@@ -207,3 +213,23 @@ def _keep(p: RegexPattern | SemanticPattern, cfg: DiscoveryConfig, dropped: list
                                                       f"{cfg.validation.min_score:g}"))
         return False
     return True
+
+
+def build_or_load(corpus: Corpus, cache_dir: str | Path, llm: Any = None, **discover_kwargs: Any) -> PatternIndex:
+    """The cached index for this corpus and configuration, built by `discover` on a miss and saved atomically.
+    The cache key is the corpus content hash, the model (or "deterministic") and a hash of the settings."""
+    target = Path(cache_dir) / cache_key(corpus, llm, **discover_kwargs)
+    if (target / MANIFEST).is_file():
+        index = PatternIndex.load(target, corpus)
+        index.loaded_from_cache = True
+        return index
+    index = discover(corpus, llm, **discover_kwargs)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    index.save(tmp)
+    try:
+        os.replace(tmp, target)  # atomic; a concurrent builder that got there first wins
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    index.source_dir = target if target.exists() else None
+    return index

@@ -1,4 +1,5 @@
-"""`srag`: the one command line. Each subcommand lives in its own module and registers itself here.
+"""`srag`: the one command line. Each subcommand lives in its own module of this package (parse arguments, call the
+engine in `pipelines.engine`, print) and registers itself here.
 
 Every subcommand that produces a result can print it as JSON (`--json`) and exits non-zero with a one-line error on
 bad input. Heavy imports (Ray, MLflow, torch) happen inside the subcommands that need them, so `srag replay` starts
@@ -12,14 +13,15 @@ import importlib
 import sys
 
 SUBCOMMAND_MODULES = [
-    "pipelines.replay_cmd",
-    "pipelines.data_cmd",
-    "pipelines.ask_cmd",
-    "pipelines.run_cmd",
-    "pipelines.car_cmd",
-    "pipelines.datasets_cmd",
-    "pipelines.discover_cmd",
-    "pipelines.submit_cmd",
+    "pipelines.cli.replay",
+    "pipelines.cli.data",
+    "pipelines.cli.ask",
+    "pipelines.cli.run",
+    "pipelines.cli.car",
+    "pipelines.cli.datasets",
+    "pipelines.cli.discover",
+    "pipelines.cli.submit",
+    "pipelines.cli.probe",
 ]
 
 
@@ -46,6 +48,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"srag {args.command}: error: {e}", file=sys.stderr)
         return 2
 
-
-if __name__ == "__main__":
-    sys.exit(main())

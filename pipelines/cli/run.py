@@ -10,16 +10,15 @@ import argparse
 import json
 import math
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from pipelines.cli import CliError
-from pipelines.config import VARIANTS, RunConfig, load_run, load_sweep, set_dotted, validate_run
-from pipelines.report import FAILED, compare, plot_sweep, question_rows, summarize, table
-from pipelines.results import RunDir, new_run_id
-from srag_core.agent import utc_now
+from pipelines.config import (PROFILE_HELP, VARIANTS, RunConfig, load_run, load_sweep, set_dotted, validate_run,
+                              with_profile)
+from pipelines.engine.report import FAILED, STATUSES, table
+from pipelines.engine.results import RunDir, check_run_id
 
 SUMMARY_COLUMNS = ["run_id", "variant", "model", "n_questions", "finished", "failed", "missing", "accuracy", "em",
                    "f1", "mean_steps", "tokens", "cost_usd"]
@@ -36,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--variant", choices=VARIANTS)
     src.add_argument("--base-url")
     src.add_argument("--model")
+    src.add_argument("--profile", help=PROFILE_HELP)
     src.add_argument("--concurrency", type=int, help="episodes at once across all workers")
     src.add_argument("--limit", type=int, help="first N questions")
     _common(p)
@@ -52,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run a grid of configurations (a parent MLflow run with one child per run)")
     p.add_argument("sweep")
     p.add_argument("--limit", type=int, help="first N questions of every run")
+    p.add_argument("--profile", help=PROFILE_HELP)
     _common(p)
     p.set_defaults(func=cmd_sweep)
 
@@ -81,7 +82,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if not (args.config or args.dataset or args.corpus):
         raise CliError("give a config file, or --dataset NAME, or --corpus PATH --questions FILE")
     flags = {"dataset": args.dataset, "corpus": args.corpus, "questions": args.questions, "variant": args.variant,
-             "llm.base_url": args.base_url, "llm.model": args.model, "limits.limit": args.limit}
+             "llm.base_url": args.base_url, "llm.model": args.model, "llm.profile": args.profile,
+             "limits.limit": args.limit}
     overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     if args.concurrency:
         actors = min(args.concurrency, 2)
@@ -98,45 +100,13 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return validate_run(data, "command line")
 
 
-def run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker=None, sweep_id=None, parent=None) -> dict:
-    from pipelines import runner
-
-    own_tracker = tracker is None
-    tracker = tracker or runner.open_tracker(cfg, runs_dir)
-    try:
-        run_dir = runner.start_run(cfg, runs_dir, tracker, sweep_id=sweep_id, parent_mlflow_id=parent)
-        if not quiet:
-            print(f"run {run_dir.run_id}: {cfg.variant} on {cfg.dataset or cfg.corpus} with {cfg.llm.model}",
-                  file=sys.stderr)
-        todo, _ = runner.pending_work(run_dir, None)
-        runner.execute(run_dir, cfg, todo, tracker, quiet=quiet)
-        return runner.finish(run_dir, tracker)
-    finally:
-        if own_tracker:
-            tracker.close()
-
-
-def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool) -> dict:
-    from pipelines import runner
-
-    cfg = runner.load_run_config(run_dir)
-    tracker = runner.open_tracker(cfg, run_dir.path.parent)
-    try:
-        todo, unjudged = runner.pending_work(run_dir, statuses)
-        if not quiet:
-            print(f"run {run_dir.run_id}: {len(todo)} episodes to run, {len(unjudged)} to judge", file=sys.stderr)
-        if todo or unjudged:
-            runner.execute(run_dir, cfg, todo, tracker, unjudged, quiet=quiet)
-        return runner.finish(run_dir, tracker)
-    finally:
-        tracker.close()
-
-
 def cmd_run(args: argparse.Namespace) -> int:
+    from pipelines.engine import lifecycle
+
     if args.resume:
-        result = continue_run(RunDir.open(args.runs_dir, args.resume), None, args.quiet)
+        result = _continue(RunDir.open(args.runs_dir, args.resume), None, args)
     else:
-        result = run_one(config_from_args(args), args.runs_dir, quiet=args.quiet)
+        result = lifecycle.run_one(config_from_args(args), args.runs_dir, quiet=args.quiet)
     return _print_run(result, args)
 
 
@@ -145,20 +115,38 @@ def expand_statuses(values: list[str] | None) -> list[str]:
     for v in values or ["failed"]:
         if v == "failed":
             out += list(FAILED)
-        elif v in ("ok", "max_steps", *FAILED):
+        elif v in STATUSES:
             out.append(v)
         else:
-            raise CliError(f"unknown status {v!r}: use failed, max_steps, ok, llm_error, timeout or crashed")
+            raise CliError(f"unknown status {v!r}: use failed or one of {', '.join(STATUSES)}")
     return out
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
     statuses = expand_statuses(args.status)  # a bad status is reported before the run is looked up
-    result = continue_run(RunDir.open(args.runs_dir, args.run_id), statuses, args.quiet)
-    return _print_run(result, args)
+    return _print_run(_continue(RunDir.open(args.runs_dir, args.run_id), statuses, args), args)
+
+
+def _continue(run_dir: RunDir, statuses: list[str] | None, args: argparse.Namespace) -> dict:
+    """Resume or rerun a run, then bring its sweep's parent run (if any) up to date."""
+    from pipelines.engine import lifecycle
+    from pipelines.engine.sweeps import refresh_after
+
+    result = lifecycle.continue_run(run_dir, statuses, args.quiet)
+    refresh_after(run_dir, args.runs_dir)
+    return result
+
+
+def _warn_store_problems(result: dict) -> None:
+    problems = result.get("store_problems") or []
+    for p in problems[:5]:
+        print(f"warning: {result['run_id']}/results.jsonl: {p}", file=sys.stderr)
+    if len(problems) > 5:
+        print(f"warning: ... and {len(problems) - 5} more problems in results.jsonl", file=sys.stderr)
 
 
 def _print_run(result: dict, args: argparse.Namespace) -> int:
+    _warn_store_problems(result)
     if args.json:
         print(json.dumps(result, default=str))
     else:
@@ -180,55 +168,15 @@ def _mlflow_uri(runs_dir: Path, run_id: str) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from pipelines import runner
+    from pipelines.engine.sweeps import run_sweep
 
     sweep = load_sweep(args.sweep)
     runs = sweep.expand(args.sweep)
     if args.limit:
         runs = [r.model_copy(update={"limits": r.limits.model_copy(update={"limit": args.limit})}) for r in runs]
-    sweep_id = new_run_id(sweep.name)
-    sweep_dir = args.runs_dir / "sweeps" / sweep_id
-    sweep_dir.mkdir(parents=True)
-    tracker = runner.open_tracker(runs[0], args.runs_dir)
-    try:
-        parent = tracker.create_run(sweep.name, {"sweep_file": str(args.sweep), "n_runs": len(runs),
-                                                 "grid": json.dumps(sweep.grid)},
-                                    {"srag.sweep_id": sweep_id, "srag.kind": "sweep"})
-        _write_sweep(sweep_dir, {"sweep_id": sweep_id, "name": sweep.name, "file": str(args.sweep),
-                                 "created": utc_now(), "mlflow_run_id": parent, "runs": []})
-        results = []
-        for cfg in runs:
-            result = run_one(cfg, args.runs_dir, quiet=args.quiet, tracker=tracker, sweep_id=sweep_id, parent=parent)
-            results.append({"label": cfg.name.split("/", 1)[-1], **result})
-            _write_sweep(sweep_dir, {**_read_sweep(sweep_dir), "runs": [r["run_id"] for r in results]})
-        out = sweep_summary(args.runs_dir, sweep_dir, tracker)
-    finally:
-        tracker.close()
-    return _print_sweep(out, args)
-
-
-def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> dict:
-    info = _read_sweep(sweep_dir)
-    rows = []
-    for run_id in info["runs"]:
-        run_dir = RunDir.open(runs_dir, run_id)
-        meta = run_dir.read_meta()
-        summary = summarize(question_rows(run_dir.read_questions(), run_dir.store().states()))
-        rows.append({"label": meta["name"].split("/", 1)[-1], "meta": meta, "summary": summary})
-    plots = plot_sweep(rows, sweep_dir / "accuracy_by_type_and_run.png", sweep_dir / "cost_vs_accuracy.png")
-    if tracker is not None and info.get("mlflow_run_id"):
-        for plot in plots:
-            tracker.log_artifact(info["mlflow_run_id"], plot, "plots")
-        for r in rows:
-            if r["summary"]["accuracy"] is not None:
-                name = re.sub(r"[^\w\-. :/]", "_", f"accuracy/{r['label']}")  # MLflow's allowed metric names
-                tracker.log_metrics(info["mlflow_run_id"], {name: r["summary"]["accuracy"]}, 0)
-        tracker.set_terminated(info["mlflow_run_id"])
-    runs = [{"run_id": r["meta"]["run_id"], "label": r["label"], "variant": r["meta"]["variant"],
-             "model": r["meta"]["model"], **r["summary"]} for r in rows]
-    return {"sweep_id": info["sweep_id"], "name": info["name"], "n_runs": len(runs),
-            "n_questions": sum(r["n_questions"] for r in runs), "runs": runs,
-            "plots": [str(p) for p in plots]}
+    if args.profile:
+        runs = [r.model_copy(update={"llm": with_profile(r.llm, args.profile, "--profile")}) for r in runs]
+    return _print_sweep(run_sweep(sweep.name, args.sweep, sweep.grid, runs, args.runs_dir, quiet=args.quiet), args)
 
 
 def _print_sweep(out: dict, args: argparse.Namespace) -> int:
@@ -240,30 +188,13 @@ def _print_sweep(out: dict, args: argparse.Namespace) -> int:
     return 0 if all(r["missing"] == 0 for r in out["runs"]) else 1
 
 
-def _write_sweep(sweep_dir: Path, info: dict) -> None:
-    (sweep_dir / "sweep.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
-
-
-def _read_sweep(sweep_dir: Path) -> dict:
-    return json.loads((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
-
-
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def run_report(runs_dir: Path, run_id: str) -> dict:
-    run_dir = RunDir.open(runs_dir, run_id)
-    meta = run_dir.read_meta()
-    rows = question_rows(run_dir.read_questions(), run_dir.store().states())
-    return {"run_id": run_id, "name": meta["name"], "variant": meta["variant"], "model": meta["model"],
-            "status": meta.get("status"), **summarize(rows)}
-
-
 def cmd_report(args: argparse.Namespace) -> int:
-    sweep_dir = args.runs_dir / "sweeps" / args.id
-    if (sweep_dir / "sweep.json").is_file():
-        return _print_sweep(sweep_summary(args.runs_dir, sweep_dir), args)
+    from pipelines.engine.sweeps import is_sweep, run_report, sweep_summary
+
+    if is_sweep(args.runs_dir, check_run_id(args.id)):
+        return _print_sweep(sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id), args)
     result = run_report(args.runs_dir, args.id)
+    _warn_store_problems(result)
     if args.json:
         print(json.dumps(result, default=str))
     else:
@@ -275,11 +206,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    rows = []
-    for run_id in (args.run_a, args.run_b):
-        run_dir = RunDir.open(args.runs_dir, run_id)
-        rows.append(question_rows(run_dir.read_questions(), run_dir.store().states()))
-    result = {"run_a": args.run_a, "run_b": args.run_b, **compare(*rows)}
+    from pipelines.engine.sweeps import compare_runs
+
+    result = compare_runs(args.runs_dir, args.run_a, args.run_b)
     if args.json:
         print(json.dumps(result, default=str))
     else:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = "car-baselines"
 SPLITS = ("all", "train", "dev", "test")
 
@@ -123,7 +123,7 @@ def run_grid(datasets: list[str], retrievers: list[str], data_dir: str, options:
     """Every cell as a Ray task; results come back in grid order."""
     import ray
 
-    from pipelines.runner import init_ray
+    from pipelines.engine.ray_utils import init_ray
 
     init_ray(None)  # RAY_ADDRESS, or a local instance
     cell = ray.remote(num_cpus=1)(run_cell)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from pipelines.converters import sample_2wiki
 from pipelines.datasets import DATASETS, resolve
-from pipelines.datasets_cmd import add_root_options
+from pipelines.cli.datasets import add_root_options
 
-SHARED_2WIKI = Path(__file__).resolve().parents[2] / "shared" / "data" / "2wikimultihopqa"
+SHARED_2WIKI = Path(__file__).resolve().parents[3] / "shared" / "data" / "2wikimultihopqa"
 SAMPLE_2WIKI = Path(__file__).resolve().parent / "samples" / "twowiki"
 
 

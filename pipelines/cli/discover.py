@@ -12,14 +12,13 @@ import argparse
 import json
 import shutil
 import time
-from collections import deque
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from pipelines.cli import CliError
+from pipelines.engine.ray_utils import DEFAULT_TASK_TIMEOUT_S, RayMapFn, ensure_ray
 
-DEFAULT_TASK_TIMEOUT_S = 90.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,68 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Ray map_fn
-
-
-class RayMapFn:
-    """A `sandbox.MapFn` over Ray tasks with a hard timeout per task.
-
-    At most as many tasks as the cluster has CPUs are in flight, so a task starts when it is submitted and its
-    deadline (submission + task_timeout_s) bounds its own run time, worker start-up included (keep the timeout well
-    above a cold start); overdue tasks are cancelled with force=True, which kills the worker process. Ray is
-    initialised on first use.
-    """
-
-    def __init__(self, task_timeout_s: float = DEFAULT_TASK_TIMEOUT_S, max_in_flight: int | None = None) -> None:
-        self.task_timeout_s = task_timeout_s
-        self.max_in_flight = max_in_flight
-        self._remotes: dict[Callable, Any] = {}
-
-    def __call__(self, func: Callable[[Any], Any], chunks: Sequence[Any]) -> list[Any]:
-        import ray
-
-        ensure_ray()
-        remote = self._remotes.get(func)
-        if remote is None:
-            remote = self._remotes[func] = ray.remote(num_cpus=1, max_retries=0)(func)
-        slots = self.max_in_flight or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        results: list[Any] = [None] * len(chunks)
-        todo = deque(range(len(chunks)))
-        running: dict[Any, tuple[int, float]] = {}
-        while todo or running:
-            while todo and len(running) < slots:
-                i = todo.popleft()
-                running[remote.remote(chunks[i])] = (i, time.monotonic() + self.task_timeout_s)
-            wait_s = max(0.0, min(d for _, d in running.values()) - time.monotonic())
-            ready, _ = ray.wait(list(running), num_returns=1, timeout=wait_s)
-            for ref in ready:
-                i, _ = running.pop(ref)
-                try:
-                    results[i] = ray.get(ref)
-                except Exception as e:  # the task raised or its worker died: the failure is the entry
-                    results[i] = e
-            now = time.monotonic()
-            for ref, (i, deadline) in list(running.items()):
-                if now >= deadline:
-                    ray.cancel(ref, force=True)
-                    running.pop(ref)
-                    results[i] = TimeoutError(f"Ray task killed after its hard timeout of {self.task_timeout_s:g}s")
-        return results
-
-
-def ensure_ray() -> float:
-    """Connect to RAY_ADDRESS or start a local Ray instance, unless connected already; returns the seconds it took."""
-    import ray
-
-    started = time.monotonic()
-    if not ray.is_initialized():
-        from pipelines.runner import init_ray
-
-        init_ray(None)
-    return time.monotonic() - started
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # The command
 
 
@@ -116,9 +53,9 @@ def llm_settings(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.endpoints import open_endpoint
+    from pipelines.engine.endpoints import open_endpoint
     from srag_core import load_corpus
-    from srag_core.discovery import DiscoveryConfig, PatternIndex, cache_key
+    from srag_core.discovery import DiscoveryConfig, build_or_load, cache_key
     from srag_core.llm import LLMClient
 
     if args.sample_size < 1:
@@ -142,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(cached, ignore_errors=True)
         # Start Ray before the build so that its start-up is reported apart from the validation stage.
         ray_init_s = ensure_ray() if llm is not None and not cached.exists() else None
-        index = PatternIndex.build_or_load(corpus, args.cache_dir, llm, **kwargs)
+        index = build_or_load(corpus, args.cache_dir, llm, **kwargs)
     report = summary(index, corpus, args.corpus, time.monotonic() - started)
     report["ray_init_s"] = None if ray_init_s is None else round(ray_init_s, 3)
     if args.json:

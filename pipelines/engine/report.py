@@ -6,18 +6,16 @@ failed, not as wrong, and accuracy is the mean score over judged questions, repo
 
 from __future__ import annotations
 
-import math
-import random
 from collections import Counter, defaultdict
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from pipelines.results import QuestionState
-from srag_core.agent import FINISHED
+from scipy import stats
 
-FAILED = ("llm_error", "timeout", "crashed")
-STATUSES = ("ok", "max_steps") + FAILED
+from car_baselines import bootstrap_mean_interval
+from pipelines.engine.results import QuestionState
+from srag_core.agent import FAILED, FINISHED, STATUSES
 
 
 def question_rows(questions: list[dict[str, Any]], states: dict[str, QuestionState]) -> list[dict[str, Any]]:
@@ -32,14 +30,24 @@ def question_rows(questions: list[dict[str, Any]], states: dict[str, QuestionSta
             continue
         ep, j = st.latest, st.judgement or {}
         usage = ep.get("usage") or {}
+        spent = [a.get("usage") or {} for a in st.attempts]  # every attempt's usage, failed ones included
         rows.append({**row, "status": ep["status"], "attempts": len(st.attempts), "attempt": ep["attempt"],
                      "answer": ep.get("answer"), "error": ep.get("error"), "steps": ep.get("steps", 0),
                      "llm_calls": ep.get("llm_calls", 0), "tokens": usage.get("total_tokens", 0),
-                     "cost_usd": usage.get("cost_usd", 0.0), "wall_s": ep.get("wall_s", 0.0),
+                     "cost_usd": usage.get("cost_usd", 0.0),
+                     "spent_tokens": sum(u.get("total_tokens", 0) for u in spent),
+                     "spent_cost_usd": sum(u.get("cost_usd", 0.0) for u in spent), "wall_s": ep.get("wall_s", 0.0),
+                     "llm_s": ep.get("llm_s", 0.0), "tool_s": ep.get("tool_s", 0.0),
+                     **{k: usage.get(k, 0) for k in USAGE_DETAILS},
                      "score": j.get("score"), "em": j.get("em"), "f1": j.get("f1"),
                      "score_source": j.get("score_source"), "judge_error": j.get("judge_error"),
                      "rationale": j.get("rationale"), "trace_file": ep.get("trace_file")})
     return rows
+
+
+# Per-episode usage beside tokens and cost (srag_core.llm.Usage): hidden reasoning tokens, prompt tokens served from
+# the provider's cache, and replies cut at the completion limit.
+USAGE_DETAILS = ("reasoning_tokens", "cached_tokens", "length_stops")
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -57,15 +65,53 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "em": _mean(r["em"] for r in judged if r.get("em") is not None),
         "f1": _mean(r["f1"] for r in judged if r.get("f1") is not None),
         "mean_steps": _mean(r["steps"] for r in ran),
-        "tokens": sum(r.get("tokens", 0) for r in ran),
-        "cost_usd": sum(r.get("cost_usd", 0.0) for r in ran),
+        "tokens": sum(r.get("spent_tokens", 0) for r in ran),  # spent: every attempt, failed ones included
+        "cost_usd": sum(r.get("spent_cost_usd", 0.0) for r in ran),
+        "final_tokens": sum(r.get("tokens", 0) for r in ran),  # the attempts whose answers count
+        "final_cost_usd": sum(r.get("cost_usd", 0.0) for r in ran),
+        **{k: sum(r.get(k, 0) for r in ran) for k in USAGE_DETAILS},
         "mean_wall_s": _mean(r["wall_s"] for r in ran),
+        "latency": {f"{part}_p{q}": v for part in ("wall_s", "llm_s", "tool_s")
+                    for q, v in percentiles([r.get(part, 0.0) for r in ran]).items()},
+        "accuracy_ci95": wilson([r["score"] for r in judged]),
     }
     by_type: dict[str, list[float]] = defaultdict(list)
     for r in judged:
         by_type[str(r.get("type"))].append(r["score"])
     out["accuracy_by_type"] = {t: round(fmean(v), 4) for t, v in sorted(by_type.items())}
+    out["n_by_type"] = {t: len(v) for t, v in sorted(by_type.items())}
+    out["accuracy_ci95_by_type"] = {t: wilson(v) for t, v in sorted(by_type.items())}
     return out
+
+
+def percentiles(values: list[float], qs: tuple[int, ...] = (50, 90, 99)) -> dict[int, float | None]:
+    import numpy as np
+
+    return {q: (round(float(np.percentile(values, q)), 4) if values else None) for q in qs}
+
+
+def wilson(scores: list[float], threshold: float = 0.5, level: float = 0.95) -> list[float] | None:
+    """Wilson interval on the share of right answers (score at least `threshold`, as in `compare`)."""
+    if not scores:
+        return None
+    from scipy.stats import binomtest
+
+    ci = binomtest(sum(1 for s in scores if s >= threshold), len(scores)).proportion_ci(level, method="wilson")
+    return [round(ci.low, 4), round(ci.high, 4)]
+
+
+def attempt_rows(states: dict[str, QuestionState]) -> list[dict[str, Any]]:
+    """One row per attempt of every question, with that attempt's verdict: the history a rerun leaves behind."""
+    rows = []
+    for qid, st in states.items():
+        for ep in st.attempts:
+            usage, j = ep.get("usage") or {}, st.judgements.get(ep["attempt"]) or {}
+            rows.append({"question_id": qid, "attempt": ep["attempt"], "latest": ep is st.latest,
+                         "status": ep["status"], "error": ep.get("error"), "answer": ep.get("answer"),
+                         "tokens": usage.get("total_tokens", 0), "cost_usd": usage.get("cost_usd", 0.0),
+                         "wall_s": ep.get("wall_s", 0.0), "score": j.get("score"),
+                         "started_at": ep.get("started_at"), "trace_file": ep.get("trace_file")})
+    return rows
 
 
 def _mean(values) -> float | None:
@@ -74,12 +120,21 @@ def _mean(values) -> float | None:
 
 
 def metrics_for_mlflow(summary: dict[str, Any]) -> dict[str, float]:
-    keys = ("accuracy", "em", "f1", "mean_steps", "tokens", "cost_usd", "finished", "failed", "missing", "judged",
-            "n_questions", "mean_wall_s")
+    """The final summary as flat metrics (the running metrics of a live run are named `live/...`)."""
+    keys = ("accuracy", "em", "f1", "mean_steps", "tokens", "cost_usd", "final_tokens", "final_cost_usd",
+            "finished", "failed", "missing", "judged", "n_questions", "mean_wall_s", *USAGE_DETAILS)
     out = {k: summary[k] for k in keys if summary.get(k) is not None}
+    out.update({k: v for k, v in summary["latency"].items() if v is not None})
+    out.update(_interval("accuracy", summary.get("accuracy_ci95")))
     out.update({f"status_{k}": v for k, v in summary["status_counts"].items()})
-    out.update({f"accuracy_type_{k}": v for k, v in summary["accuracy_by_type"].items()})
+    for t, acc in summary["accuracy_by_type"].items():
+        out.update({f"accuracy_type_{t}": acc, f"n_type_{t}": summary["n_by_type"][t]})
+        out.update(_interval(f"accuracy_type_{t}", summary["accuracy_ci95_by_type"][t]))
     return out
+
+
+def _interval(name: str, ci: list[float] | None) -> dict[str, float]:
+    return {f"{name}_ci95_low": ci[0], f"{name}_ci95_high": ci[1]} if ci else {}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -111,21 +166,13 @@ def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, thres
 
 
 def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value: P of a split at least this uneven among b + c discordant pairs."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    k = min(b, c)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
+    """Two-sided exact McNemar p-value: the binomial test of b successes in b + c discordant pairs at p = 1/2."""
+    return 1.0 if b + c == 0 else float(stats.binomtest(b, b + c, 0.5).pvalue)
 
 
 def bootstrap_ci(diffs: list[float], resamples: int, seed: int, level: float = 0.95) -> list[float]:
-    rng = random.Random(seed)
-    n = len(diffs)
-    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
-    lo = means[int((1 - level) / 2 * resamples)]
-    hi = means[min(resamples - 1, int((1 + level) / 2 * resamples))]
+    """Percentile bootstrap interval of the mean paired difference, resampling questions (seeded)."""
+    lo, hi = bootstrap_mean_interval(diffs, level, resamples, seed)
     return [round(lo, 4), round(hi, 4)]
 
 
@@ -204,3 +251,21 @@ def _save(fig, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     _pyplot().close(fig)
     return path
+
+
+def plot_accuracy_intervals(runs: list[dict[str, Any]], path: Path) -> Path:
+    """Accuracy of each run with its 95% Wilson interval; runs are dicts with label and summary."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(runs) + 2), 4))
+    for i, r in enumerate(runs):
+        acc, ci = r["summary"].get("accuracy"), r["summary"].get("accuracy_ci95")
+        if acc is None:
+            continue
+        err = [[acc - ci[0]], [ci[1] - acc]] if ci else None
+        ax.bar(i, acc, color="#4c72b0", yerr=err, capsize=6)
+        ax.annotate(f"n={r['summary']['judged']}", (i, 0.02), ha="center", fontsize=7, color="white")
+    ax.set_xticks(range(len(runs)), [r["label"] for r in runs], rotation=20, fontsize=8)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("accuracy (95% Wilson interval)")
+    ax.set_title("accuracy by run")
+    return _save(fig, path)

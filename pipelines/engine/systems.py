@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from pipelines.config import ConfigError, IngestionSettings, RetrievalSettings
+from pipelines.config import ConfigError, IngestionSettings, RetrievalSettings, RunConfig
 from srag_core.agent import Agent, AgentConfig
 from srag_core.corpus import Corpus
 from srag_core.embeddings import ChunkIndex
@@ -49,21 +49,45 @@ def prepare_resources(variant: str, corpus: Corpus, retrieval: RetrievalSettings
 
 
 def limited_ingestion_resources(corpus: Corpus, ingestion: IngestionSettings, llm, map_fn) -> dict[str, Any]:
-    from srag_core.discovery import PatternIndex
+    from srag_core.discovery import build_or_load
 
     cache = Path(ingestion.cache_dir)
     coarse = ChunkIndex.build_coarse(corpus, encoder=ingestion.encoder, unit=ingestion.chunk_unit,
                                      cache_dir=cache / "embeddings")
-    patterns = PatternIndex.build_or_load(corpus, cache / "patterns", llm=llm if ingestion.discovery_llm else None,
-                                          sample_size=ingestion.sample_size, map_fn=map_fn)
+    patterns = build_or_load(corpus, cache / "patterns", llm=llm if ingestion.discovery_llm else None,
+                           sample_size=ingestion.sample_size, map_fn=map_fn)
     return {"coarse_index": coarse, "pattern_index": patterns}
+
+
+def effective_agent(variant: str, agent: AgentConfig) -> AgentConfig:
+    """The agent settings a variant really runs with: its ablation switches (or extra tool families) applied."""
+    if variant == "limited_ingestion":
+        return agent.model_copy(update={"tool_families": list(dict.fromkeys([*agent.tool_families,
+                                                                              *LIMITED_FAMILIES]))})
+    return agent.model_copy(update=AGENT_VARIANTS.get(variant, {}))
+
+
+def effective_config(cfg: RunConfig) -> dict[str, Any]:
+    """The run config as its variant uses it: the variant's switches applied, and only the sections it reads
+    (vanilla RAG has no agent; the agents have no retrieval; only limited ingestion has an ingestion stage)."""
+    data = cfg.model_dump(mode="json")
+    if cfg.variant == "vanilla_rag":
+        del data["agent"]
+    else:
+        data["agent"] = effective_agent(cfg.variant, cfg.agent).model_dump(mode="json")
+        del data["retrieval"]
+    if cfg.variant != "limited_ingestion":
+        del data["ingestion"]
+    if not cfg.local_model.enabled:
+        data["local_model"] = {"enabled": False}
+    return data
 
 
 def build_system(variant: str, corpus: Corpus, llm, agent: AgentConfig, retrieval: RetrievalSettings,
                  resources: dict[str, Any] | None = None, on_event: Callable[[dict], None] | None = None):
     resources = resources or {}
     if variant in AGENT_VARIANTS:
-        return Agent(corpus, llm, agent.model_copy(update=AGENT_VARIANTS[variant]), on_event=on_event)
+        return Agent(corpus, llm, effective_agent(variant, agent), on_event=on_event)
     if variant == "vanilla_rag":
         if "chunk_index" not in resources:
             raise ConfigError("vanilla_rag needs the corpus chunk index (prepare_resources)")
@@ -75,18 +99,17 @@ def build_system(variant: str, corpus: Corpus, llm, agent: AgentConfig, retrieva
 
 def limited_ingestion_agent(corpus: Corpus, llm, agent: AgentConfig, resources: dict[str, Any],
                             on_event: Callable[[dict], None] | None) -> Agent:
-    from srag_core.tools.embedding_tools import embedding_extensions
-    from srag_core.tools.patterns import corpus_profile, pattern_routing, register_pattern_sets
+    from srag_core.modules import Modules
+    from srag_core.tools.embedding_tools import embedding_modules
+    from srag_core.tools.patterns import corpus_profile, pattern_routing
 
     if "coarse_index" not in resources or "pattern_index" not in resources:
         raise ConfigError("limited_ingestion needs the coarse chunk index and the pattern index (prepare_resources)")
     index = resources["pattern_index"]
-    families = list(dict.fromkeys([*agent.tool_families, *LIMITED_FAMILIES]))
-    extensions = {**embedding_extensions(resources["coarse_index"], llm), "pattern_index": index,
-                  "init_workspace": register_pattern_sets}
+    modules = embedding_modules(resources["coarse_index"], base=Modules(pattern_index=index))
 
     def sections(question: str) -> list[str]:
         return [corpus_profile(index), pattern_routing(index, question)]
 
-    return Agent(corpus, llm, agent.model_copy(update={"tool_families": families}), extensions=extensions,
+    return Agent(corpus, llm, effective_agent("limited_ingestion", agent), modules=modules,
                  extra_sections=sections, on_event=on_event)

@@ -1,0 +1,17 @@
+"""The engine behind `srag run`, `rerun`, `sweep`, `report` and `compare`, each part with one job:
+
+- `lifecycle`: a run from its inputs to its summary (`run_one`, `continue_run`, `start_run`, `execute`, `finish`);
+- `scheduler`: keeps the Ray workers busy, requeues episodes of dead workers, hands episodes to the judge and reports
+  to sinks (`RunSink`), so the results store and MLflow can be tested and replaced apart;
+- `worker`: the Ray actor holding a corpus replica and running episodes, and the shared request limiter;
+- `judging`: the judge stage on driver threads;
+- `results`: run folders and the append-only results store (`RunFolderSink`);
+- `tracking`: MLflow (`Tracker`, `MlflowSink`);
+- `progress`: running totals and the progress line;
+- `report`: summaries, paired comparison, plots; `sweeps`: sweeps and reports read back from run folders;
+- `systems`: the system under test per variant; `endpoints`: the LLM endpoint (a local model server if configured);
+- `ray_utils`: connecting to Ray and a sandboxed map over Ray tasks.
+
+Modules are imported directly (`from pipelines.engine.lifecycle import run_one`): importing this package loads
+nothing heavy.
+"""

@@ -1,0 +1,348 @@
+"""A run's lifecycle: inputs, the run folder and its MLflow run (`start_run`), the per-corpus stage, execution on a
+pool of Ray workers (`execute`, which hands scheduling to `scheduler.Scheduler`), and the end (`finish`: summary,
+per-question table, plots). Resume and rerun are `execute` again on the questions still to do (`continue_run`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from pipelines.config import RunConfig
+from pipelines.datasets import load_questions, resolve
+from pipelines.engine.endpoints import open_endpoint
+from pipelines.engine.judging import JUDGE_THREADS, JudgeStage
+from pipelines.engine.progress import ConsoleProgress, RunStats
+from pipelines.engine.ray_utils import RayMapFn, init_ray
+from pipelines.engine.report import (attempt_rows, metrics_for_mlflow, plot_accuracy_by_type, question_rows,
+                                     summarize)
+from pipelines.engine.results import RunDir, RunFolderSink, git_revision, new_run_id, package_versions
+from pipelines.engine.scheduler import Scheduler, WorkerPool
+from pipelines.engine.systems import effective_config, prepare_resources
+from pipelines.engine.tracking import MlflowSink, TraceContext, Tracker, run_name, tracking_uri, write_table
+from srag_core.agent import FINISHED, utc_now
+from srag_core.corpus import Corpus, load_corpus
+from srag_core.llm import LLMClient, LLMConfig
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Inputs
+
+
+def benchmark_paths(cfg: RunConfig) -> tuple[Path, Path]:
+    if cfg.dataset:
+        bench = resolve(cfg.dataset)
+        return bench.corpus, bench.questions
+    return Path(cfg.corpus).expanduser(), Path(cfg.questions).expanduser()
+
+
+def select_questions(cfg: RunConfig, questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if cfg.limits.shuffle:
+        import random
+
+        questions = list(questions)
+        random.Random(cfg.limits.seed).shuffle(questions)
+    return questions[:cfg.limits.limit] if cfg.limits.limit else questions
+
+
+_CORPORA: dict[str, Corpus] = {}  # the per-corpus stage runs once per process, however many runs share a corpus
+
+
+def corpus_for(path: Path) -> Corpus:
+    key = str(path.resolve())
+    if key not in _CORPORA:
+        _CORPORA[key] = load_corpus(path)
+    return _CORPORA[key]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Run lifecycle
+
+
+def start_run(cfg: RunConfig, runs_dir: Path, tracker: Tracker | None, *, sweep_id: str | None = None,
+              parent_mlflow_id: str | None = None) -> RunDir:
+    corpus_path, questions_path = benchmark_paths(cfg)
+    corpus = corpus_for(corpus_path)
+    questions = select_questions(cfg, [q.model_dump() for q in load_questions(questions_path)])
+    if not questions:
+        raise ValueError(f"no questions to run in {questions_path}")
+    run_dir = RunDir.create(runs_dir, new_run_id(cfg.name))
+    run_dir.write_config(cfg.model_dump(mode="json"))
+    run_dir.write_questions(questions)
+    meta = {"run_id": run_dir.run_id, "name": cfg.name, "created": utc_now(), "status": "created",
+            "fingerprint": cfg.fingerprint(), "git_revision": git_revision(), "packages": package_versions(),
+            "seed": cfg.limits.seed, "corpus": str(corpus_path.resolve()), "corpus_hash": corpus.content_hash,
+            "n_docs": len(corpus), "questions_file": str(questions_path.resolve()), "n_questions": len(questions),
+            "variant": cfg.variant, "model": cfg.llm.model, "sweep_id": sweep_id, "command": sys.argv[1:]}
+    # Paths are stored resolved, so `--resume` works from any directory.
+    run_dir.write_meta(meta)  # before MLflow: a run whose start-up fails still has a run.json to say so
+    with run_dir.failure_recorded():
+        if tracker is not None:
+            meta.update(mlflow_run(cfg, run_dir, tracker, meta, parent_mlflow_id))
+        run_dir.write_meta(meta)
+        if tracker is not None:
+            tracker.log_artifact(meta["mlflow_run_id"], run_dir.path / "config.yaml")
+    return run_dir
+
+
+def dataset_label(cfg: RunConfig, questions_path: Path) -> str:
+    return cfg.dataset or questions_path.parent.name
+
+
+def mlflow_run(cfg: RunConfig, run_dir: RunDir, tracker: Tracker, meta: dict[str, Any],
+               parent_mlflow_id: str | None) -> dict[str, Any]:
+    """The run's MLflow run: params from the effective config (the variant applied, only the sections it uses),
+    tags to filter and group by, MLflow's own source tags, and the question set as a dataset input."""
+    dataset = dataset_label(cfg, Path(meta["questions_file"]))
+    revision = str(meta["git_revision"] or "")
+    tags = {"srag.run_id": run_dir.run_id, "srag.variant": cfg.variant, "srag.fingerprint": meta["fingerprint"],
+            "srag.git_revision": revision, "srag.dataset": dataset, "srag.model": cfg.llm.model,
+            "srag.profile": profile_name(cfg.llm.profile), "mlflow.source.type": "LOCAL",
+            "mlflow.source.name": "srag " + " ".join(meta["command"][:1] or ["run"])}
+    if revision:
+        tags["mlflow.source.git.commit"] = revision.removesuffix("-dirty")
+    if meta.get("sweep_id"):
+        tags["srag.sweep_id"] = meta["sweep_id"]
+    label = cfg.name.split("/", 1)[1] if "/" in cfg.name else ""
+    extra = "-".join(p for p in re.split(r"-(?=\w+=)", label)  # a sweep's label: what its grid varies
+                     if p and not p.startswith(("variant=", "model=", "dataset=")))
+    run_id = tracker.create_run(run_name(cfg.variant, dataset, cfg.llm.model, extra), effective_config(cfg), tags,
+                                parent_mlflow_id)
+    tracker.log_input(run_id, question_set(run_dir, dataset, meta["questions_file"]), {"mlflow.data.context": "eval"})
+    return {"mlflow_run_id": run_id, "mlflow_uri": tracker.uri, "mlflow_experiment_id": tracker.experiment_id}
+
+
+def profile_name(profile: Any) -> str:
+    """The provider profile's name for a tag: a shipped name, `auto`, or a profile file's own name."""
+    return profile if isinstance(profile, str) else getattr(profile, "name", "custom")
+
+
+def question_set(run_dir: RunDir, name: str, source: str):
+    """The run's question snapshot as an MLflow dataset: name, content digest, source path and size."""
+    import hashlib
+
+    from mlflow.entities import Dataset
+
+    text = (run_dir.path / "questions.jsonl").read_bytes()
+    n = sum(1 for line in text.splitlines() if line.strip())
+    return Dataset(name=name, digest=hashlib.sha256(text).hexdigest()[:12], source_type="local",
+                   source=json.dumps({"uri": str(Path(source).resolve())}),
+                   schema=json.dumps({"columns": ["id", "question", "answer", "type", "answer_kind"]}),
+                   profile=json.dumps({"num_rows": n}))
+
+
+def load_run_config(run_dir: RunDir) -> RunConfig:
+    return RunConfig.model_validate(run_dir.read_config())
+
+
+def pending_work(run_dir: RunDir, statuses: Iterable[str] | None) -> tuple[list[tuple[dict, int]], list[tuple]]:
+    """(episodes to run, finished episodes still to judge). statuses None: resume (questions with no record);
+    otherwise rerun the questions whose latest status is in `statuses`, plus missing ones, as a new attempt."""
+    questions = run_dir.read_questions()
+    states = run_dir.store().states()
+    wanted = set(statuses or ())
+    todo, unjudged = [], []
+    for q in questions:
+        st = states.get(q["id"])
+        if st is None:
+            todo.append((q, 1))
+        elif st.status in wanted:
+            todo.append((q, st.latest["attempt"] + 1))
+        elif st.status in FINISHED and st.judgement is None:
+            unjudged.append((q, st.latest))
+    return todo, unjudged
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Execution
+
+
+def _resources(run_dir: RunDir, cfg: RunConfig, corpus: Corpus, llm_cfg: LLMConfig) -> dict[str, Any]:
+    """The per-corpus stage (chunk embeddings, pattern discovery on Ray), recorded in the run's metadata."""
+    llm = LLMClient(llm_cfg) if cfg.variant == "limited_ingestion" and cfg.ingestion.discovery_llm else None
+    started = time.monotonic()
+    resources = prepare_resources(cfg.variant, corpus, cfg.retrieval, cfg.ingestion, llm,
+                                  RayMapFn(cfg.ingestion.task_timeout_s))
+    info: dict[str, Any] = {"variant_resources": sorted(resources), "prepare_s": round(time.monotonic() - started, 3)}
+    if "pattern_index" in resources:
+        manifest = resources["pattern_index"].manifest
+        info["pattern_index"] = {k: manifest.get(k) for k in ("n_patterns", "llm_calls", "stages", "notes")
+                                 if k in manifest}
+    run_dir.update_meta(ingestion=info)
+    return resources
+
+
+def limiter_can_bind(cfg: RunConfig) -> bool:
+    """An episode has at most one request in flight, so a concurrency cap at or above the number of episodes (plus
+    judge threads) can never bind: then the limiter, and its round trip per request, is skipped."""
+    ex = cfg.execution
+    if ex.requests_per_minute is not None or ex.tokens_per_minute is not None:
+        return True
+    if ex.max_concurrent_requests is None:
+        return False
+    judge_threads = JUDGE_THREADS if cfg.judge.use_llm and cfg.judge.llm is None else 0
+    return ex.max_concurrent_requests < ex.actors * ex.episodes_per_actor + judge_threads
+
+
+def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], tracker: Tracker | None,
+            unjudged: list[tuple[dict, dict]] = (), quiet: bool = False) -> None:
+    """Run `todo` (question, attempt) pairs and judge them (and the `unjudged` pairs) on a pool of Ray workers."""
+    import ray
+
+    meta = run_dir.update_meta(status="running", last_started=utc_now())
+    init_ray(cfg.execution.ray_address)
+    corpus = corpus_for(Path(meta["corpus"]))
+    store = run_dir.store()
+    stats = _stats_so_far(run_dir, store, {q["id"] for q, _ in todo})
+    sinks: list = [RunFolderSink(run_dir, store)]
+    if tracker is not None and meta.get("mlflow_run_id"):
+        sinks.append(MlflowSink(tracker, meta["mlflow_run_id"], cfg.tracking.traces, trace_context(run_dir, cfg)))
+    if not quiet:
+        sinks.append(ConsoleProgress(run_dir.run_id))
+    from pipelines.engine.worker import EpisodeWorker, RayLimiterSlot, start_limiter
+
+    ex = cfg.execution
+    in_flight = min(ex.actors * ex.episodes_per_actor, ex.max_concurrent_requests or 1_000_000)
+    with open_endpoint(cfg.llm, cfg.local_model, run_dir.path, concurrency=in_flight) as llm_cfg:
+        resources = _resources(run_dir, cfg, corpus, llm_cfg)
+        limiter = start_limiter(ex.max_concurrent_requests or 1_000_000, ex.requests_per_minute,
+                                ex.tokens_per_minute) if limiter_can_bind(cfg) else None
+        shared = RayLimiterSlot(limiter) if limiter is not None and cfg.judge.llm is None else None
+        judge = JudgeStage(cfg.judge, llm_cfg, shared)
+        corpus_ref = ray.put(corpus)
+        resources_ref = ray.put(resources)
+        workers = [EpisodeWorker.options(max_restarts=ex.max_actor_restarts, max_concurrency=ex.episodes_per_actor,
+                                         num_cpus=ex.cpus_per_actor, scheduling_strategy="SPREAD").remote(
+            corpus_ref, resources_ref, cfg.variant, llm_cfg, cfg.agent, cfg.retrieval, limiter)
+            for _ in range(ex.actors)]
+        try:
+            startup = _wait_for_workers(workers)
+            started = time.monotonic()
+            scheduler = Scheduler(WorkerPool(workers, ex.max_actor_restarts + 2), judge, sinks, stats,
+                                  capacity=ex.actors * ex.episodes_per_actor,
+                                  retries_on_death=ex.episode_retries_on_actor_death,
+                                  episode_timeout_s=cfg.agent.episode_timeout_s)
+            scheduler.run(todo, list(unjudged))
+            run_dir.update_meta(requeued=run_dir.read_meta().get("requeued", 0) + stats.requeued,
+                                worker_startup_s=round(startup, 3), episodes_wall_s=round(time.monotonic() - started, 3))
+        finally:
+            judge.close()
+            store.close()
+            for w in workers:
+                ray.kill(w)
+            if limiter is not None:
+                ray.kill(limiter)
+
+
+def trace_context(run_dir: RunDir, cfg: RunConfig) -> TraceContext:
+    meta = run_dir.read_meta()
+    tags = {"srag.run_id": run_dir.run_id, "srag.variant": cfg.variant, "srag.model": cfg.llm.model,
+            "srag.dataset": dataset_label(cfg, Path(meta["questions_file"]))}
+    return TraceContext(cfg.llm.model, tags, {q["id"]: q for q in run_dir.read_questions()})
+
+
+def _stats_so_far(run_dir: RunDir, store, redo: set[str]) -> RunStats:
+    """Resume/rerun: the run's totals include what is already recorded for questions not run again."""
+    stats = RunStats(total=len(run_dir.read_questions()))
+    for st in store.states().values():
+        if st.question_id not in redo:
+            stats.add_episode(st.latest)
+            if st.judgement:
+                stats.add_judgement(st.judgement)
+    return stats
+
+
+def _wait_for_workers(workers: list, timeout_s: float = 600) -> float:
+    """Seconds until every worker has loaded its replica (a worker that fails to start is left to the scheduler)."""
+    import ray
+
+    started = time.monotonic()
+    ready, _ = ray.wait([w.ready.remote() for w in workers], num_returns=len(workers), timeout=timeout_s)
+    for ref in ready:
+        try:
+            ray.get(ref)
+        except Exception as e:
+            log.warning("a worker failed to start: %s", e)
+    return time.monotonic() - started
+
+
+def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
+    """Summary, per-question table and plots, written to the run folder and logged to MLflow. Run again after a
+    rerun or resume, it replaces them: the tables whole, the summary metrics as a new step (one per finish)."""
+    import pandas as pd
+
+    store = run_dir.store()
+    states = store.states()
+    rows = question_rows(run_dir.read_questions(), states)
+    summary = {**summarize(rows), "store_problems": store.problems}
+    finishes = run_dir.read_meta().get("finishes", 0)
+    meta = run_dir.update_meta(status="finished" if summary["missing"] == 0 else "incomplete", finished=utc_now(),
+                               finishes=finishes + 1, store_problems=store.problems)
+    (run_dir.path / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    frame = pd.DataFrame(rows)
+    frame.to_parquet(run_dir.path / "results.parquet", index=False)
+    plot = plot_accuracy_by_type(summary, f"{meta['name']}: accuracy by question type",
+                                 run_dir.path / "plots" / "accuracy_by_type.png")
+    mlflow_id = meta.get("mlflow_run_id")
+    if tracker is not None and mlflow_id:
+        tracker.log_metrics(mlflow_id, metrics_for_mlflow(summary), step=finishes)
+        tables = run_dir.path / "tables"
+        tracker.replace_tables(mlflow_id, {
+            "per_question.json": write_table(frame, tables / "per_question.json"),
+            "attempts.json": write_table(pd.DataFrame(attempt_rows(states)), tables / "attempts.json")})
+        for name in ("summary.json", "results.parquet", "run.json", "questions.jsonl", "results.jsonl"):
+            tracker.log_artifact(mlflow_id, run_dir.path / name)
+        tracker.log_artifacts(mlflow_id, run_dir.path / "traces", "traces")
+        if plot is not None:
+            tracker.log_artifact(mlflow_id, plot, "plots")
+        tracker.set_terminated(mlflow_id, "FINISHED" if summary["failed"] == 0 else "FAILED")
+    return {"run_id": run_dir.run_id, "name": meta["name"], "variant": meta["variant"], "model": meta["model"],
+            **summary}
+
+
+def open_tracker(cfg: RunConfig, runs_dir: Path) -> Tracker:
+    return Tracker(tracking_uri(cfg.tracking.uri, runs_dir), cfg.tracking.experiment, runs_dir)
+
+
+def run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | None = None,
+            sweep_id: str | None = None, parent: str | None = None) -> dict[str, Any]:
+    """A new run of `cfg`, start to finish; returns its summary."""
+    own_tracker = tracker is None
+    tracker = tracker or open_tracker(cfg, runs_dir)
+    try:
+        run_dir = start_run(cfg, runs_dir, tracker, sweep_id=sweep_id, parent_mlflow_id=parent)
+        if not quiet:
+            print(f"run {run_dir.run_id}: {cfg.variant} on {cfg.dataset or cfg.corpus} with {cfg.llm.model}",
+                  file=sys.stderr)
+        with run_dir.failure_recorded():
+            todo, _ = pending_work(run_dir, None)
+            execute(run_dir, cfg, todo, tracker, quiet=quiet)
+            return finish(run_dir, tracker)
+    finally:
+        if own_tracker:
+            tracker.close()
+
+
+def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool) -> dict[str, Any]:
+    """Resume (`statuses` None: questions with no record) or rerun (questions whose latest status is in
+    `statuses`) a run, then finish it again; returns its summary."""
+    cfg = load_run_config(run_dir)
+    tracker = open_tracker(cfg, run_dir.path.parent)
+    try:
+        with run_dir.failure_recorded():
+            todo, unjudged = pending_work(run_dir, statuses)
+            if not quiet:
+                print(f"run {run_dir.run_id}: {len(todo)} episodes to run, {len(unjudged)} to judge",
+                      file=sys.stderr)
+            if todo or unjudged:
+                execute(run_dir, cfg, todo, tracker, unjudged, quiet=quiet)
+            return finish(run_dir, tracker)
+    finally:
+        tracker.close()

@@ -1,0 +1,82 @@
+"""Running totals of a run, for the progress line and the running metrics streamed to MLflow."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.engine.report import FAILED
+
+
+@dataclass
+class RunStats:
+    total: int
+    started: float = field(default_factory=time.monotonic)
+    done: int = 0
+    statuses: Counter = field(default_factory=Counter)
+    judged: int = 0
+    score_sum: float = 0.0
+    em_sum: float = 0.0
+    f1_sum: float = 0.0
+    steps: int = 0
+    tokens: int = 0
+    cost: float = 0.0
+    requeued: int = 0  # episodes put back in the queue because their worker died
+
+    def add_episode(self, rec: dict[str, Any]) -> None:
+        self.done += 1
+        self.statuses[rec["status"]] += 1
+        self.steps += rec.get("steps", 0)
+        self.tokens += int((rec.get("usage") or {}).get("total_tokens", 0))
+        self.cost += float((rec.get("usage") or {}).get("cost_usd", 0.0))
+
+    def add_judgement(self, j: dict[str, Any]) -> None:
+        if j.get("score") is not None:
+            self.judged += 1
+            self.score_sum += j["score"]
+            self.em_sum += j.get("em") or 0.0
+            self.f1_sum += j.get("f1") or 0.0
+
+    def metrics(self) -> dict[str, float]:
+        failed = sum(self.statuses[s] for s in FAILED)
+        out = {"done": self.done, "errors": failed, "tokens": self.tokens, "cost_usd": self.cost,
+               "mean_steps": self.steps / self.done if self.done else 0.0}
+        if self.judged:
+            out.update(accuracy=self.score_sum / self.judged, em=self.em_sum / self.judged,
+                       f1=self.f1_sum / self.judged)
+        return out
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.started
+        left = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
+        m = self.metrics()
+        acc = f"{m['accuracy']:.3f}" if "accuracy" in m else "-"
+        return (f"{self.done}/{self.total} done · accuracy {acc} · errors {m['errors']} · "
+                f"{self.tokens:,} tokens · {clock(elapsed)} elapsed · ~{clock(left)} left")
+
+
+def clock(seconds: float) -> str:
+    if seconds != seconds:  # nan
+        return "--:--"
+    m, s = divmod(int(seconds), 60)
+    return f"{m // 60:d}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m:02d}:{s:02d}"
+
+
+class ConsoleProgress:
+    """The scheduler's sink for the progress line on stderr."""
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+
+    def episode(self, record: dict[str, Any]) -> None:
+        pass
+
+    def judgement(self, verdict: dict[str, Any]) -> None:
+        pass
+
+    def progress(self, stats: RunStats) -> None:
+        import sys
+
+        print(f"[{self.run_id}] {stats.line()}", file=sys.stderr, flush=True)

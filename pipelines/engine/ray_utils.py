@@ -1,0 +1,95 @@
+"""Ray helpers shared by the engine and the commands: connecting (or starting a local instance) and mapping a
+function over tasks with a hard timeout per task (the sandbox that pattern discovery's regex validation runs in)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import deque
+from typing import Any, Callable, Sequence
+
+from srag_core.discovery.sandbox import DEFAULT_MEMORY_LIMIT_MB, memory_capped
+
+log = logging.getLogger(__name__)
+DEFAULT_TASK_TIMEOUT_S = 90.0
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "MLFLOW_DISABLE_TELEMETRY": "true"}
+
+
+def init_ray(address: str | None) -> None:
+    """Connect to the cluster at `address` (else RAY_ADDRESS), or start a local Ray instance that listens on loopback
+    only: a laptop run must not open Ray's ports (which run code for whoever reaches them) on every interface."""
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address:
+        # Ray's single-machine mode (the one it uses on macOS and Windows): node address 127.0.0.1, so its servers
+        # bind loopback. Read when Ray is first imported, and inherited by the processes it starts.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    import ray
+
+    if ray.is_initialized():
+        return
+    env = {"env_vars": dict(RAY_ENV)}
+    if address:
+        ray.init(address=address, runtime_env=env, log_to_driver=False)
+    else:  # "local": a new instance, never whatever cluster someone else started on this machine
+        ray.init(address="local", include_dashboard=False, runtime_env=env, log_to_driver=False)
+        if ray.util.get_node_ip_address() != "127.0.0.1":
+            log.warning("local Ray did not start on loopback (it was imported before init_ray); its ports may be "
+                        "reachable from the network")
+
+
+def ensure_ray() -> float:
+    """Connect to RAY_ADDRESS or start a local Ray instance, unless connected already; returns the seconds it took."""
+    started = time.monotonic()
+    init_ray(None)
+    return time.monotonic() - started
+
+
+class RayMapFn:
+    """A `sandbox.MapFn` over Ray tasks with a hard timeout and a memory cap (`sandbox.memory_capped`) per task.
+
+    At most as many tasks as the cluster has CPUs are in flight, so a task starts when it is submitted and its
+    deadline (submission + task_timeout_s) bounds its own run time, worker start-up included (keep the timeout well
+    above a cold start); overdue tasks are cancelled with force=True, which kills the worker process. Ray is
+    initialised on first use.
+    """
+
+    def __init__(self, task_timeout_s: float = DEFAULT_TASK_TIMEOUT_S, max_in_flight: int | None = None,
+                 memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB) -> None:
+        self.task_timeout_s = task_timeout_s
+        self.max_in_flight = max_in_flight
+        self.memory_limit_mb = memory_limit_mb
+        self._remote = None
+
+    def __call__(self, func: Callable[[Any], Any], chunks: Sequence[Any]) -> list[Any]:
+        import ray
+
+        ensure_ray()
+        if self._remote is None:  # every task runs under the sandbox's memory cap, as local workers do
+            self._remote = ray.remote(num_cpus=1, max_retries=0)(memory_capped)
+        remote = self._remote
+        slots = self.max_in_flight or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        results: list[Any] = [None] * len(chunks)
+        todo = deque(range(len(chunks)))
+        running: dict[Any, tuple[int, float]] = {}
+        while todo or running:
+            while todo and len(running) < slots:
+                i = todo.popleft()
+                running[remote.remote(func, chunks[i], self.memory_limit_mb)] = (i, time.monotonic() +
+                                                                                 self.task_timeout_s)
+            wait_s = max(0.0, min(d for _, d in running.values()) - time.monotonic())
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=wait_s)
+            for ref in ready:
+                i, _ = running.pop(ref)
+                try:
+                    results[i] = ray.get(ref)
+                except Exception as e:  # the task raised or its worker died: the failure is the entry
+                    results[i] = e
+            now = time.monotonic()
+            for ref, (i, deadline) in list(running.items()):
+                if now >= deadline:
+                    ray.cancel(ref, force=True)
+                    running.pop(ref)
+                    results[i] = TimeoutError(f"Ray task killed after its hard timeout of {self.task_timeout_s:g}s")
+        return results

@@ -1,0 +1,237 @@
+"""The episode scheduler: keeps a pool of EpisodeWorker actors busy, requeues episodes whose worker died, hands
+finished episodes to the judge stage, and reports everything to sinks (the run folder, MLflow, the console).
+
+It knows nothing of where records go: each finished episode, each verdict and each progress tick is passed to the
+`RunSink`s it was given, so the results store and the MLflow sink can be tested and replaced apart.
+
+Fault tolerance: a worker that dies is restarted by Ray and reloads its replica; the episodes it was running are put
+back in the queue under the same attempt number (they never produced a record), up to a limit, after which the
+question is recorded as crashed with the reason. Every question ends with exactly one record per attempt.
+
+Deadline: `episode_timeout_s` is enforced from here as well as inside the episode. An episode with no result
+`grace_s` after its limit is recorded as `timeout` and its slot is reclaimed (a late result is ignored). Its thread
+may still be stuck inside the worker, so the slot stays counted against that worker until the worker holds only
+stuck episodes; then the worker is restarted (its other episodes, if any, are requeued as after a death).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter, deque
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pipelines.engine.progress import RunStats
+from srag_core.agent import FINISHED, utc_now
+
+log = logging.getLogger(__name__)
+PROGRESS_EVERY_S = 5.0
+# Past episode_timeout_s, how long the driver still waits for the episode's own record: longer than the last tool
+# call an episode may start before its limit, and than a worker restart that delays the start of an episode.
+EPISODE_GRACE_S = 60.0
+
+
+class RunSink(Protocol):
+    """Receives what the scheduler produces. Calls come from the scheduler's thread, in order."""
+
+    def episode(self, record: dict[str, Any]) -> None: ...
+
+    def judgement(self, verdict: dict[str, Any]) -> None: ...
+
+    def progress(self, stats: RunStats) -> None: ...
+
+
+class Judge(Protocol):
+    def submit(self, question: dict[str, Any], record: dict[str, Any]) -> Future: ...
+
+
+def failed_record(question: dict[str, Any], attempt: int, status: str, error: str) -> dict[str, Any]:
+    """The record of an episode that never produced one of its own (its worker died, no worker was left...)."""
+    now = utc_now()
+    return {"question_id": question["id"], "question": question["question"], "answer": None, "status": status,
+            "error": error, "steps": 0, "llm_calls": 0, "usage": {}, "attempt": attempt, "started_at": now,
+            "finished_at": now, "wall_s": 0.0, "trace": []}
+
+
+@dataclass
+class _Slot:
+    question: dict[str, Any]
+    attempt: int
+    worker: int
+    deadline: float = float("inf")  # monotonic time after which the driver gives up on this episode
+
+
+class WorkerPool:
+    """The episode workers and their health. A worker that just failed cools down briefly (Ray is restarting it);
+    one that keeps failing (restarts exhausted) is retired."""
+
+    COOLDOWN_S = 2.0
+
+    def __init__(self, workers: list, max_failures: int):
+        self.workers = workers
+        self.load = [0] * len(workers)
+        self.cool_until = [0.0] * len(workers)
+        self.failures = [0] * len(workers)
+        self.stuck = [0] * len(workers)  # reclaimed episodes whose thread may still be running in the worker
+        self.max_failures = max_failures
+
+    def alive(self, w: int) -> bool:
+        return self.failures[w] <= self.max_failures
+
+    def any_alive(self) -> bool:
+        return any(self.alive(w) for w in range(len(self.workers)))
+
+    def pick(self) -> int | None:
+        now = time.monotonic()
+        ready = [w for w in range(len(self.workers)) if self.alive(w) and self.cool_until[w] <= now]
+        return min(ready, key=self.load.__getitem__) if ready else None
+
+    def failed(self, w: int) -> None:
+        self.failures[w] += 1
+        self.cool_until[w] = time.monotonic() + self.COOLDOWN_S
+
+    def succeeded(self, w: int) -> None:
+        self.failures[w] = 0
+
+
+class Scheduler:
+    def __init__(self, pool: WorkerPool, judge: Judge, sinks: list[RunSink], stats: RunStats, *, capacity: int,
+                 retries_on_death: int, episode_timeout_s: float = float("inf"), grace_s: float = EPISODE_GRACE_S,
+                 progress_every_s: float = PROGRESS_EVERY_S):
+        self.pool, self.judge, self.sinks, self.stats = pool, judge, sinks, stats
+        self.capacity = capacity
+        self.per_worker = max(1, capacity // max(1, len(pool.workers)))
+        self.episode_timeout_s, self.grace_s = episode_timeout_s, grace_s
+        self.retries_on_death = retries_on_death
+        self.progress_every_s = progress_every_s
+        self.pending: deque[tuple[dict, int]] = deque()
+        self.inflight: dict[Any, _Slot] = {}
+        self.judging: dict[Future, dict] = {}
+        self.deaths: Counter = Counter()
+
+    def run(self, todo: list[tuple[dict, int]], unjudged: list[tuple[dict, dict]] = ()) -> None:
+        """Run every (question, attempt) of `todo` and judge it; judge `unjudged` (question, record) pairs."""
+        self.pending.extend(todo)
+        self.judging.update({self.judge.submit(q, rec): rec for q, rec in unjudged})
+        last_report = 0.0
+        while self.pending or self.inflight or self.judging:
+            self._dispatch()
+            for ref in _wait_ready(self.inflight):
+                self._settle(ref)
+            self._reclaim_overdue()
+            self._collect_judgements()
+            if time.monotonic() - last_report > self.progress_every_s or not self._busy():
+                last_report = time.monotonic()
+                for sink in self.sinks:
+                    sink.progress(self.stats)
+
+    def _busy(self) -> bool:
+        return bool(self.pending or self.inflight or self.judging)
+
+    def _dispatch(self) -> None:
+        pool = self.pool
+        while self.pending and self._room() and (w := pool.pick()) is not None:
+            q, attempt = self.pending.popleft()
+            deadline = time.monotonic() + self.episode_timeout_s + self.grace_s
+            self.inflight[pool.workers[w].run_episode.remote(q, attempt)] = _Slot(q, attempt, w, deadline)
+            pool.load[w] += 1
+        if self.pending and not self.inflight and not pool.any_alive():  # every worker is gone: record, don't drop
+            while self.pending:
+                q, attempt = self.pending.popleft()
+                self._record(failed_record(q, attempt, "crashed", "no live workers left to run this question"))
+
+    def _room(self) -> bool:
+        return len(self.inflight) + sum(self.pool.stuck) < self.capacity
+
+    def _settle(self, ref) -> None:
+        import ray
+        from ray.exceptions import ActorUnavailableError, RayActorError
+
+        slot = self.inflight.pop(ref)
+        self.pool.load[slot.worker] -= 1
+        try:
+            record = ray.get(ref)
+            self.pool.succeeded(slot.worker)
+        except ActorUnavailableError:  # the worker is restarting: the episode never started, try elsewhere
+            self.pool.failed(slot.worker)
+            self._requeue(slot)
+            return
+        except RayActorError as e:  # the worker died while running it
+            self.pool.failed(slot.worker)
+            qid = slot.question["id"]
+            self.deaths[qid] += 1
+            if self.deaths[qid] <= self.retries_on_death:
+                self._requeue(slot)  # same attempt: it never produced a record
+                return
+            record = failed_record(slot.question, slot.attempt, "crashed",
+                                   f"worker died {self.deaths[qid]} times while running this question: "
+                                   f"{type(e).__name__}")
+        except Exception as e:  # an error inside the task itself
+            record = failed_record(slot.question, slot.attempt, "crashed", f"{type(e).__name__}: {e}")
+        self._record(record)
+        if record["status"] in FINISHED:
+            self.judging[self.judge.submit(slot.question, record)] = record
+
+    def _reclaim_overdue(self) -> None:
+        """Record as `timeout` every episode past its deadline plus grace, and take its slot back."""
+        import ray
+
+        now = time.monotonic()
+        for ref, slot in [(r, s) for r, s in self.inflight.items() if now >= s.deadline]:
+            del self.inflight[ref]
+            ray.cancel(ref)  # best effort: a running thread of a threaded actor cannot be interrupted
+            self.pool.stuck[slot.worker] += 1  # keeps its place in pool.load until the worker is restarted
+            self._record(failed_record(slot.question, slot.attempt, "timeout",
+                                       f"no result {self.episode_timeout_s + self.grace_s:g}s after it started "
+                                       f"(episode_timeout_s {self.episode_timeout_s:g} + {self.grace_s:g}s grace): "
+                                       "the driver gave up on it and reclaimed its slot"))
+            if self.pool.stuck[slot.worker] >= self.per_worker or self.pool.load[slot.worker] == \
+                    self.pool.stuck[slot.worker]:
+                self._restart(slot.worker)
+
+    def _restart(self, w: int) -> None:
+        """Kill a worker whose threads are stuck; Ray restarts it (a fresh replica) and its other episodes, if any,
+        fail with RayActorError and are requeued."""
+        import ray
+
+        ray.kill(self.pool.workers[w], no_restart=False)
+        self.pool.load[w] -= self.pool.stuck[w]
+        self.pool.stuck[w] = 0
+        self.pool.failed(w)  # cool down while Ray restarts it
+
+    def _requeue(self, slot: _Slot) -> None:
+        self.pending.appendleft((slot.question, slot.attempt))
+        self.stats.requeued += 1
+
+    def _record(self, record: dict[str, Any]) -> None:
+        self.stats.add_episode(record)
+        for sink in self.sinks:
+            sink.episode(record)
+
+    def _collect_judgements(self) -> None:
+        for fut in [f for f in self.judging if f.done()]:
+            self.judging.pop(fut)
+            try:
+                verdict = fut.result()
+            except Exception as e:  # the judge stage must not end the run; the episode stays unjudged (resume judges)
+                log.warning("judging failed: %s", e)
+                continue
+            self.stats.add_judgement(verdict)
+            for sink in self.sinks:
+                sink.judgement(verdict)
+
+
+def _wait_ready(inflight: dict) -> list:
+    import ray
+
+    if not inflight:
+        time.sleep(0.05)
+        return []
+    refs = list(inflight)
+    ready, rest = ray.wait(refs, num_returns=1, timeout=0.2)
+    if ready and rest:
+        more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+        ready += more
+    return ready

@@ -1,0 +1,148 @@
+"""Sweeps (a grid of runs under one MLflow parent run) and the reports read back from run folders."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pipelines.config import RunConfig
+from pipelines.engine.lifecycle import load_run_config, open_tracker, run_one
+from pipelines.engine.report import compare, plot_accuracy_intervals, plot_sweep, question_rows, summarize
+from pipelines.engine.results import RunDir, new_run_id
+from srag_core.agent import utc_now
+
+
+def run_sweep(name: str, sweep_file: Path, grid: dict[str, Any], runs: list[RunConfig], runs_dir: Path, *,
+              quiet: bool) -> dict[str, Any]:
+    """Every run of the grid in turn, each an MLflow child of one parent run; returns the sweep's summary."""
+    sweep_id = new_run_id(name)
+    sweep_dir = runs_dir / "sweeps" / sweep_id
+    sweep_dir.mkdir(parents=True)
+    tracker = open_tracker(runs[0], runs_dir)
+    try:
+        parent = tracker.create_run(name, {"sweep_file": str(sweep_file), "n_runs": len(runs),
+                                           "grid": json.dumps(grid)},
+                                    {"srag.sweep_id": sweep_id, "srag.kind": "sweep"})
+        _write_sweep(sweep_dir, {"sweep_id": sweep_id, "name": name, "file": str(sweep_file),
+                                 "created": utc_now(), "mlflow_run_id": parent, "runs": []})
+        done: list[str] = []
+        for cfg in runs:
+            done.append(run_one(cfg, runs_dir, quiet=quiet, tracker=tracker, sweep_id=sweep_id, parent=parent)["run_id"])
+            _write_sweep(sweep_dir, {**read_sweep(sweep_dir), "runs": done})
+        return sweep_summary(runs_dir, sweep_dir, tracker)
+    finally:
+        tracker.close()
+
+
+def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> dict[str, Any]:
+    """The sweep's table and plots from its run folders (and, with a tracker, its parent run's aggregates, pairwise
+    table and plots, replacing what an earlier summary logged)."""
+    info = read_sweep(sweep_dir)
+    rows = []
+    for run_id in info["runs"]:
+        run_dir = RunDir.open(runs_dir, run_id)
+        meta = run_dir.read_meta()
+        questions = question_rows(run_dir.read_questions(), run_dir.store().states())
+        rows.append({"label": meta["name"].split("/", 1)[-1], "meta": meta, "summary": summarize(questions),
+                     "questions": questions})
+    plots = plot_sweep(rows, sweep_dir / "accuracy_by_type_and_run.png", sweep_dir / "cost_vs_accuracy.png")
+    plots.append(plot_accuracy_intervals(rows, sweep_dir / "accuracy_with_intervals.png"))
+    pairs = pairwise(rows)
+    if tracker is not None and info.get("mlflow_run_id"):
+        _log_parent(tracker, info, sweep_dir, rows, pairs, plots)
+    runs = [{"run_id": r["meta"]["run_id"], "label": r["label"], "variant": r["meta"]["variant"],
+             "model": r["meta"]["model"], **r["summary"]} for r in rows]
+    return {"sweep_id": info["sweep_id"], "name": info["name"], "n_runs": len(runs),
+            "n_questions": sum(r["n_questions"] for r in runs), "runs": runs, "pairwise": pairs,
+            "plots": [str(p) for p in plots]}
+
+
+def pairwise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`srag compare` for every pair of the sweep's runs that answered the same question set."""
+    out = []
+    for i, a in enumerate(rows):
+        for b in rows[i + 1:]:
+            if a["meta"]["questions_file"] != b["meta"]["questions_file"]:
+                continue
+            result = compare(a["questions"], b["questions"])
+            ci = result.pop("difference_ci95") or [None, None]
+            dataset = Path(a["meta"]["questions_file"]).parent.name
+            out.append({"run_a": a["label"], "run_b": b["label"], "dataset": dataset, **result,
+                        "difference_ci95_low": ci[0], "difference_ci95_high": ci[1],
+                        "run_id_a": a["meta"]["run_id"], "run_id_b": b["meta"]["run_id"]})
+    return out
+
+
+def _log_parent(tracker, info: dict[str, Any], sweep_dir: Path, rows: list[dict[str, Any]],
+                pairs: list[dict[str, Any]], plots: list[Path]) -> None:
+    """The parent run's aggregates, a new step each time the sweep is summarised (after a child's rerun)."""
+    import pandas as pd
+
+    from pipelines.engine.tracking import write_table
+
+    parent = info["mlflow_run_id"]
+    step = info.get("summaries", 0)
+    _write_sweep(sweep_dir, {**info, "summaries": step + 1})
+    for plot in plots:
+        tracker.log_artifact(parent, plot, "plots")
+    metrics: dict[str, float] = {}
+    for r in rows:
+        label = metric_label(r["label"])
+        summary = r["summary"]
+        if summary["accuracy"] is not None:
+            metrics[f"accuracy/{label}"] = summary["accuracy"]
+            metrics.update({f"accuracy_ci95_{end}/{label}": v
+                            for end, v in zip(("low", "high"), summary["accuracy_ci95"] or [])})
+        metrics.update({f"tokens/{label}": summary["tokens"], f"cost_usd/{label}": summary["cost_usd"],
+                        f"failed/{label}": summary["failed"]})
+    tracker.log_metrics(parent, metrics, step)
+    tracker.replace_tables(parent, {"pairwise.json": write_table(pd.DataFrame(pairs),
+                                                                 sweep_dir / "tables" / "pairwise.json")})
+    tracker.set_terminated(parent)
+
+
+def metric_label(label: str) -> str:
+    return re.sub(r"[^\w\-. :/]", "_", label)  # what MLflow allows in a metric name
+
+
+def refresh_after(run_dir: RunDir, runs_dir: Path) -> None:
+    """After a child run changed (rerun, resume), bring its sweep's parent run up to date."""
+    sweep_id = run_dir.read_meta().get("sweep_id")
+    if not sweep_id or not is_sweep(runs_dir, sweep_id):
+        return
+    tracker = open_tracker(load_run_config(run_dir), runs_dir)
+    try:
+        sweep_summary(runs_dir, runs_dir / "sweeps" / sweep_id, tracker)
+    finally:
+        tracker.close()
+
+
+def is_sweep(runs_dir: Path, some_id: str) -> bool:
+    return (runs_dir / "sweeps" / some_id / "sweep.json").is_file()
+
+
+def read_sweep(sweep_dir: Path) -> dict[str, Any]:
+    return json.loads((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
+
+
+def _write_sweep(sweep_dir: Path, info: dict[str, Any]) -> None:
+    (sweep_dir / "sweep.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
+
+
+def run_report(runs_dir: Path, run_id: str) -> dict[str, Any]:
+    run_dir = RunDir.open(runs_dir, run_id)
+    meta = run_dir.read_meta()
+    store = run_dir.store()
+    rows = question_rows(run_dir.read_questions(), store.states())
+    return {"run_id": run_id, "name": meta["name"], "variant": meta["variant"], "model": meta["model"],
+            "status": meta.get("status"), **summarize(rows), "store_problems": store.problems}
+
+
+def compare_runs(runs_dir: Path, run_a: str, run_b: str) -> dict[str, Any]:
+    rows = []
+    for run_id in (run_a, run_b):
+        run_dir = RunDir.open(runs_dir, run_id)
+        rows.append(question_rows(run_dir.read_questions(), run_dir.store().states()))
+    return {"run_a": run_a, "run_b": run_b, **compare(*rows)}

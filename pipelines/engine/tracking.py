@@ -1,0 +1,379 @@
+"""MLflow tracking: one MLflow run per run (children of a parent run for a sweep), streamed running metrics, and at
+the end summary metrics, the per-question table, traces, the resolved config and plots.
+
+All MLflow writes happen off the driver loop, so it never waits on the tracking server: run metadata, metrics and
+artifacts on one writer thread (in order), episode traces on a small pool (order does not matter, and each trace is
+a few round trips), and the judge's verdicts on the traces on their own thread (each waits for its trace). `close()`
+waits for all three. Params are the flattened effective config; it never contains secrets (only the *name* of the
+variable holding an API key), and a key named like a secret is dropped anyway.
+
+What a trace holds (`episode_trace`): a root AGENT span for the question; a CHAT_MODEL span per LLM call with the
+messages as sent (after redaction and compression), the reply, the model and the token usage in MLflow's standard
+attributes (so the UI's token and cost views add them up); a TOOL span per tool call with the observation as the
+model read it (ablations applied), in error when the tool returned an error; a RETRIEVER span for vanilla RAG's
+search. Tags say the run, variant, dataset, question and its type; the gold answer is an expectation, and the judge's
+verdict becomes a feedback (`attach_verdict`) when it arrives.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import re
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from srag_core.agent import FINISHED
+
+log = logging.getLogger(__name__)
+# A config key whose last part names a secret: api_key, hf_token, client_secret... but not max_tokens,
+# context_tokens or token_budget (counts, which belong in MLflow), nor api_key_env (the *name* of a variable).
+SECRET_KEY = re.compile(r"(?:^|_)(?:api_?key|token|secret|password|passwd|credentials?)$", re.IGNORECASE)
+MAX_PARAM_CHARS = 6000
+TRACE_WRITERS = 4
+TABLES_TAG = "mlflow.loggedArtifacts"  # how the MLflow UI finds a run's tables (what `log_table` sets)
+RIGHT = 0.5  # a score at least this counts as a right answer (as in `report.compare`)
+
+
+def tracking_uri(configured: str | None, runs_dir: Path) -> str:
+    return configured or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(runs_dir / 'mlflow.db').resolve()}"
+
+
+def flatten(data: Any, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    if isinstance(data, dict):
+        for k, v in data.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+        return out
+    key = prefix[:-1]
+    if SECRET_KEY.search(key.rsplit(".", 1)[-1]):
+        return out
+    out[key] = str(data)[:MAX_PARAM_CHARS]
+    return out
+
+
+def run_name(variant: str, dataset: str, model: str, extra: str = "") -> str:
+    """Short and distinct in the runs table: what changes between runs of an ablation comes first."""
+    parts = [variant, dataset, model.rsplit("/", 1)[-1]]
+    return " · ".join([p for p in parts if p] + ([extra] if extra else []))
+
+
+@dataclass
+class TraceContext:
+    """What a run's traces need besides the episode record: the model, the run's tags (run, variant, dataset) and
+    each question (gold answer and type) by id."""
+
+    model: str = ""
+    tags: dict[str, str] = field(default_factory=dict)
+    questions: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class Tracker:
+    """Writes to MLflow from background threads. Methods return at once; `close()` waits for the writes."""
+
+    def __init__(self, uri: str, experiment: str, runs_dir: Path):
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # stdout carries --json output
+        # Traces are written by our own writer threads already; exporting them synchronously there means a trace
+        # exists on the server when its assessments are logged, and needs no flush at exit.
+        os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+        import mlflow
+        from mlflow import MlflowClient
+
+        self.uri = uri
+        self.client = MlflowClient(tracking_uri=uri)
+        mlflow.set_tracking_uri(uri)  # the trace exporter writes to the process-wide URI, not the client's
+        self.experiment_id = self._experiment(experiment, runs_dir)
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._errors: list[str] = []
+        self._thread = threading.Thread(target=self._drain, name="mlflow-writer", daemon=True)
+        self._thread.start()
+        self._trace_pool = ThreadPoolExecutor(max_workers=TRACE_WRITERS, thread_name_prefix="mlflow-traces")
+        self._verdict_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-verdicts")
+        self._traces: dict[tuple[str, str, int], Future] = {}  # (run, question, attempt) -> its trace id
+
+    def _experiment(self, name: str, runs_dir: Path) -> str:
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        location = None
+        if self.uri.startswith("sqlite:"):  # a local store keeps its artifacts beside the runs, not in ./mlruns
+            location = (runs_dir / "mlartifacts").resolve().as_uri()
+        return self.client.create_experiment(name, artifact_location=location)
+
+    # -- synchronous: ids are needed right away ------------------------------------------------------------------
+
+    def create_run(self, name: str, params: dict[str, Any], tags: dict[str, str], parent_id: str | None = None) -> str:
+        all_tags = dict(tags)
+        if parent_id:
+            all_tags["mlflow.parentRunId"] = parent_id
+        run = self.client.create_run(self.experiment_id, run_name=name, tags=all_tags)
+        run_id = run.info.run_id
+        flat = flatten(params)
+        items = list(flat.items())
+        for i in range(0, len(items), 100):  # the REST API takes at most 100 params per batch
+            from mlflow.entities import Param
+
+            self.client.log_batch(run_id, params=[Param(k, v) for k, v in items[i:i + 100]])
+        return run_id
+
+    # -- asynchronous ------------------------------------------------------------------------------------------
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        self._queue.put(fn)
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+        import time
+
+        ts = int(time.time() * 1000)
+        batch = [Metric(k, float(v), ts, step) for k, v in metrics.items() if v is not None]
+        for i in range(0, len(batch), 1000):  # the REST API takes at most 1000 metrics per batch
+            self.submit(lambda part=batch[i:i + 1000]: self.client.log_batch(run_id, metrics=part))
+
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        self.submit(lambda: self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()]))
+
+    def set_terminated(self, run_id: str, status: str = "FINISHED") -> None:
+        self.submit(lambda: self.client.set_terminated(run_id, status))
+
+    def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
+        self.submit(lambda: self.client.log_artifact(run_id, str(path), artifact_path))
+
+    def log_artifacts(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
+        self.submit(lambda: self.client.log_artifacts(run_id, str(path), artifact_path))
+
+    def replace_tables(self, run_id: str, tables: dict[str, Path]) -> None:
+        """Tables (name -> a JSON file written by `write_table`) that replace the run's earlier ones whole: MLflow's
+        own `log_table` appends to an existing table, which would keep a rerun's stale rows."""
+        for path in tables.values():
+            self.log_artifact(run_id, path)
+        self.set_tags(run_id, {TABLES_TAG: json.dumps([{"path": name, "type": "table"} for name in tables])})
+
+    def log_input(self, run_id: str, dataset, tags: dict[str, str]) -> None:
+        from mlflow.entities import DatasetInput, InputTag
+
+        inputs = [DatasetInput(dataset, [InputTag(k, v) for k, v in tags.items()])]
+        self.submit(lambda: self.client.log_inputs(run_id, datasets=inputs))
+
+    def log_episode_trace(self, run_id: str, record: dict[str, Any], context: TraceContext | None = None) -> None:
+        key = (run_id, record["question_id"], int(record.get("attempt", 1)))
+        self._traces[key] = self._trace_pool.submit(
+            self._guarded, lambda: episode_trace(self.client, self.experiment_id, run_id, record, context))
+
+    def log_verdict(self, run_id: str, verdict: dict[str, Any]) -> None:
+        """The judge's verdict as feedback on the episode's trace, once the trace exists (a trace from an earlier
+        process, for a resumed run, is looked up by its tags)."""
+        trace = self._traces.get((run_id, verdict["question_id"], int(verdict["attempt"])))
+
+        def attach() -> None:
+            trace_id = trace.result() if trace is not None else find_trace(self.client, self.experiment_id, run_id,
+                                                                           verdict["question_id"], verdict["attempt"])
+            if trace_id:
+                attach_verdict(self.client, trace_id, verdict)
+
+        self._verdict_pool.submit(self._guarded, attach)
+
+    def close(self) -> list[str]:
+        """Wait for every queued write; returns the errors seen (logged, never raised: tracking is best effort and
+        the run's own folder is the record of truth)."""
+        self._trace_pool.shutdown(wait=True)
+        self._verdict_pool.shutdown(wait=True)
+        self._queue.put(None)
+        self._thread.join()
+        return self._errors
+
+    def _drain(self) -> None:
+        while (fn := self._queue.get()) is not None:
+            self._guarded(fn)
+
+    def _guarded(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as e:
+            msg = f"{type(e).__name__}: {e}"
+            self._errors.append(msg)
+            log.warning("MLflow write failed: %s", msg)
+            return None
+
+
+def write_table(frame, path: Path) -> Path:
+    """A table in the JSON layout MLflow's UI reads (what `log_table` writes), numbers kept as numbers."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_json(path, orient="split", index=False, date_format="iso")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Trace content
+
+
+def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any],
+                  context: TraceContext | None = None) -> str:
+    """One MLflow trace per episode, timed from the episode's own clock; returns its id. The gold answer, when the
+    context knows the question, is logged as the trace's expectation."""
+    ctx = context or TraceContext()
+    question = ctx.questions.get(record["question_id"], {})
+    start_ns = _ns(record.get("started_at"))
+    tags = {**ctx.tags, "srag.question_id": record["question_id"], "srag.attempt": str(record.get("attempt", 1)),
+            "srag.status": record["status"], "srag.question_type": str(question.get("type"))}
+    root = client.start_trace(name=f"episode {record['question_id']}", span_type="AGENT",
+                              inputs={"question": record["question"]}, experiment_id=experiment_id, run_id=run_id,
+                              start_time_ns=start_ns, tags=tags)
+    trace_id = root.trace_id
+    previous_t = 0.0
+    for ev in record.get("trace", []):
+        t = ev.get("t", previous_t)
+        if ev.get("type") in SPAN_TYPES:
+            begin = start_ns + int(max(0.0, t - ev["latency_s"] if "latency_s" in ev else previous_t) * 1e9)
+            end = max(begin, start_ns + int(t * 1e9))
+            content = span_content(ev, ctx.model)
+            span = client.start_span(name=content["name"], trace_id=trace_id, parent_id=root.span_id,
+                                     span_type=SPAN_TYPES[ev["type"]], inputs=content["inputs"],
+                                     attributes=content["attributes"], start_time_ns=begin)
+            client.end_span(trace_id=trace_id, span_id=span.span_id, outputs=content["outputs"],
+                            status=content["status"], end_time_ns=end)
+        previous_t = t
+    end_ns = start_ns + int(record.get("wall_s", 0) * 1e9)
+    finished = record["status"] in FINISHED
+    client.end_trace(trace_id=trace_id, outputs={"answer": record.get("answer"), "status": record["status"],
+                                                 "error": record.get("error")},
+                     status="OK" if finished else _error(record.get("error") or record["status"]),
+                     end_time_ns=end_ns)
+    if "answer" in question:
+        import mlflow
+
+        mlflow.log_expectation(trace_id=trace_id, name="expected_answer", value=question["answer"],
+                               metadata={"aliases": question.get("answer_aliases") or [],
+                                         "answer_kind": question.get("answer_kind") or "text"})
+    return trace_id
+
+
+SPAN_TYPES = {"llm": "CHAT_MODEL", "tool": "TOOL", "retrieval": "RETRIEVER", "branch": "CHAIN"}
+
+
+def span_content(ev: dict[str, Any], model: str) -> dict[str, Any]:
+    """Name, inputs, outputs, attributes and status of the span for one trace event."""
+    kind = ev["type"]
+    if kind == "llm":
+        return _chat_span(ev, model)
+    if kind == "tool":
+        obs = ev.get("observation") or {}
+        shown = ev["shown"] if "shown" in ev else obs  # older records hold only the full observation
+        error = obs.get("error")
+        return {"name": str(ev.get("tool") or "invalid turn"), "inputs": {"args": ev.get("args")},
+                "outputs": {"observation": shown}, "attributes": {"srag.step": ev.get("step")},
+                "status": _error(str(error)) if error else "OK"}
+    if kind == "retrieval":
+        passages = ev.get("passages", [])
+        return {"name": "retrieve", "inputs": {"query": ev.get("query"), "top_k": ev.get("top_k")},
+                "outputs": [{"id": str(p.get("chunk")), "page_content": p.get("text", ""),
+                             "metadata": {"chunk_id": p.get("chunk"), "doc_uri": p.get("filename"),
+                                          "score": p.get("score")}} for p in passages],
+                "attributes": {}, "status": "OK"}
+    return {"name": f"branch step {ev.get('step', '')}", "inputs": {"candidates": ev.get("candidates")},
+            "outputs": {"chosen": ev.get("chosen"), "problem": ev.get("problem")}, "attributes": {}, "status": "OK"}
+
+
+def _chat_span(ev: dict[str, Any], model: str) -> dict[str, Any]:
+    """A chat-model span in the OpenAI chat layout the MLflow UI renders, with token usage (and cost, when the run
+    has prices) in MLflow's standard span attributes."""
+    from mlflow.tracing.constant import SpanAttributeKey
+
+    tokens = ev.get("tokens") or {}
+    usage = {"input_tokens": int(tokens.get("prompt", 0)), "output_tokens": int(tokens.get("completion", 0))}
+    usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+    attributes: dict[str, Any] = {SpanAttributeKey.CHAT_USAGE: usage, SpanAttributeKey.MODEL: model,
+                                  SpanAttributeKey.MESSAGE_FORMAT: "openai", "srag.step": ev.get("step"),
+                                  "srag.cached": bool(ev.get("cached"))}
+    if ev.get("cost_usd"):
+        attributes[SpanAttributeKey.LLM_COST] = {"total_cost": float(ev["cost_usd"])}
+    messages = ev.get("messages")
+    inputs = {"model": model, "messages": messages} if messages is not None else \
+        {"model": model, "messages_sent": ev.get("messages_sent"), "chars_sent": ev.get("chars_sent")}
+    outputs = {"model": model, "object": "chat.completion",
+               "choices": [{"index": 0, "message": {"role": "assistant", "content": ev.get("reply")},
+                            "finish_reason": "stop"}],
+               "usage": {"prompt_tokens": usage["input_tokens"], "completion_tokens": usage["output_tokens"],
+                         "total_tokens": usage["total_tokens"]}}
+    name = "final answer" if ev.get("final") else f"llm step {ev.get('step', '')}"
+    return {"name": name, "inputs": inputs, "outputs": outputs, "attributes": attributes, "status": "OK"}
+
+
+def _error(description: str):
+    from mlflow.entities import SpanStatus
+
+    return SpanStatus("ERROR", description[:500])
+
+
+def find_trace(client, experiment_id: str, run_id: str, question_id: str, attempt: int) -> str | None:
+    """The trace of one episode of a run, by its tags (for a verdict that arrives in a later process)."""
+    found = client.search_traces(locations=[experiment_id], run_id=run_id, include_spans=False, max_results=1,
+                                 filter_string=f"tag.`srag.question_id` = '{_quote(question_id)}' AND "
+                                               f"tag.`srag.attempt` = '{int(attempt)}'")
+    return found[0].info.trace_id if found else None
+
+
+def _quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("'", "\\'")
+
+
+def attach_verdict(client, trace_id: str, verdict: dict[str, Any]) -> None:
+    """The judge's verdict as a feedback on the trace: the score, which method decided (a deterministic rule, the
+    LLM judge, or exact match) and why; tags make the trace list filterable by right and wrong."""
+    import mlflow
+    from mlflow.entities import AssessmentSource
+
+    method = verdict.get("score_source") or "none"
+    source = AssessmentSource(source_type="LLM_JUDGE" if method == "llm" else "CODE", source_id=f"srag.{method}")
+    score = verdict.get("score")
+    metadata = {k: verdict.get(k) for k in ("verdict", "em", "f1", "judge_error", "extracted_answer")
+                if verdict.get(k) is not None}
+    if score is None:
+        mlflow.log_feedback(trace_id=trace_id, name="correctness", source=source, metadata=metadata,
+                            error=mlflow.entities.AssessmentError(error_code="NOT_JUDGED",
+                                                                  error_message=verdict.get("judge_error") or
+                                                                  "no score"))
+        return
+    mlflow.log_feedback(trace_id=trace_id, name="correctness", value=float(score), source=source,
+                        rationale=verdict.get("rationale") or f"scored by {method}",
+                        metadata={**metadata, "method": method})
+    client.set_trace_tag(trace_id, "srag.correct", "true" if score >= RIGHT else "false")
+    client.set_trace_tag(trace_id, "srag.judge_method", method)
+
+
+def _ns(iso: str | None) -> int:
+    from datetime import datetime
+    import time
+
+    if not iso:
+        return time.time_ns()
+    return int(datetime.fromisoformat(iso).timestamp() * 1e9)
+
+
+class MlflowSink:
+    """The scheduler's sink into one MLflow run: a trace per episode (when the run asks for traces), the judge's
+    verdict on it, and the running metrics at each progress tick (step = episodes done, names under `live/` so they
+    never mix with the final summary metrics)."""
+
+    def __init__(self, tracker: Tracker, mlflow_run_id: str, traces: bool, context: TraceContext | None = None):
+        self.tracker, self.run_id, self.traces = tracker, mlflow_run_id, traces
+        self.context = context or TraceContext()
+
+    def episode(self, record: dict[str, Any]) -> None:
+        if self.traces:
+            self.tracker.log_episode_trace(self.run_id, record, self.context)
+
+    def judgement(self, verdict: dict[str, Any]) -> None:
+        if self.traces:
+            self.tracker.log_verdict(self.run_id, verdict)
+
+    def progress(self, stats) -> None:
+        self.tracker.log_metrics(self.run_id, {f"live/{k}": v for k, v in stats.metrics().items()}, step=stats.done)

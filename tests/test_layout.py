@@ -1,0 +1,115 @@
+"""The package layout's rules, read from the source: no import circles, and dependencies that point one way
+(`pipelines` -> `srag_core`, `judges`, `car_baselines`; the engine never imports the command line; `srag_core` never
+imports Ray or MLflow)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("srag_core", "judges", "car_baselines", "pipelines")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py")}
+
+
+def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """Every project module `name` imports, at module level or inside a function (a lazy import still ties the two
+    modules together). `from pkg import x` names the module pkg.x when there is one, else pkg itself."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        out.update(t for t in targets if t in known and t != name)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    known = _modules()
+    return {name: _imports(name, path, known) for name, path in known.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_finder_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles():
+    assert _cycles(_graph()) == []
+
+
+def _external_imports(pkg: str) -> set[tuple[str, str]]:
+    out = set()
+    for path in (REPO / pkg).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                out.update((str(path.relative_to(REPO)), a.name.split(".")[0]) for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                out.add((str(path.relative_to(REPO)), node.module.split(".")[0]))
+    return out
+
+
+def test_dependencies_point_one_way():
+    graph = _graph()
+    for name, targets in graph.items():
+        top = name.split(".")[0]
+        for t in targets:
+            if top != "pipelines":
+                assert not t.startswith("pipelines"), f"{name} imports {t}: only pipelines may use pipelines"
+            if name.startswith("pipelines.engine") or not name.startswith("pipelines.cli"):
+                assert not t.startswith("pipelines.cli"), f"{name} imports the command line ({t})"
+    for path, top in _external_imports("srag_core"):
+        assert top not in ("ray", "mlflow"), f"{path} imports {top}: srag_core stays free of Ray and MLflow"
+    # srag_core.jsontext is the one helper srag_core and judges share: it imports nothing of ours.
+    assert not graph["srag_core.jsontext"]

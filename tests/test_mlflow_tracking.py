@@ -1,0 +1,232 @@
+"""What a researcher reads in MLflow after an ablation sweep and a rerun, read back from a real `mlflow server`
+through its REST API: effective params, one row per question after a rerun, final metrics equal to `srag report`,
+the parent's aggregates and pairwise table, and traces carrying correctness and standard span content."""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipelines.cli import main
+from pipelines.engine.results import RunDir
+from pipelines.engine.sweeps import metric_label
+from srag_core.context import DIAGNOSTIC_KEYS
+from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
+
+N = 10
+VARIANTS = ["zero_ingestion", "no_diagnostics", "vanilla_rag"]
+
+
+def rest(uri: str, path: str, **query) -> dict:
+    """GET on the tracking server's REST API."""
+    url = f"{uri}/api/2.0/mlflow/{path}?{urllib.parse.urlencode(query, doseq=True)}"
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def rest_post(uri: str, path: str, body: dict, version: str = "2.0") -> dict:
+    req = urllib.request.Request(f"{uri}/api/{version}/mlflow/{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+@pytest.fixture(scope="module")
+def sweep(ray_local, mlflow_server, tmp_path_factory, sample_dir):
+    """A three-variant sweep with an injected failure (after a tool call spent tokens) and a tool error, then
+    `srag rerun` of the first child once the failure is healed."""
+    from tests.fake_llm import FakeLLM
+
+    tmp = tmp_path_factory.mktemp("ablation")
+    agent = ScriptedAgent(failing_after_tool={3}, tool_error={4})
+    capsys = _Capture()
+    with FakeLLM(responder=agent) as llm:
+        corpus, questions = write_benchmark(tmp / "bench", sample_dir / "corpus", N)
+        base = run_config(corpus, questions, llm.base_url, tracking_uri=mlflow_server, name="abl",
+                          **{"llm.price_per_million": {"prompt": 1.0, "completion": 2.0},
+                             "ingestion.cache_dir": str(tmp / "cache"), "tracking.experiment": "ablation"})
+        sweep_file = tmp / "sweep.yaml"
+        sweep_file.write_text(yaml.safe_dump({"name": "ablation", "base": base, "grid": {"variant": VARIANTS}}))
+        runs = tmp / "runs"
+        code, out = capsys.cli("sweep", str(sweep_file), "--runs-dir", str(runs))
+        assert code == 0 and [r["variant"] for r in out["runs"]] == VARIANTS
+        assert all(r["failed"] == 1 for r in out["runs"])
+        agent.healed = True
+        first = out["runs"][0]["run_id"]
+        code, rerun = capsys.cli("rerun", first, "--runs-dir", str(runs))
+        assert code == 0 and rerun["failed"] == 0
+        _, report = capsys.cli("report", first, "--runs-dir", str(runs))
+        _, sweep_report = capsys.cli("report", out["sweep_id"], "--runs-dir", str(runs))
+    return {"uri": mlflow_server, "runs": runs, "out": out, "report": report, "sweep_report": sweep_report}
+
+
+class _Capture:
+    """The CLI's --json output, for a module-scoped fixture (capsys is per test)."""
+
+    def cli(self, *argv) -> tuple[int, dict]:
+        import contextlib
+        import io
+
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            code = main(list(argv) + ["--json", "--quiet"])
+        return code, json.loads(buf.getvalue())
+
+
+def _child(sweep: dict, variant: str) -> tuple[RunDir, dict]:
+    run_id = next(r["run_id"] for r in sweep["out"]["runs"] if r["variant"] == variant)
+    run_dir = RunDir.open(sweep["runs"], run_id)
+    run = rest(sweep["uri"], "runs/get", run_id=run_dir.read_meta()["mlflow_run_id"])["run"]
+    return run_dir, run
+
+
+def _params(run: dict) -> dict[str, str]:
+    return {p["key"]: p["value"] for p in run["data"].get("params", [])}
+
+
+def _metrics(run: dict) -> dict[str, float]:
+    return {m["key"]: m["value"] for m in run["data"].get("metrics", [])}
+
+
+def _tags(run: dict) -> dict[str, str]:
+    return {t["key"]: t["value"] for t in run["data"].get("tags", [])}
+
+
+def test_params_are_the_effective_config_of_each_variant(sweep):
+    names = set()
+    for variant in VARIANTS:
+        _, run = _child(sweep, variant)
+        params, tags = _params(run), _tags(run)
+        assert params["variant"] == variant and tags["srag.variant"] == variant
+        assert tags["srag.model"] == "scripted" and tags["srag.dataset"] == "bench" and tags["srag.profile"] == "auto"  # the provider profile the config names
+        assert params["llm.max_tokens"] == "1024" and "llm.context_tokens" in params  # not taken for secrets
+        assert tags["mlflow.source.git.commit"] and tags["mlflow.runName"].startswith(f"{variant} · bench")
+        names.add(tags["mlflow.runName"])
+        if variant == "vanilla_rag":
+            assert not any(k.startswith("agent.") for k in params) and "retrieval.top_k" in params
+        else:
+            assert not any(k.startswith("retrieval.") for k in params)
+            assert params["agent.diagnostics"] == ("False" if variant == "no_diagnostics" else "True")
+        inputs = run["inputs"]["dataset_inputs"]
+        assert len(inputs) == 1 and inputs[0]["dataset"]["name"] == "bench"
+        assert json.loads(inputs[0]["dataset"]["profile"])["num_rows"] == N
+    assert len(names) == len(VARIANTS)
+
+
+def test_a_rerun_replaces_the_table_and_updates_metrics_and_the_parent(sweep):
+    from mlflow import MlflowClient
+
+    run_dir, run = _child(sweep, "zero_ingestion")
+    report = sweep["report"]
+    client = MlflowClient(tracking_uri=sweep["uri"])
+    table = json.loads(Path(client.download_artifacts(run["info"]["run_id"], "per_question.json")).read_text())
+    rows = [dict(zip(table["columns"], r)) for r in table["data"]]
+    assert sorted(r["question_id"] for r in rows) == [f"q{i:03d}" for i in range(N)]  # one row per question
+    assert all(isinstance(r["score"], (int, float)) and isinstance(r["tokens"], int) for r in rows)  # typed
+    q3 = next(r for r in rows if r["question_id"] == "q003")
+    assert q3["status"] == "ok" and q3["attempts"] == 2 and q3["spent_tokens"] > q3["tokens"]
+    attempts = json.loads(Path(client.download_artifacts(run["info"]["run_id"], "attempts.json")).read_text())
+    assert len(attempts["data"]) == N + 1
+    assert {"path": "per_question.json", "type": "table"} in json.loads(_tags(run)["mlflow.loggedArtifacts"])
+
+    metrics = _metrics(run)
+    for key in ("accuracy", "failed", "finished", "tokens", "final_tokens", "cost_usd", "final_cost_usd"):
+        assert metrics[key] == pytest.approx(report[key]), key
+    episodes = [r for r in run_dir.store().records() if r["type"] == "episode"]
+    assert metrics["tokens"] == sum(e["usage"]["total_tokens"] for e in episodes)  # the failed attempt counts
+    assert metrics["tokens"] > metrics["final_tokens"]
+    history = rest(sweep["uri"], "metrics/get-history", run_id=run["info"]["run_id"], metric_key="accuracy")
+    assert sorted(m["step"] for m in history["metrics"]) == [0, 1]  # one value per finish, never two at a step
+    assert {"live/done", "wall_s_p50", "wall_s_p99", "llm_s_p90", "n_type_even", "accuracy_ci95_low"} <= set(metrics)
+
+    parent_id = run["data"]["tags"] and _tags(run)["mlflow.parentRunId"]
+    parent = rest(sweep["uri"], "runs/get", run_id=parent_id)["run"]
+    aggregates = _metrics(parent)
+    for child in sweep["sweep_report"]["runs"]:
+        assert aggregates[f"accuracy/{metric_label(child['label'])}"] == pytest.approx(child["accuracy"])
+        assert aggregates[f"tokens/{metric_label(child['label'])}"] == child["tokens"]
+    assert aggregates["accuracy/variant_zero_ingestion"] == pytest.approx(report["accuracy"])
+    pairwise = json.loads(Path(client.download_artifacts(parent_id, "pairwise.json")).read_text())
+    pairs = [dict(zip(pairwise["columns"], r)) for r in pairwise["data"]]
+    assert len(pairs) == 3 and all(p["n_paired"] >= N - 1 for p in pairs)
+    assert all(p["both_right"] + p["only_a_right"] + p["only_b_right"] + p["neither_right"] == p["n_paired"]
+               for p in pairs)
+    plots = {a.path for a in client.list_artifacts(parent_id, "plots")}
+    assert "plots/accuracy_with_intervals.png" in plots
+
+
+def _traces(uri: str, experiment_id: str, run_id: str) -> list[dict]:
+    found, token = [], None
+    while True:
+        body = {"locations": [{"type": "MLFLOW_EXPERIMENT", "mlflow_experiment": {"experiment_id": experiment_id}}],
+                "filter": f"metadata.mlflow.sourceRun = '{run_id}'", "max_results": 100}
+        if token:
+            body["page_token"] = token
+        page = rest_post(uri, "traces/search", body, version="3.0")
+        found += page.get("traces", [])
+        token = page.get("next_page_token")
+        if not token:
+            return found
+
+
+def test_traces_carry_correctness_and_standard_span_content(sweep):
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=sweep["uri"])
+    for variant in VARIANTS:
+        run_dir, run = _child(sweep, variant)
+        states = run_dir.store().states()
+        infos = _traces(sweep["uri"], run["info"]["experiment_id"], run["info"]["run_id"])
+        attempts = sum(len(st.attempts) for st in states.values())
+        assert len(infos) == attempts
+        for info in infos:
+            tags = info.get("tags", {})
+            assert tags["srag.variant"] == variant and tags["srag.question_type"] in ("even", "odd")
+            trace = client.get_trace(info["trace_id"])
+            st = states[tags["srag.question_id"]]
+            judgement = st.judgements.get(int(tags["srag.attempt"]))
+            kinds = {type(a).__name__ for a in trace.info.assessments}
+            assert "Expectation" in kinds
+            if judgement is not None:
+                feedback = next(a for a in trace.info.assessments if a.name == "correctness")
+                assert feedback.value == judgement["score"] and feedback.rationale
+                assert trace.info.tags["srag.correct"] == ("true" if judgement["score"] >= 0.5 else "false")
+            _check_spans(trace, variant, tags)
+
+
+def _check_spans(trace, variant: str, tags: dict) -> None:
+    from mlflow.tracing.constant import SpanAttributeKey
+
+    spans = trace.data.spans
+    chats = [s for s in spans if s.span_type == "CHAT_MODEL"]
+    assert chats or tags["srag.status"] == "llm_error", [s.span_type for s in spans]
+    for chat in chats:
+        usage = chat.get_attribute(SpanAttributeKey.CHAT_USAGE)
+        if chat.outputs:
+            assert usage["input_tokens"] > 0 and chat.get_attribute(SpanAttributeKey.MODEL) == "scripted"
+            assert chat.inputs["messages"][0]["role"] == "system"
+    if trace.info.state.value == "OK":
+        assert trace.info.token_usage["total_tokens"] > 0  # the trace total the UI shows
+    if variant == "vanilla_rag":
+        (retrieval,) = [s for s in spans if s.span_type == "RETRIEVER"]
+        assert retrieval.inputs["query"].startswith("What is the code of item")
+        assert all("chunk_id" in d["metadata"] and "score" in d["metadata"] for d in retrieval.outputs)
+        assert retrieval.end_time_ns > retrieval.start_time_ns
+        return
+    tools = [s for s in spans if s.span_type == "TOOL"]
+    for tool in tools:
+        shown = tool.outputs["observation"]
+        later = [c for c in chats if c.start_time_ns >= tool.end_time_ns]
+        if later:  # the observation on the span is what the model read next
+            assert any(shown in m["content"] for m in later[0].inputs["messages"])
+        erred = '"error"' in shown
+        assert (tool.status.status_code.value == "ERROR") == erred
+        if tags["srag.question_id"] == "q004":
+            assert erred
+        if variant == "no_diagnostics" and not erred:
+            assert not any(f'"{k}"' in shown for k in DIAGNOSTIC_KEYS)
