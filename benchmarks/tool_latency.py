@@ -1,13 +1,18 @@
-"""Tool latency and corpus scan speed.
+"""Tool latency and corpus scan speed on two 300 MB corpus shapes.
 
-Measures, on the 2WikiMultiHopQA corpus (6,119 passages) and on a synthetic corpus of about 300 MB built from the
-same passages (each synthetic document is 100 random passages, so documents are about 50 KB):
+1. p50/p95 latency of every tool over a varied set of calls (`run_tool`, diagnostics included) on the
+   2WikiMultiHopQA corpus (6,119 passages).
+2. Two shapes built from the same passages (issue 16): `passages`, every passage its own file, the corpus repeated
+   to --shape-mb (648k files for 300 MB), and `files`, random passages joined into files of 1 MB. Each is written
+   as a folder of .txt files, then:
+   - a first start (read, normalize, write the on-disk cache, create a workspace) and a cached start (map the
+     cache, create a workspace), each in a fresh process, with its RSS;
+   - for each of six patterns, case-sensitive and not: `apply_filter` (diagnostics included), the scan alone
+     (`CorpusSearch.filter`), a per-document `re.search` loop over the normalized texts and `rg -l` over the
+     folder, best of --repeats, interleaved; whether the four document counts agree.
 
-1. p50/p95 latency of every tool over a varied set of calls (`run_tool`, diagnostics included);
-2. for apply_filter patterns, the time of our corpus scan against a plain per-document `re` loop and against
-   ripgrep (`rg -l -i`, listing matching files) on the same text written to disk, with scan rates in MB/s.
-
-Run: `.venv/bin/python benchmarks/tool_latency.py [--synthetic-mb 300] [--repeats 5]`. ripgrep comes from Debian
+Run: `SRAG_SHARED_DIR=/path/to/shared .venv/bin/python benchmarks/tool_latency.py [--shape-mb 300] [--repeats 3]`
+(the shared folder defaults to ../shared beside the repository). ripgrep comes from Debian
 (`apt-get install ripgrep`); without it that column is left out. Prints markdown tables.
 """
 

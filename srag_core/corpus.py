@@ -90,7 +90,7 @@ class DocTable(Sequence):
 
         data = {"id": [d.id for d in docs], "filename": [d.filename for d in docs],
                 "title": [d.title for d in docs], "text": [d.text for d in docs], "norm": [d.norm for d in docs]}
-        return cls(pa.table({k: pa.array(v, pa.large_string()) for k, v in data.items()}))
+        return cls(pa.table({k: _utf8_column(v) for k, v in data.items()}))
 
     def table(self):
         import pyarrow as pa
@@ -120,6 +120,18 @@ class DocTable(Sequence):
         # The columns travel as Arrow buffers (with pickle protocol 5, as Ray uses, without copying them into the
         # pickle); a receiving process on the same node could map the cache file instead (see issue 15).
         return DocTable, (self.table(),)
+
+
+def _utf8_column(values: list[str | None]):
+    """An Arrow string column; a lone surrogate (which JSON escapes such as "\\ud800" can produce) cannot be UTF-8,
+    so such a string is stored with it written as a \\uXXXX escape instead of failing the whole corpus."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, pa.large_string())
+    except (UnicodeEncodeError, pa.ArrowInvalid):
+        return pa.array([v if v is None else v.encode("utf-8", "backslashreplace").decode("utf-8") for v in values],
+                        pa.large_string())
 
 
 class StoredDocument:

@@ -186,7 +186,7 @@ def _compile_cached(pattern: str, flags: int) -> regex.Pattern:
 # it is only used as a cheap "this call is slow" trigger: a call gets SLICE_S of it in-process (concurrent=True
 # releases the GIL, so other episodes keep running), and a call still running then is redone in a forked child that
 # is killed at the wall-clock deadline (`srag_core.killable`). Almost every call ends inside its slice.
-SLICE_S = 0.25
+SLICE_S = 0.1  # CPU seconds; on a loaded machine a slice can take several times that in wall time
 
 
 def _bounded(call, budget: Budget):

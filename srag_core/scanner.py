@@ -196,7 +196,9 @@ class CorpusSearch:
         """Sorted indices of the documents among `indices` (None = all) in which `compiled` finds a match."""
         n = len(self.corpus)
         members = None if indices is None or len(indices) == n else np.asarray(sorted(indices), dtype=np.int64)
-        key = (compiled.pattern, compiled.flags, field)
+        plan = re2_plan(compiled.pattern, not compiled.flags & regex.IGNORECASE)
+        # An exact RE2 translation decides the answer, so `director` ignoring case and `(?i)director` share one
+        key = (plan.superset, field) if plan is not None and plan.exact else (compiled.pattern, compiled.flags, field)
         if key in self._masks:  # a whole-corpus answer from an earlier scan
             self._masks.move_to_end(key)
             hits = np.unpackbits(self._masks[key], count=n).astype(bool)

@@ -7,7 +7,7 @@ import os
 import pickle
 
 from srag_core import Budget, compile_untrusted, load_corpus
-from srag_core.corpus import Corpus, DocTable
+from srag_core.corpus import Corpus, DocTable, Document
 
 
 def _write_jsonl(path, records):
@@ -56,3 +56,9 @@ def test_the_columnar_corpus_behaves_like_its_documents(tmp_path):
     assert corpus.total_chars == 5 + 9 + 12
     back = pickle.loads(pickle.dumps(corpus))
     assert [d.text for d in back.docs] == [d.text for d in corpus.docs] and back.content_hash == corpus.content_hash
+
+
+def test_a_lone_surrogate_does_not_fail_the_corpus():
+    """JSON escapes such as "\\ud800" give strings that UTF-8 cannot hold; the column keeps them escaped."""
+    corpus = Corpus((Document("a\ud800", "x.txt", "bad \udc80 here"), Document("b", "y.txt", "fine")))
+    assert [(d.id, d.text) for d in corpus.docs] == [("a\\ud800", "bad \\udc80 here"), ("b", "fine")]

@@ -136,7 +136,7 @@ def test_killed_call_and_spent_budget_are_told_apart():
         raise AssertionError("the catastrophic search returned")
     except Catastrophic:
         pass
-    assert time.monotonic() - started < 0.5 + 2.0
+    assert time.monotonic() - started < 0.5 + 5.0  # generous: the suite may run on a loaded machine
     with call_budget(0.01):
         time.sleep(0.02)
         try:
