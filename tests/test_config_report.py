@@ -124,3 +124,5 @@ def test_the_shipped_configs_load():
     assert all(r.local_model.enabled and r.limits.limit == 4 for r in runs)
     single = load_run(configs / "local_smollm2.yaml")
     assert single.local_model.enabled and single.dataset == "twowiki-sample"
+    # The local model's demo traces must show tools: its first turn is constrained to a tool call.
+    assert all(c.agent.first_turn_tool and c.llm.response_format == "json_object_schema" for c in [*runs, single])
