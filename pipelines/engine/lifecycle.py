@@ -157,6 +157,12 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
     import ray
 
     meta = run_dir.update_meta(status="running", last_started=utc_now())
+
+    def say(message: str) -> None:  # the long phases before the first episode, one line each
+        if not quiet:
+            print(f"[{run_dir.run_id}] {message}", file=sys.stderr, flush=True)
+
+    say("Ray is running" if ray.is_initialized() else "starting Ray")
     init_ray(cfg.execution.ray_address)
     corpus = corpus_for(Path(meta["corpus"]))
     store = run_dir.store()
@@ -170,7 +176,8 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
 
     ex = cfg.execution
     in_flight = min(ex.actors * ex.episodes_per_actor, ex.max_concurrent_requests or 1_000_000)
-    with open_endpoint(cfg.llm, cfg.local_model, run_dir.path, concurrency=in_flight) as llm_cfg:
+    with open_endpoint(cfg.llm, cfg.local_model, run_dir.path, concurrency=in_flight, progress=say) as llm_cfg:
+        say(f"preparing the {cfg.variant} variant's resources")
         resources = _resources(run_dir, cfg, corpus, llm_cfg)
         limiter = start_limiter(ex.max_concurrent_requests or 1_000_000, ex.requests_per_minute,
                                 ex.tokens_per_minute) if limiter_can_bind(cfg) else None
@@ -183,7 +190,9 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
             corpus_ref, resources_ref, cfg.variant, llm_cfg, cfg.agent, cfg.retrieval, limiter)
             for _ in range(ex.actors)]
         try:
+            say(f"starting {ex.actors} episode worker(s)")
             startup = _wait_for_workers(workers)
+            say(f"workers ready in {startup:.0f} s; running {len(todo)} episode(s)")
             started = time.monotonic()
             scheduler = Scheduler(WorkerPool(workers, ex.max_actor_restarts + 2), judge, sinks, stats,
                                   capacity=ex.actors * ex.episodes_per_actor,
