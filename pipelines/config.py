@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from srag_core.agent import AgentConfig
 from srag_core.llm import LLMConfig
@@ -57,6 +57,13 @@ class Execution(_Strict):
     tokens_per_minute: int | None = Field(None, ge=1)  # per LLM endpoint: prompt + completion limit, estimated
     max_actor_restarts: int = Field(3, ge=0)
     episode_retries_on_actor_death: int = Field(2, ge=0)
+
+    @field_validator("actors")
+    @classmethod
+    def _some_actors(cls, value: int | str) -> int | str:
+        if value != "auto" and value < 1:
+            raise ValueError("should be 'auto' or at least 1")
+        return value
 
 
 class Tracking(_Strict):

@@ -11,11 +11,14 @@ to a log file; it is a separate process so that a stuck server can always be kil
 from __future__ import annotations
 
 import argparse
+import ctypes
+import os
 import signal
 import sys
 from pathlib import Path
 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -54,6 +57,19 @@ def server_params(args: argparse.Namespace):
     return params
 
 
+def stop_with_parent() -> None:
+    """Ask Linux for SIGTERM when the parent dies: a pipeline killed outright (SIGKILL, or SIGTERM, which skips
+    Python's atexit) must not leave the server running in its own process group. Linux sends it when the *thread*
+    that started the server ends, so LocalModelServer must be started from a thread that outlives it (the main
+    thread, everywhere in the pipeline)."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if not args.model.is_file():
@@ -62,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     # Block the stop signals before llama.cpp starts its threads (they inherit the mask), so sigwait below receives
     # them and the server is shut down in order instead of dying inside a decode.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    stop_with_parent()
     import xllamacpp
 
     try:

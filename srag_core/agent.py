@@ -59,6 +59,9 @@ class AgentConfig(BaseModel):
     branch_width: int = Field(3, ge=2, le=5)
     tool_families: list[str] = Field(default_factory=lambda: ["core", "agg"])
     structured_turns: bool = True  # json protocol: send the turn JSON schema (if the endpoint's response_format allows)
+    # The first turn must be a tool call (json protocol: a call-only schema; tools protocol: no final_answer function),
+    # and an answer there is malformed. For small models (the local demo) that would otherwise answer at once.
+    first_turn_tool: bool = False
     regex_budget_s: float = Field(10.0, gt=0)
     episode_timeout_s: float = Field(1800.0, gt=0)
     # Spending caps of one episode (every LLM call it makes, tools' included); past either it ends as over_budget.
@@ -144,6 +147,8 @@ class Agent:
         self.tool_names = [t.name for t in tools]
         self.functions = turn_functions(tools, present) if self.protocol == "tools" else []
         self.schema = turn_schema(self.tool_names) if self.config.structured_turns and not self.functions else None
+        self.first_schema = turn_schema(self.tool_names, answer_allowed=False) \
+            if self.schema is not None and self.config.first_turn_tool else self.schema
         # Tool definitions travel with every request: the conversation budget leaves room for them.
         self.definition_chars = len(json.dumps([asdict(f) for f in self.functions])) if self.functions else 0
 
@@ -225,6 +230,8 @@ class Agent:
             limit = getattr(getattr(self.llm, "config", None), "max_tokens", None) or 1024
             result = self._chat(run, sent, step, final, deadline, max_tokens=2 * limit)
             turn = turn_from_reply(result, self.protocol)
+        if step == 1 and self.config.first_turn_tool and turn.is_answer:
+            turn = replace(turn, answer=None, problem="the first reply must be a tool call, not an answer")
         run.messages.append(_assistant_message(result))
         run.last_text = result.text
         reply = result.text or json.dumps([c.wire()["function"] for c in result.tool_calls], ensure_ascii=False)
@@ -247,10 +254,13 @@ class Agent:
         options: dict[str, Any] = {"deadline": deadline}
         if max_tokens is not None:
             options["max_tokens"] = max_tokens
+        first_call = step == 1 and self.config.first_turn_tool
         if self.functions:
-            options.update(tools=self.functions, tool_choice=FINAL_ANSWER if final else None)
+            functions = [f for f in self.functions if f.name != FINAL_ANSWER] if first_call else self.functions
+            choice = FINAL_ANSWER if final else ("required" if first_call else None)  # None: the profile's
+            options.update(tools=functions, tool_choice=choice)
         else:
-            options["json_schema"] = self.schema
+            options["json_schema"] = self.first_schema if first_call else self.schema
         try:
             result = self.llm.chat(sent, **options)
         except LLMError as error:

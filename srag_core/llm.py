@@ -41,7 +41,6 @@ from typing import Any, Literal, Protocol
 
 import httpcore2
 import httpx2
-import openai
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from srag_core.profiles import SHIPPED, Profile, ResponseFormatMode, TurnProtocol, load_profile, resolve_profile
@@ -242,6 +241,7 @@ class _BadResponse(Exception):
 
 def _classify(error: openai.APIError) -> _Failure:
     """Map an SDK error to our kind and decide whether it is worth retrying."""
+    import openai  # here and in LLMClient, not at import time: it takes a second to load (`srag --help` must not)
     if isinstance(error, openai.APITimeoutError):
         return _Failure("timeout", True, "request timed out")
     if isinstance(error, openai.APIConnectionError):
@@ -497,6 +497,7 @@ def _deadline_http_client() -> httpx2.Client:
     httpx has per-operation timeouts only; the connection pool's network backend is the one place where each read can
     see the wall clock. `_pool._network_backend` (httpcore) and `_mounts` (httpx: proxies from the environment) are
     private attributes, set here before any connection exists."""
+    import openai
     client = openai.DefaultHttpxClient()  # the SDK's limits, and proxies from the environment as it would use them
     for each in [client._transport, *client._mounts.values()]:
         pool = getattr(each, "_pool", None)
@@ -579,6 +580,8 @@ class LLMClient:
         self._rng = random.Random()
         self._cache = _ResponseCache(config.cache_dir) if config.cache_dir else None
         self._wired: dict[tuple[int, ...], tuple[list[dict[str, Any]], Sequence[FunctionSpec]]] = {}
+        import openai
+
         self._openai = openai.OpenAI(
             api_key=os.environ.get(config.api_key_env) or PLACEHOLDER_API_KEY,
             base_url=config.base_url,
@@ -747,6 +750,8 @@ class LLMClient:
 
     def _attempt(self, request: dict[str, Any], deadline: float | None) -> _Completion | _Failure:
         """One HTTP attempt inside a limiter slot; returns the completion or what went wrong."""
+        import openai  # loaded by __init__ already; a module lookup
+
         slot = self.limiter.slot(self._token_estimate(request)) if self.limiter is not None else nullcontext()
         try:
             with slot:

@@ -24,6 +24,11 @@ from srag_core.llm import ChatResult, FunctionSpec
 FINAL_ANSWER = "final_answer"
 _THOUGHT = {"type": "string", "description": "what you will do and why; the facts you will need later"}
 
+# The placeholder answer in the prompt's reply format (srag_core/prompts.py). A small model that copies it has not
+# answered anything, so a reply whose answer is this text is a malformed turn.
+EXAMPLE_ANSWER = "the precise answer"
+FIRST_THOUGHT_CHARS = 200
+
 
 @dataclass(frozen=True)
 class Turn:
@@ -49,8 +54,7 @@ def parse_turn(text: str | None) -> Turn:
     thought = obj.get("thought")
     thought = thought if isinstance(thought, str) else json.dumps(thought) if thought is not None else ""
     if "answer" in obj and obj["answer"] is not None:
-        answer = obj["answer"]
-        return Turn(thought=thought, answer=answer if isinstance(answer, str) else json.dumps(answer))
+        return answer_turn(thought, obj["answer"])
     tool = obj.get("tool")
     if not isinstance(tool, str) or not tool:
         return Turn(thought=thought, problem='it has neither "answer" nor a "tool" name')
@@ -66,11 +70,29 @@ def parse_turn(text: str | None) -> Turn:
     return Turn(thought=thought, tool=tool, args=args)
 
 
-def turn_schema(tool_names: Iterable[str]) -> dict[str, Any]:
+def answer_turn(thought: str, answer: Any, **call: Any) -> Turn:
+    """A final answer, unless it is the prompt's example answer copied word for word (then a malformed turn)."""
+    text = answer if isinstance(answer, str) else json.dumps(answer)
+    if text.strip().rstrip(".").casefold() == EXAMPLE_ANSWER:
+        return Turn(thought=thought, problem="its answer is the example text from the reply format, not an answer",
+                    **call)
+    return Turn(thought=thought, answer=text, **call)
+
+
+def turn_schema(tool_names: Iterable[str], answer_allowed: bool = True) -> dict[str, Any]:
     """JSON schema of one JSON-protocol turn, for endpoints that constrain output (`response_format`).
 
     One object with an optional `answer` beside `tool`/`args`: strict structured outputs need an object root. Under
-    strict mode `args` (a free-form object) travels as a JSON string, which `parse_turn` accepts."""
+    strict mode `args` (a free-form object) travels as a JSON string, which `parse_turn` accepts.
+
+    Without `answer_allowed` (the agent's `first_turn_tool`) the turn must be a tool call with a short thought: small
+    models can repeat one phrase until max_tokens cuts the JSON, and a bounded thought makes the grammar close it.
+    Length bounds stay out of the general schema: not every provider's structured outputs accept them."""
+    if not answer_allowed:
+        return {"title": "tool_call", "type": "object", "properties": {
+            "thought": {"type": "string", "maxLength": FIRST_THOUGHT_CHARS},
+            "tool": {"type": "string", "enum": sorted(tool_names)},
+            "args": {"type": "object"}}, "required": ["thought", "tool", "args"]}
     return {"title": "turn", "type": "object", "properties": {
         "thought": {"type": "string"},
         "tool": {"anyOf": [{"type": "string", "enum": sorted(tool_names)}, {"type": "null"}]},
@@ -115,6 +137,5 @@ def turn_from_reply(result: ChatResult, protocol: str) -> Turn:
         if answer is None:
             return Turn(thought=thought, problem='final_answer needs an "answer"', call_id=call.id,
                         ignored_calls=ignored)
-        return Turn(thought=thought, answer=answer if isinstance(answer, str) else json.dumps(answer),
-                    call_id=call.id, ignored_calls=ignored)
+        return answer_turn(thought, answer, call_id=call.id, ignored_calls=ignored)
     return Turn(thought=thought, tool=call.name, args=args, call_id=call.id, ignored_calls=ignored)

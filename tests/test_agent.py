@@ -7,6 +7,7 @@ import pytest
 from srag_core import Budgets
 from srag_core.agent import Agent, AgentConfig
 from srag_core.llm import LLMClient, LLMConfig
+from srag_core.turns import EXAMPLE_ANSWER
 from tests.corpora import hearings_corpus
 from tests.fake_llm import count_tokens, prompt_text
 
@@ -153,6 +154,31 @@ def test_structured_turns_send_the_schema(fake_llm):
     fmt = fake_llm.requests[0]["response_format"]
     assert fmt["type"] == "json_object" and fmt["schema"]["type"] == "object"
     assert set(fmt["schema"]["properties"]) == {"thought", "tool", "args", "answer"}
+
+
+def test_first_turn_tool_leaves_the_answer_out_of_the_first_schema_only(fake_llm):
+    fake_llm.script([call("count_set", set_name="all"), answer("10")])
+    ep = make_agent(fake_llm, response_format="json_object_schema", first_turn_tool=True).run(QUESTION)
+    assert ep.status == "ok" and ep.answer == "10" and ep.steps == 1
+    first, second = (r["response_format"]["schema"] for r in fake_llm.requests)
+    assert first["required"] == ["thought", "tool", "args"] and "answer" not in first["properties"]
+    assert "count_set" in first["properties"]["tool"]["enum"] and first["properties"]["thought"]["maxLength"] > 0
+    assert "answer" in second["properties"] and second["required"] == ["thought"]
+
+
+def test_first_turn_tool_rejects_an_answer_the_endpoint_let_through(fake_llm):
+    fake_llm.script([answer("straight away"), call("count_set", set_name="all"), answer("10")])
+    ep = make_agent(fake_llm, first_turn_tool=True).run(QUESTION)
+    assert ep.status == "ok" and ep.answer == "10" and ep.malformed_turns == 1 and ep.steps == 2
+    assert "the first reply must be a tool call" in fake_llm.requests[1]["messages"][-1]["content"]
+
+
+def test_the_prompts_example_answer_is_a_malformed_turn(fake_llm):
+    fake_llm.script([answer(EXAMPLE_ANSWER), answer("The precise answer."), answer("2")])
+    ep = make_agent(fake_llm).run(QUESTION)
+    assert EXAMPLE_ANSWER in ep.trace[0]["system"]  # the reply format still shows this exact example
+    assert ep.status == "ok" and ep.answer == "2" and ep.malformed_turns == 2
+    assert "the example text from the reply format" in fake_llm.requests[1]["messages"][-1]["content"]
 
 
 def test_branch_and_select_commits_only_the_chosen_variant(fake_llm):

@@ -157,3 +157,16 @@ def test_tool_definitions_count_against_the_conversation_budget() -> None:
     sent_chars = next(e["chars_sent"] for e in ep.trace if e["type"] == "llm")
     prompt_chars = sum(len(m["content"]) for m in server.requests[0]["messages"])
     assert agent.definition_chars > 1000 and sent_chars == prompt_chars + agent.definition_chars
+
+
+def test_first_turn_tool_offers_no_final_answer_on_the_first_call() -> None:
+    with ConformanceLLM("llama.cpp") as server:
+        server.script([final("too soon"), calls(call("count_set", set_name="all")), final("10")])
+        ep = make_agent(server, first_turn_tool=True).run(QUESTION, "q1")
+        sent = server.requests
+    assert server.rejections == []
+    names = [{t["function"]["name"] for t in request["tools"]} for request in sent]
+    assert "final_answer" not in names[0] and "count_set" in names[0] and "final_answer" in names[1]
+    assert sent[0]["tool_choice"] == "required"
+    # the script answered anyway: a malformed turn, not the episode's answer
+    assert ep.status == "ok" and ep.answer == "10" and ep.malformed_turns == 1

@@ -19,7 +19,7 @@ def test_run_config_errors_name_the_key_and_file(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_run(f)
     assert str(e.value) == (f"{f}: llm.temperature: Input should be greater than or equal to 0; "
-                            "execution.actors: Input should be greater than or equal to 1")  # both shown, no "more"
+                            "execution.actors: Value error, should be 'auto' or at least 1")  # both shown, no "more"
     f.write_text("dataset: twowiki-sample\nllm: {model: m, temperature: -1, timeout_s: -1, max_retries: -1}\n"
                  "execution: {actors: 0}\n")
     with pytest.raises(ConfigError, match=r"; .*; [^;]* \(and 1 more\)$"):
@@ -63,10 +63,16 @@ def test_limiter_is_only_used_when_it_can_bind():
         return validate_run({**BASE, "judge": {"use_llm": False}, "execution": {"actors": 2,
                                                                               "episodes_per_actor": 8, **ex}}, "x")
 
-    assert not limiter_can_bind(cfg(max_concurrent_requests=16))  # 16 episodes can never exceed 16 requests
-    assert limiter_can_bind(cfg(max_concurrent_requests=15))
-    assert limiter_can_bind(cfg(max_concurrent_requests=None, requests_per_minute=60))
-    assert not limiter_can_bind(cfg(max_concurrent_requests=None))
+    fixed = {"concurrency": 16, "grows_with_cluster": False}  # 2 actors x 8 episodes
+    assert not limiter_can_bind(cfg(max_concurrent_requests=16), fixed)  # 16 episodes never exceed 16 requests
+    assert limiter_can_bind(cfg(max_concurrent_requests=15), fixed)
+    assert limiter_can_bind(cfg(max_concurrent_requests=None, requests_per_minute=60), fixed)
+    assert limiter_can_bind(cfg(max_concurrent_requests=None, tokens_per_minute=10_000), fixed)
+    assert not limiter_can_bind(cfg(max_concurrent_requests=None), fixed)
+    # a pool that grows with the cluster may pass any cap, unless the concurrency is fixed
+    growing = {"concurrency": 16, "grows_with_cluster": True}
+    assert limiter_can_bind(cfg(actors="auto", max_concurrent_requests=16), growing)
+    assert not limiter_can_bind(cfg(actors="auto", concurrency=16, max_concurrent_requests=16), growing)
 
 
 def _state(qid, status, score=None, attempt=1):
@@ -124,3 +130,5 @@ def test_the_shipped_configs_load():
     assert all(r.local_model.enabled and r.limits.limit == 4 for r in runs)
     single = load_run(configs / "local_smollm2.yaml")
     assert single.local_model.enabled and single.dataset == "twowiki-sample"
+    # The local model's demo traces must show tools: its first turn is constrained to a tool call.
+    assert all(c.agent.first_turn_tool and c.llm.response_format == "json_object_schema" for c in [*runs, single])

@@ -537,9 +537,13 @@ def test_srag_datasets_table(data_root, cache_root, capsys):
     assert main(["datasets", *_roots(data_root, cache_root)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:4] == ["name", "state", "docs", "questions"]
-    states = {line.split()[0]: line.split()[1] for line in lines[1:]}
+    table = lines[1:lines.index("")]
+    states = {line.split()[0]: line.split()[1] for line in table}
     assert states == {"twowiki-sample": "built", "2wikimultihopqa": "not", "musique": "not",
                       "complextr": "built", "financebench": "not"}
+    hint = lines[lines.index("") + 1:]
+    assert hint[0].startswith("to build (or rebuild) one: srag data convert NAME   (2wikimultihopqa, musique, "
+                              "financebench;")
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -125,6 +125,25 @@ def test_server_that_ignores_sigterm_is_killed(tmp_path):
     assert "llama_server: stopping" not in (tmp_path / "log").read_text()
 
 
+def test_server_goes_when_its_driver_is_killed(tmp_path):
+    """SIGKILL skips every cleanup in the driver; the server still stops (parent-death signal)."""
+    driver = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pipelines.local_llm import LocalModelServer\n"
+         f"s = LocalModelServer(log_path={str(tmp_path / 'log')!r}); s.start(); print(s.pid, flush=True)\n"
+         "time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(driver.stdout.readline())
+        assert is_running(pid)
+    finally:
+        driver.kill()
+        driver.wait()
+    deadline = time.monotonic() + 30
+    while is_running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not is_running(pid)
+    assert "llama_server: stopping" in (tmp_path / "log").read_text()
+
+
 def test_exception_inside_the_block_still_stops_the_server(tmp_path):
     with pytest.raises(KeyError):
         with LocalModelServer(log_path=tmp_path / "log") as server:

@@ -33,4 +33,17 @@ def run(args: argparse.Namespace) -> int:
         state = "not built" if not row["built"] else {True: "built", False: "stale", None: "built"}[row["up_to_date"]]
         print(f"{row['name']:<17} {state:<10} {row.get('n_docs', ''):>6} {row.get('n_questions', ''):>9}  "
               f"{row['description']}")
+    print_build_hint(rows, args.data_root)
     return 0
+
+
+def print_build_hint(rows: list[dict], data_root: Path) -> None:
+    """How to build what is not built (or is stale), and which staged sources are missing."""
+    todo = [r for r in rows if not r["built"] or r["up_to_date"] is False]
+    if not todo:
+        return
+    print(f"\nto build (or rebuild) one: srag data convert NAME   ({', '.join(r['name'] for r in todo)}; a run "
+          f"also builds its dataset the first time it is used)")
+    missing = [r["name"] for r in todo if r["up_to_date"] is None]
+    if missing:
+        print(f"staged source files missing under {data_root} for: {', '.join(missing)}")

@@ -9,8 +9,6 @@ import re
 from pathlib import Path
 
 from pipelines.cli import CliError
-from srag_core.probe import ProbeError, capability_table, probe
-from srag_core.profiles import write_profile
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,6 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from srag_core.probe import ProbeError, capability_table, probe  # loads the openai SDK: not for --help
+    from srag_core.profiles import write_profile
+
     try:
         result = probe(args.base_url, args.model, api_key_env=args.api_key_env)
     except ProbeError as error:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from pipelines.config import LocalModel
 from srag_core.llm import LLMConfig
@@ -15,12 +15,13 @@ MAX_DEFAULT_SLOTS = 4
 
 
 @contextmanager
-def open_endpoint(llm: LLMConfig, local: LocalModel, log_dir: Path | None = None,
-                  concurrency: int = 1) -> Iterator[LLMConfig]:
+def open_endpoint(llm: LLMConfig, local: LocalModel, log_dir: Path | None = None, concurrency: int = 1,
+                  progress: Callable[[str], None] | None = None) -> Iterator[LLMConfig]:
     """Yield the LLM config to use; with local_model.enabled, a server is started first and stopped afterwards.
 
     `concurrency` is how many requests the caller may have in flight at once; the local server gets that many
-    parallel slots (up to MAX_DEFAULT_SLOTS) unless local_model.n_parallel says otherwise.
+    parallel slots (up to MAX_DEFAULT_SLOTS) unless local_model.n_parallel says otherwise. `progress` gets a line
+    when the local server starts and when it is ready.
     """
     if not local.enabled:
         yield llm
@@ -29,7 +30,11 @@ def open_endpoint(llm: LLMConfig, local: LocalModel, log_dir: Path | None = None
 
     log_path = log_dir / "local_model.log" if log_dir else None
     slots = local.n_parallel or max(1, min(concurrency, MAX_DEFAULT_SLOTS))
-    with LocalModelServer(n_ctx=local.n_ctx, n_threads=local.n_threads, n_parallel=slots, log_path=log_path,
-                          startup_timeout_s=local.startup_timeout_s) as server:
+    say = progress or (lambda message: None)
+    server = LocalModelServer(n_ctx=local.n_ctx, n_threads=local.n_threads, n_parallel=slots, log_path=log_path,
+                              startup_timeout_s=local.startup_timeout_s)
+    say(f"starting the local model server (llama.cpp, {slots} parallel slot(s), {server.n_threads} thread(s))")
+    with server:
+        say(f"local model {server.model} ready at {server.base_url}; its log: {server.log_path}")
         yield llm.model_copy(update={"base_url": server.base_url, "model": server.model,
                                      "context_tokens": local.n_ctx})

@@ -265,6 +265,12 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
     from pipelines.engine.worker import EpisodeWorker, RayLimiterSlot, start_limiter
 
     meta = run_dir.update_meta(status="running", last_started=utc_now())
+
+    def say(message: str) -> None:  # the long phases before the first episode, one line each
+        if not quiet:
+            print(f"[{run_dir.run_id}] {message}", file=sys.stderr, flush=True)
+
+    say("Ray is running" if ray.is_initialized() else "starting Ray")
     init_ray(cfg.execution.ray_address)
     corpus = corpus_for(Path(meta["corpus"]))
     store = run_dir.store()
@@ -283,7 +289,8 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
     ex = cfg.execution
     plan = execution_plan(ex)
     in_flight = min(plan["concurrency"], ex.max_concurrent_requests or 1_000_000)
-    with open_endpoint(cfg.llm, cfg.local_model, run_dir.path, concurrency=in_flight) as llm_cfg:
+    with open_endpoint(cfg.llm, cfg.local_model, run_dir.path, concurrency=in_flight, progress=say) as llm_cfg:
+        say(f"preparing the {cfg.variant} variant's resources")
         resources = _resources(run_dir, cfg, corpus, llm_cfg)
         limiter = start_limiter(ex.max_concurrent_requests or 1_000_000, ex.requests_per_minute,
                                 ex.tokens_per_minute) if limiter_can_bind(cfg, plan) else None
@@ -308,6 +315,7 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
         target = (lambda: auto_actors(ex)) if ex.actors == "auto" else (lambda: plan["actors"])
         pool = WorkerPool([], ex.max_actor_restarts + 2, spawn=spawn, target=target)
         try:
+            say(f"starting {plan['actors']} episode worker(s); episodes start as each one is ready")
             started = time.monotonic()
             pool.grow()
             scheduler = Scheduler(pool, judge, sinks, stats, capacity=plan["concurrency"],

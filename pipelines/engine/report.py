@@ -11,9 +11,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from scipy import stats
 
-from car_baselines import bootstrap_mean_interval
 from pipelines.engine.results import QuestionState
 from srag_core.agent import FAILED, FINISHED, STATUSES
 
@@ -167,11 +165,15 @@ def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, thres
 
 def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided exact McNemar p-value: the binomial test of b successes in b + c discordant pairs at p = 1/2."""
+    from scipy import stats  # here: scipy.stats takes most of a second to load, and `srag --help` must not
+
     return 1.0 if b + c == 0 else float(stats.binomtest(b, b + c, 0.5).pvalue)
 
 
 def bootstrap_ci(diffs: list[float], resamples: int, seed: int, level: float = 0.95) -> list[float]:
     """Percentile bootstrap interval of the mean paired difference, resampling questions (seeded)."""
+    from car_baselines import bootstrap_mean_interval  # the package loads scipy: not for `srag --help`
+
     lo, hi = bootstrap_mean_interval(diffs, level, resamples, seed)
     return [round(lo, 4), round(hi, 4)]
 
