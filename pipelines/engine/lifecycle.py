@@ -239,9 +239,14 @@ def trace_context(run_dir: RunDir, cfg: RunConfig) -> TraceContext:
 
 
 def _stats_so_far(run_dir: RunDir, store, redo: set[str]) -> RunStats:
-    """Resume/rerun: the run's totals include what is already recorded for questions not run again."""
+    """Resume/rerun: the run's totals include what is already recorded for questions not run again, and the tokens
+    and cost of every earlier attempt (spent, as the summary counts them)."""
     stats = RunStats(total=len(run_dir.read_questions()))
     for st in store.states().values():
+        for ep in st.attempts if st.question_id in redo else st.attempts[:-1]:
+            usage = ep.get("usage") or {}
+            stats.tokens += int(usage.get("total_tokens", 0))
+            stats.cost += float(usage.get("cost_usd", 0.0))
         if st.question_id not in redo:
             stats.add_episode(st.latest)
             if st.judgement:
