@@ -140,8 +140,9 @@ def test_a_rerun_replaces_the_table_and_updates_metrics_and_the_parent(sweep):
     episodes = [r for r in run_dir.store().records() if r["type"] == "episode"]
     assert metrics["tokens"] == sum(e["usage"]["total_tokens"] for e in episodes)  # the failed attempt counts
     assert metrics["tokens"] > metrics["final_tokens"]
-    history = rest(sweep["uri"], "metrics/get-history", run_id=run["info"]["run_id"], metric_key="accuracy")
-    assert sorted(m["step"] for m in history["metrics"]) == [0, 1]  # one value per finish, never two at a step
+    history = rest(sweep["uri"], "metrics/get-history", run_id=run["info"]["run_id"], metric_key="tokens")
+    assert [m["step"] for m in history["metrics"]] == [0, 0]  # one step: MLflow charts a bar of the later value
+    assert max(history["metrics"], key=lambda m: m["timestamp"])["value"] == report["tokens"]
     assert {"live/done", "wall_s_p50", "wall_s_p99", "llm_s_p90", "n_type_even", "accuracy_ci95_low"} <= set(metrics)
 
     parent_id = run["data"]["tags"] and _tags(run)["mlflow.parentRunId"]
@@ -190,6 +191,8 @@ def test_traces_carry_correctness_and_standard_span_content(sweep):
             trace = client.get_trace(info["trace_id"])
             st = states[tags["srag.question_id"]]
             judgement = st.judgements.get(int(tags["srag.attempt"]))
+            superseded = int(tags["srag.attempt"]) < len(st.attempts)
+            assert ("srag.superseded_by" in trace.info.tags) == superseded
             kinds = {type(a).__name__ for a in trace.info.assessments}
             assert "Expectation" in kinds
             if judgement is not None:

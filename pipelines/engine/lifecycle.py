@@ -270,15 +270,14 @@ def _wait_for_workers(workers: list, timeout_s: float = 600) -> float:
 
 def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
     """Summary, per-question table and plots, written to the run folder and logged to MLflow. Run again after a
-    rerun or resume, it replaces them: the tables whole, the summary metrics as a new step (one per finish)."""
+    rerun or resume, it replaces them: the tables whole, and the summary metrics at step 0 again, where the later
+    value is the one MLflow shows (MLflow cannot delete a metric value; one step keeps its charts bar charts)."""
     import pandas as pd
 
     states = run_dir.store().states()
     rows = question_rows(run_dir.read_questions(), states)
     summary = summarize(rows)
-    finishes = run_dir.read_meta().get("finishes", 0)
-    meta = run_dir.update_meta(status="finished" if summary["missing"] == 0 else "incomplete", finished=utc_now(),
-                               finishes=finishes + 1)
+    meta = run_dir.update_meta(status="finished" if summary["missing"] == 0 else "incomplete", finished=utc_now())
     (run_dir.path / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     frame = pd.DataFrame(rows)
     frame.to_parquet(run_dir.path / "results.parquet", index=False)
@@ -286,7 +285,7 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
                                  run_dir.path / "plots" / "accuracy_by_type.png")
     mlflow_id = meta.get("mlflow_run_id")
     if tracker is not None and mlflow_id:
-        tracker.log_metrics(mlflow_id, metrics_for_mlflow(summary), step=finishes)
+        tracker.log_metrics(mlflow_id, metrics_for_mlflow(summary), step=0)
         tables = run_dir.path / "tables"
         tracker.replace_tables(mlflow_id, {
             "per_question.json": write_table(frame, tables / "per_question.json"),

@@ -164,8 +164,16 @@ class Tracker:
 
     def log_episode_trace(self, run_id: str, record: dict[str, Any], context: TraceContext | None = None) -> None:
         key = (run_id, record["question_id"], int(record.get("attempt", 1)))
-        self._traces[key] = self._trace_pool.submit(
-            self._guarded, lambda: episode_trace(self.client, self.experiment_id, run_id, record, context))
+
+        def export() -> str:
+            trace_id = episode_trace(self.client, self.experiment_id, run_id, record, context)
+            if key[2] > 1:  # a rerun: the earlier attempt's trace says it no longer counts
+                earlier = find_trace(self.client, self.experiment_id, run_id, key[1], key[2] - 1)
+                if earlier:
+                    self.client.set_trace_tag(earlier, "srag.superseded_by", str(key[2]))
+            return trace_id
+
+        self._traces[key] = self._trace_pool.submit(self._guarded, export)
 
     def log_verdict(self, run_id: str, verdict: dict[str, Any]) -> None:
         """The judge's verdict as feedback on the episode's trace, once the trace exists (a trace from an earlier
@@ -248,8 +256,10 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
                      end_time_ns=end_ns)
     if "answer" in question:
         import mlflow
+        from mlflow.entities import AssessmentSource
 
         mlflow.log_expectation(trace_id=trace_id, name="expected_answer", value=question["answer"],
+                               source=AssessmentSource(source_type="CODE", source_id="srag.question_set"),
                                metadata={"aliases": question.get("answer_aliases") or [],
                                          "answer_kind": question.get("answer_kind") or "text"})
     return trace_id
@@ -328,7 +338,7 @@ def attach_verdict(client, trace_id: str, verdict: dict[str, Any]) -> None:
     """The judge's verdict as a feedback on the trace: the score, which method decided (a deterministic rule, the
     LLM judge, or exact match) and why; tags make the trace list filterable by right and wrong."""
     import mlflow
-    from mlflow.entities import AssessmentSource
+    from mlflow.entities import AssessmentError, AssessmentSource
 
     method = verdict.get("score_source") or "none"
     source = AssessmentSource(source_type="LLM_JUDGE" if method == "llm" else "CODE", source_id=f"srag.{method}")
@@ -337,9 +347,8 @@ def attach_verdict(client, trace_id: str, verdict: dict[str, Any]) -> None:
                 if verdict.get(k) is not None}
     if score is None:
         mlflow.log_feedback(trace_id=trace_id, name="correctness", source=source, metadata=metadata,
-                            error=mlflow.entities.AssessmentError(error_code="NOT_JUDGED",
-                                                                  error_message=verdict.get("judge_error") or
-                                                                  "no score"))
+                            error=AssessmentError(error_code="NOT_JUDGED",
+                                                  error_message=verdict.get("judge_error") or "no score"))
         return
     mlflow.log_feedback(trace_id=trace_id, name="correctness", value=float(score), source=source,
                         rationale=verdict.get("rationale") or f"scored by {method}",
