@@ -140,8 +140,9 @@ def test_a_rerun_replaces_the_table_and_updates_metrics_and_the_parent(sweep):
     episodes = [r for r in run_dir.store().records() if r["type"] == "episode"]
     assert metrics["tokens"] == sum(e["usage"]["total_tokens"] for e in episodes)  # the failed attempt counts
     assert metrics["tokens"] > metrics["final_tokens"]
-    history = rest(sweep["uri"], "metrics/get-history", run_id=run["info"]["run_id"], metric_key="accuracy")
-    assert sorted(m["step"] for m in history["metrics"]) == [0, 1]  # one value per finish, never two at a step
+    history = rest(sweep["uri"], "metrics/get-history", run_id=run["info"]["run_id"], metric_key="tokens")
+    assert [m["step"] for m in history["metrics"]] == [0, 0]  # one step: MLflow charts a bar of the later value
+    assert max(history["metrics"], key=lambda m: m["timestamp"])["value"] == report["tokens"]
     assert {"live/done", "wall_s_p50", "wall_s_p99", "llm_s_p90", "n_type_even", "accuracy_ci95_low"} <= set(metrics)
 
     parent_id = run["data"]["tags"] and _tags(run)["mlflow.parentRunId"]
@@ -190,6 +191,8 @@ def test_traces_carry_correctness_and_standard_span_content(sweep):
             trace = client.get_trace(info["trace_id"])
             st = states[tags["srag.question_id"]]
             judgement = st.judgements.get(int(tags["srag.attempt"]))
+            superseded = int(tags["srag.attempt"]) < len(st.attempts)
+            assert ("srag.superseded_by" in trace.info.tags) == superseded
             kinds = {type(a).__name__ for a in trace.info.assessments}
             assert "Expectation" in kinds
             if judgement is not None:
@@ -230,3 +233,55 @@ def _check_spans(trace, variant: str, tags: dict) -> None:
             assert erred
         if variant == "no_diagnostics" and not erred:
             assert not any(f'"{k}"' in shown for k in DIAGNOSTIC_KEYS)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The MLflow UI itself, in headless Chromium (Debian's package; `.ci/run` installs it when missing)
+
+CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "mlflow-ui"  # screenshots, kept as test artifacts
+
+
+def open_ui(uri: str, path: str, shot: str, wait_for: list[str]) -> str:
+    """The page's text once every text of `wait_for` is on it (the UI is a React app that renders after its API
+    calls, and keeps polling, so there is no idle moment to wait for), with a screenshot in SHOTS."""
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM.is_file(), "the MLflow UI test needs Debian's chromium (apt-get install chromium; .ci/run does)"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        try:
+            context = browser.new_context(viewport={"width": 1800, "height": 1000})
+            # The assistant panel opens on a first visit and would cover the table.
+            context.add_init_script("localStorage.setItem('mlflow.assistant.panelOpen_v1', 'false');"
+                                    "localStorage.setItem('mlflow.assistant.fab.autoOpenedOnFirstLoad_v1', 'true');")
+            page = context.new_page()
+            page.goto(uri + path)
+            for text in wait_for:
+                page.get_by_text(text, exact=True).first.wait_for(timeout=60_000)
+            page.wait_for_timeout(1000)  # the last cells settle
+            page.screenshot(path=str(SHOTS / shot))
+            return page.inner_text("body")
+        finally:
+            browser.close()
+
+
+def test_the_mlflow_ui_shows_token_counts_and_assessments(sweep):
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=sweep["uri"])
+    _, run = _child(sweep, "zero_ingestion")
+    experiment, run_id = run["info"]["experiment_id"], run["info"]["run_id"]
+    traces = client.search_traces(locations=[experiment], run_id=run_id, include_spans=False,
+                                  filter_string="tag.`srag.correct` = 'true'")
+    tokens = {str(t.info.token_usage["total_tokens"]) for t in traces}
+    for path, shot in ((f"/#/experiments/{experiment}/traces", "experiment_traces.png"),
+                       (f"/#/experiments/{experiment}/runs/{run_id}/traces", "child_run_traces.png")):
+        text = open_ui(sweep["uri"], path, shot, ["expected_answer", sorted(tokens)[0]])
+        lines = {line.strip() for line in text.splitlines()}
+        assert "Tokens" in lines and tokens & lines, (shot, sorted(tokens))  # a trace's token total is on the page
+        assert {"expected_answer"} <= lines and {"correctness", "Correctness"} & lines  # both assessments' columns
+        assert (SHOTS / shot).stat().st_size > 10_000

@@ -409,9 +409,14 @@ def trace_context(run_dir: RunDir, cfg: RunConfig) -> TraceContext:
 
 
 def _stats_so_far(run_dir: RunDir, store, redo: set[str]) -> RunStats:
-    """Resume/rerun: the run's totals include what is already recorded for questions not run again."""
+    """Resume/rerun: the run's totals include what is already recorded for questions not run again, and the tokens
+    and cost of every earlier attempt (spent, as the summary counts them)."""
     stats = RunStats(total=len(run_dir.read_questions()))
     for st in store.states().values():
+        for ep in st.attempts if st.question_id in redo else st.attempts[:-1]:
+            usage = ep.get("usage") or {}
+            stats.tokens += int(usage.get("total_tokens", 0))
+            stats.cost += float(usage.get("cost_usd", 0.0))
         if st.question_id not in redo:
             stats.add_episode(st.latest)
             if st.judgement:
@@ -421,7 +426,8 @@ def _stats_so_far(run_dir: RunDir, store, redo: set[str]) -> RunStats:
 
 def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
     """Summary, per-question table and plots, written to the run folder and logged to MLflow. Run again after a
-    rerun or resume, it replaces them: the tables whole, the summary metrics as a new step (one per finish)."""
+    rerun or resume, it replaces them: the tables whole, and the summary metrics at step 0 again, where the later
+    value is the one MLflow shows (MLflow cannot delete a metric value; one step keeps its charts bar charts)."""
     import pandas as pd
 
     store = run_dir.store()
@@ -447,7 +453,7 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
                                  run_dir.path / "plots" / "accuracy_by_type.png")
     mlflow_id = meta.get("mlflow_run_id")
     if tracker is not None and mlflow_id:
-        tracker.log_metrics(mlflow_id, metrics_for_mlflow(summary), step=finishes)
+        tracker.log_metrics(mlflow_id, metrics_for_mlflow(summary), step=0)
         tables = run_dir.path / "tables"
         tracker.replace_tables(mlflow_id, {
             "per_question.json": write_table(frame, tables / "per_question.json"),

@@ -77,27 +77,22 @@ def pairwise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _log_parent(tracker, info: dict[str, Any], sweep_dir: Path, rows: list[dict[str, Any]],
                 pairs: list[dict[str, Any]], plots: list[Path]) -> None:
-    """The parent run's aggregates, a new step each time the sweep is summarised (after a child's rerun)."""
+    """The parent run's aggregates (at step 0, the later value replacing the earlier one in MLflow's views), its
+    pairwise table and plots."""
     import pandas as pd
 
     from pipelines.engine.tracking import write_table
 
     parent = info["mlflow_run_id"]
-    step = info.get("summaries", 0)
-    _write_sweep(sweep_dir, {**info, "summaries": step + 1})
     for plot in plots:
         tracker.log_artifact(parent, plot, "plots")
     metrics: dict[str, float] = {}
     for r in rows:
-        label = metric_label(r["label"])
-        summary = r["summary"]
+        label, summary = metric_label(r["label"]), r["summary"]
         if summary["accuracy"] is not None:
             metrics[f"accuracy/{label}"] = summary["accuracy"]
-            metrics.update({f"accuracy_ci95_{end}/{label}": v
-                            for end, v in zip(("low", "high"), summary["accuracy_ci95"] or [])})
-        metrics.update({f"tokens/{label}": summary["tokens"], f"cost_usd/{label}": summary["cost_usd"],
-                        f"failed/{label}": summary["failed"]})
-    tracker.log_metrics(parent, metrics, step)
+        metrics.update({f"tokens/{label}": summary["tokens"], f"cost_usd/{label}": summary["cost_usd"]})
+    tracker.log_metrics(parent, metrics, 0)
     tracker.replace_tables(parent, {"pairwise.json": write_table(pd.DataFrame(pairs),
                                                                  sweep_dir / "tables" / "pairwise.json")})
     tracker.set_terminated(parent)

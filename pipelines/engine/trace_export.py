@@ -108,8 +108,10 @@ class TraceExporter:
                 continue
             try:
                 record = json.loads((self.run_dir.path / trace_file).read_text(encoding="utf-8"))
-                done.append((key, episode_trace(self.client, self.experiment_id, self.mlflow_run_id, record,
-                                                self.context)))
+                trace_id = episode_trace(self.client, self.experiment_id, self.mlflow_run_id, record, self.context)
+                done.append((key, trace_id))
+                if earlier := self.done.get((key[0], key[1] - 1)):  # a rerun: the replaced attempt no longer counts
+                    self.client.set_trace_tag(earlier, "srag.superseded_by", str(key[1]))
             except Exception as e:  # MLflow down, a bad file: reported, retried, and left for resume
                 self.errors.append(f"{key[0]}.{key[1]}: {type(e).__name__}: {e}"[:300])
                 failed.append((key, trace_file))

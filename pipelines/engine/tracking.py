@@ -229,8 +229,10 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
                      end_time_ns=end_ns)
     if "answer" in question:
         import mlflow
+        from mlflow.entities import AssessmentSource
 
         mlflow.log_expectation(trace_id=trace_id, name="expected_answer", value=question["answer"],
+                               source=AssessmentSource(source_type="CODE", source_id="srag.question_set"),
                                metadata={"aliases": question.get("answer_aliases") or [],
                                          "answer_kind": question.get("answer_kind") or "text"})
     return trace_id
@@ -293,23 +295,11 @@ def _error(description: str):
     return SpanStatus("ERROR", description[:500])
 
 
-def find_trace(client, experiment_id: str, run_id: str, question_id: str, attempt: int) -> str | None:
-    """The trace of one episode of a run, by its tags (for a verdict that arrives in a later process)."""
-    found = client.search_traces(locations=[experiment_id], run_id=run_id, include_spans=False, max_results=1,
-                                 filter_string=f"tag.`srag.question_id` = '{_quote(question_id)}' AND "
-                                               f"tag.`srag.attempt` = '{int(attempt)}'")
-    return found[0].info.trace_id if found else None
-
-
-def _quote(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("'", "\\'")
-
-
 def attach_verdict(client, trace_id: str, verdict: dict[str, Any]) -> None:
     """The judge's verdict as a feedback on the trace: the score, which method decided (a deterministic rule, the
     LLM judge, or exact match) and why; tags make the trace list filterable by right and wrong."""
     import mlflow
-    from mlflow.entities import AssessmentSource
+    from mlflow.entities import AssessmentError, AssessmentSource
 
     method = verdict.get("score_source") or "none"
     source = AssessmentSource(source_type="LLM_JUDGE" if method == "llm" else "CODE", source_id=f"srag.{method}")
@@ -318,9 +308,8 @@ def attach_verdict(client, trace_id: str, verdict: dict[str, Any]) -> None:
                 if verdict.get(k) is not None}
     if score is None:
         mlflow.log_feedback(trace_id=trace_id, name="correctness", source=source, metadata=metadata,
-                            error=mlflow.entities.AssessmentError(error_code="NOT_JUDGED",
-                                                                  error_message=verdict.get("judge_error") or
-                                                                  "no score"))
+                            error=AssessmentError(error_code="NOT_JUDGED",
+                                                  error_message=verdict.get("judge_error") or "no score"))
         return
     mlflow.log_feedback(trace_id=trace_id, name="correctness", value=float(score), source=source,
                         rationale=verdict.get("rationale") or f"scored by {method}",
