@@ -3,11 +3,14 @@ function over tasks with a hard timeout per task (the sandbox that pattern disco
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections import deque
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
+log = logging.getLogger(__name__)
 DEFAULT_TASK_TIMEOUT_S = 90.0
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "MLFLOW_DISABLE_TELEMETRY": "true"}
@@ -18,17 +21,28 @@ def init_ray(address: str | None) -> None:
     --head --node-ip-address 127.0.0.1`: start it once, and every run skips Ray's start-up); else start a local
     instance for this process. A local instance listens on loopback only: Ray's ports run code for whoever reaches
     them. No-op when already connected."""
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address or address.split(":")[0] in ("127.0.0.1", "localhost"):
+        # Ray's single-machine mode (the one it uses on macOS and Windows): node address 127.0.0.1, so its servers
+        # bind loopback and a loopback address is dialled as such. Read when Ray is first imported, and inherited
+        # by the processes it starts.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        if os.environ.get("RAY_AUTH_TOKEN") or Path("~/.ray/auth_token").expanduser().is_file():
+            # A loopback head (`ray start --head`) turns on Ray's token authentication; the token is this user's.
+            os.environ.setdefault("RAY_AUTH_MODE", "token")
     import ray
 
     if ray.is_initialized():
         return
-    address = address or os.environ.get("RAY_ADDRESS") or own_local_cluster()
+    address = address or own_local_cluster()
     env = {"env_vars": dict(RAY_ENV)}
     if address:
         ray.init(address=address, runtime_env=env, log_to_driver=False)
     else:  # "local": a new instance, never whatever cluster someone else started on this machine
-        ray.init(address="local", include_dashboard=False, runtime_env=env, log_to_driver=False,
-                 _node_ip_address=LOOPBACK)
+        ray.init(address="local", include_dashboard=False, runtime_env=env, log_to_driver=False)
+        if ray.util.get_node_ip_address() != LOOPBACK:
+            log.warning("local Ray did not start on loopback (Ray was imported before init_ray); its ports may be "
+                        "reachable from the network")
 
 
 LOOPBACK = "127.0.0.1"
