@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -22,7 +23,8 @@ def init_ray(address: str | None) -> None:
     instance for this process. A local instance listens on loopback only: Ray's ports run code for whoever reaches
     them. No-op when already connected."""
     address = address or os.environ.get("RAY_ADDRESS")
-    if not address or address.split(":")[0] in ("127.0.0.1", "localhost"):
+    loopback = not address or address.split(":")[0] in ("127.0.0.1", "localhost")
+    if loopback and "ray" not in sys.modules:  # once Ray is imported its mode is set: both sides must agree
         # Ray's single-machine mode (the one it uses on macOS and Windows): node address 127.0.0.1, so its servers
         # bind loopback and a loopback address is dialled as such. Read when Ray is first imported, and inherited
         # by the processes it starts.
