@@ -13,8 +13,8 @@ is a normal one: `actors: auto`, MLflow (local SQLite) with a trace per episode,
 
 Part 2 (model). Wall time and memory of a run of Q questions on N nodes, from the per-episode costs measured in
 part 1: the run takes as long as its slowest resource -- the LLM endpoint (calls x delay / requests in flight), the
-workers' CPU (spread over every core), the driver's CPU (one process), the trace export (one process per node) --
-plus start-up and the tail after the last episode. Memory per node is the corpus replica plus each worker's heap;
+workers' CPU (spread over every core), the driver's CPU (one process), the trace export (one actor per run, at the
+wall time per trace measured here) -- plus start-up. Memory per node is the corpus replica plus each worker's heap;
 the driver's grows with the number of questions.
 
 Run: `.venv/bin/python -m benchmarks.pipeline_scale [--episodes 1000] [--delay 0.2] [--concurrency 64]`.
@@ -49,9 +49,11 @@ class ToolAgent:
 
     def __call__(self, request: dict) -> str:
         first_user = next(m["content"] for m in request["messages"] if m["role"] == "user")
+        time.sleep(self.delay)
+        if not QUESTION.search(first_user):  # the LLM judge of a quick run (`srag run` without a config)
+            return "correct"
         n = int(QUESTION.search(first_user).group(1))
         turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
-        time.sleep(self.delay)
         script = [("apply_filter", {"pattern": "born", "output_prefix": "born"}),
                   ("count_set", {"set_name": "born_pos"}),
                   ("read_docs", {"set_name": "born_pos", "max_docs": 2})]
@@ -82,9 +84,13 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
     cpu0, t0 = time.process_time(), time.monotonic()
     lifecycle.execute(run_dir, cfg, todo, tracker, quiet=True)
     cpu_exec = time.process_time() - cpu0
+    t_finish = time.monotonic()
     summary = lifecycle.finish(run_dir, tracker)
+    t_close = time.monotonic()
     tracker.close()
     finished_at, wall = time.time(), time.monotonic() - t0
+    tail = {"drain_s": run_dir.read_meta().get("trace_export", {}).get("drain_s"),
+            "finish_s": round(t_close - t_finish, 1), "mlflow_close_s": round(time.monotonic() - t_close, 1)}
     meta = run_dir.read_meta()
     records = [r for r in run_dir.store().records() if r.get("type") == "episode"]
     calls = sum(r["llm_calls"] for r in records)
@@ -106,11 +112,66 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
         "episode_thread_cpu_s": round(worker_cpu, 4), "tool_wall_per_episode_s": round(tool_s, 4),
         "worker_cpu_outside_tools_s": round(max(0.0, worker_cpu - tool_s), 4),
         "export_cpu_per_trace_s": round(export.get("cpu_s", 0.0) / max(1, export.get("exported", 1)), 4),
-        "last_episode_to_finished_s": round(finished_at - meta["episodes_ended_at"], 1),
+        # the one export actor works from the first episode until the drain ends: its wall time per trace
+        "export_wall_per_trace_s": round((meta["episodes_wall_s"] + (tail["drain_s"] or 0.0))
+                                         / max(1, export.get("exported", 1)), 4),
+        "last_episode_to_finished_s": round(finished_at - meta["episodes_ended_at"], 1), "tail": tail,
         "traces_in_mlflow": len(exported(run_dir)), "worker_startup_s": meta["worker_startup_s"],
         "driver_max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "worker_max_rss_mb": workers["max_rss_mb"], "corpus_replica_mb": round(meta["corpus_replicas"]["bytes"] / 2**20, 2),
     }
+
+
+# -- start-up -----------------------------------------------------------------------------------------------------
+
+WARM_RAY = """
+import os, sys
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # loopback, as `ray start --node-ip-address 127.0.0.1`
+import ray
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+print(ray.get_runtime_context().gcs_address, flush=True)
+sys.stdin.read()  # the cluster lives until the benchmark closes this pipe
+"""
+
+
+def startup(base_url: str, workdir: Path) -> dict:
+    """`srag run` of 2 questions and `srag rerun` of both, as commands, against a warm local Ray (started once by
+    another process, as `ray start --head` would be) and a fast endpoint; and the same run with a cold Ray."""
+    import subprocess
+    import sys
+
+    corpus, questions = write_benchmark(workdir / "bench", SAMPLE, 2)
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{workdir / 'mlflow.db'}"}
+    run = [sys.executable, "-m", "pipelines.cli", "run", "--corpus", str(corpus), "--questions", str(questions),
+           "--base-url", base_url, "--model", "scripted", "--runs-dir", str(workdir / "runs"), "--quiet", "--json"]
+
+    def timed(argv: list[str], extra_env: dict) -> tuple[float, dict]:
+        started = time.monotonic()
+        out = subprocess.run(argv, env={**env, **extra_env}, capture_output=True, text=True, timeout=900)
+        wall = time.monotonic() - started
+        if out.returncode:
+            raise RuntimeError(out.stderr[-2000:])
+        result = json.loads(out.stdout)
+        return wall, json.loads((workdir / "runs" / result["run_id"] / "run.json").read_text())
+
+    subprocess.run(run[:3] + ["--help"], capture_output=True, env=env)  # warm the file cache, as a user's shell is
+    cold_s, cold = timed(run, {"RAY_ADDRESS": ""})
+    warm_ray = subprocess.Popen([sys.executable, "-c", WARM_RAY], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True, env=env)
+    try:
+        address = warm_ray.stdout.readline().strip()
+        warm_s, warm = timed(run, {"RAY_ADDRESS": address})
+        rerun_s, _ = timed([sys.executable, "-m", "pipelines.cli", "rerun", warm["run_id"], "--status", "ok",
+                            "--runs-dir", str(workdir / "runs"), "--quiet", "--json"], {"RAY_ADDRESS": address})
+        rerun = json.loads((workdir / "runs" / warm["run_id"] / "run.json").read_text())
+    finally:
+        warm_ray.stdin.close()
+        warm_ray.wait(timeout=120)
+    return {"run_cold_ray_s": round(cold_s, 1), "first_episode_cold_ray_s": cold.get("first_episode_s"),
+            "run_warm_ray_s": round(warm_s, 1), "first_episode_warm_ray_s": warm.get("first_episode_s"),
+            "warm_ray_worker_startup_s": warm.get("worker_startup_s"),
+            "rerun_2_warm_ray_s": round(rerun_s, 1), "rerun_first_episode_s": rerun.get("first_episode_s"),
+            "rerun_worker_startup_s": rerun.get("worker_startup_s")}
 
 
 # -- part 2: the model ------------------------------------------------------------------------------------------
@@ -126,13 +187,14 @@ def model(m: dict, nodes: int, questions: int, *, cores_per_node: int = 8, calls
         "llm": questions * calls * delay / episodes_in_flight,
         "worker_cpu": questions * m["worker_process_cpu_per_episode_s"] / cores,
         "driver_cpu": questions * m["driver_cpu_per_episode_s"],
-        "trace_export": questions * m["export_cpu_per_trace_s"] / nodes,
+        "trace_export": questions * m["export_wall_per_trace_s"],  # one export actor per run, whatever the nodes
     }
     slowest = max(bounds, key=bounds.__getitem__)
     driver_mb = 300 + questions * 4 / 1024  # ~4 KB of state per question (rows, stats, the summary table)
     node_mb = m["corpus_replica_mb"] + cores_per_node * m["worker_max_rss_mb"]
     return {"nodes": nodes, "questions": questions, "wall_h": round((max(bounds.values()) + startup_s) / 3600, 2),
-            "bound_by": slowest, "driver_mb": round(driver_mb), "per_node_mb": round(node_mb)}
+            "bound_by": slowest, **{f"{k}_h": round(v / 3600, 3) for k, v in bounds.items()},
+            "driver_mb": round(driver_mb), "per_node_mb": round(node_mb)}
 
 
 def main() -> None:
@@ -141,18 +203,22 @@ def main() -> None:
     ap.add_argument("--delay", type=float, default=0.2)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--from-json", type=Path, help="skip part 1: model from a saved measurement")
+    ap.add_argument("--startup", action="store_true", help="only time `srag run` / `srag rerun` of 2 questions")
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args()
     if args.from_json:
         m = json.loads(args.from_json.read_text())
     else:
         parent, child = multiprocessing.Pipe()
-        server = multiprocessing.Process(target=serve, args=(args.delay, child), daemon=True)
+        server = multiprocessing.Process(target=serve, args=(0.0 if args.startup else args.delay, child), daemon=True)
         server.start()
         base_url = parent.recv()
-        init_ray(None)
         try:
             with tempfile.TemporaryDirectory() as tmp:
+                if args.startup:
+                    print(json.dumps(startup(base_url, Path(tmp)), indent=1))
+                    return
+                init_ray(None)
                 m = measure(base_url, Path(tmp), args.episodes, args.concurrency, args.delay)
         finally:
             parent.send("stop")

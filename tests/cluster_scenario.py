@@ -22,10 +22,21 @@ from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
 
-def main(workdir: Path, sample_corpus: Path, n: int) -> dict:
+def run_in_background(cfg, workdir: Path):
+    """Start a run of `cfg` under `workdir` and execute it on a thread; returns (run_dir, tracker, thread)."""
+    tracker = lifecycle.open_tracker(cfg, workdir / "runs")
+    run_dir = lifecycle.start_run(cfg, workdir / "runs", tracker)
+    todo, _ = lifecycle.pending_work(run_dir, None)
+    thread = threading.Thread(target=lifecycle.execute, args=(run_dir, cfg, todo, tracker), kwargs={"quiet": True})
+    thread.start()
+    return run_dir, tracker, thread
+
+
+def on_cluster(scenario, *args) -> dict:
+    """`scenario(cluster, *args)` on a fresh Cluster whose head has 2 CPUs, shut down afterwards."""
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
     try:
-        return scenario(cluster, workdir, sample_corpus, n)
+        return scenario(cluster, *args)
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -44,11 +55,7 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
                              "execution.cpus_per_actor": 0.5, "tracking.traces": False})
         (workdir / "run.yaml").write_text(yaml.safe_dump(data))
         cfg = validate_run(data, "scenario")
-        tracker = lifecycle.open_tracker(cfg, workdir / "runs")
-        run_dir = lifecycle.start_run(cfg, workdir / "runs", tracker)
-        todo, _ = lifecycle.pending_work(run_dir, None)
-        thread = threading.Thread(target=lifecycle.execute, args=(run_dir, cfg, todo, tracker), kwargs={"quiet": True})
-        thread.start()
+        run_dir, tracker, thread = run_in_background(cfg, workdir)
         store = run_dir.store()
         while sum(1 for r in store.records() if r.get("type") == "episode") < n // 4:
             time.sleep(0.1)
@@ -67,5 +74,5 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
 
 
 if __name__ == "__main__":
-    result = main(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]))
+    result = on_cluster(scenario, Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]))
     print("RESULT " + json.dumps(result, default=str), flush=True)

@@ -103,3 +103,19 @@ def run_config(corpus: Path, questions: Path, base_url: str, *, tracking_uri: st
     for key, value in overrides.items():
         set_dotted(cfg, key, value)
     return cfg
+
+
+def run_scenario(module: str, workdir: Path, sample_corpus: Path, n: int) -> dict:
+    """Run `python -m tests.<module> WORKDIR CORPUS N` in its own process (a `ray.cluster_utils.Cluster` cannot share
+    a process with the test session's Ray) and return the JSON object it prints on its RESULT line."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", f"tests.{module}", str(workdir), str(sample_corpus), str(n)],
+                          cwd=repo, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(lines[0][len("RESULT "):])

@@ -20,17 +20,9 @@ from ray.cluster_utils import Cluster
 
 from pipelines.config import validate_run
 from pipelines.engine import lifecycle, scheduler
+from tests.cluster_scenario import on_cluster, run_in_background
 from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import QUESTION, ScriptedAgent, run_config, write_benchmark
-
-
-def main(workdir: Path, sample_corpus: Path, n: int) -> dict:
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    try:
-        return scenario(cluster, workdir, sample_corpus, n)
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
 
 
 def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> dict:
@@ -54,11 +46,7 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
                           **{"execution.actors": "auto", "execution.episodes_per_actor": 2,
                              "execution.cpus_per_actor": 0.25, "llm.timeout_s": 60.0, "tracking.traces": False})
         cfg = validate_run(data, "scenario")
-        tracker = lifecycle.open_tracker(cfg, workdir / "runs")
-        run_dir = lifecycle.start_run(cfg, workdir / "runs", tracker)
-        todo, _ = lifecycle.pending_work(run_dir, None)
-        thread = threading.Thread(target=lifecycle.execute, args=(run_dir, cfg, todo, tracker), kwargs={"quiet": True})
-        thread.start()
+        run_dir, tracker, thread = run_in_background(cfg, workdir)
         store = run_dir.store()
         before = watch(store, n // 4, min_actors=4)
         cluster.add_node(num_cpus=1)
@@ -87,5 +75,5 @@ def watch(store, episodes: int, min_actors: int = 1, timeout_s: float = 300) -> 
 
 
 if __name__ == "__main__":
-    result = main(Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]))
+    result = on_cluster(scenario, Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]))
     print("RESULT " + json.dumps(result, default=str), flush=True)

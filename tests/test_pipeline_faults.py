@@ -16,17 +16,12 @@ from pipelines.cli import main
 from pipelines.engine.results import RunDir
 from pipelines.engine.trace_export import missing_traces
 from tests.conftest import REPO
-from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
+from tests.pipeline_helpers import ScriptedAgent, run_config, run_scenario, write_benchmark
 
 
 def test_a_node_removed_mid_run_loses_no_question(tmp_path, sample_dir):
     n = 48
-    proc = subprocess.run([sys.executable, "-m", "tests.cluster_scenario", str(tmp_path), str(sample_dir / "corpus"),
-                           str(n)], cwd=REPO, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, proc.stdout[-3000:] + proc.stderr[-3000:]
-    result = json.loads(lines[0][len("RESULT "):])
+    result = run_scenario("cluster_scenario", tmp_path, sample_dir / "corpus", n)
     assert result["alive"]
     episodes = result["episodes"]
     per_question = Counter(e["question_id"] for e in episodes)

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections import Counter
 
-from tests.conftest import REPO
+from tests.pipeline_helpers import run_scenario
 
 
 def test_auto_actors_follow_the_cluster_and_share_one_corpus_replica_per_node(tmp_path, sample_dir):
     n = 40
-    proc = subprocess.run([sys.executable, "-m", "tests.scale_scenario", str(tmp_path), str(sample_dir / "corpus"),
-                           str(n)], cwd=REPO, capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, proc.stdout[-3000:] + proc.stderr[-3000:]
-    result = json.loads(lines[0][len("RESULT "):])
+    result = run_scenario("scale_scenario", tmp_path, sample_dir / "corpus", n)
     assert result["alive"] and result["summary"]["status_counts"]["ok"] == n
     before, after, meta = result["before"], result["after"], result["meta"]
     # one actor per CPU: 4 CPUs on 3 nodes, then 5 on 4 once a node joined mid-run

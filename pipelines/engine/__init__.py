@@ -7,6 +7,7 @@
 - `judging`: the judge stage on driver threads;
 - `results`: run folders and the append-only results store (`RunFolderSink`);
 - `tracking`: MLflow (`Tracker`, `MlflowSink`);
+- `trace_export`: episode traces into MLflow, off the driver, exactly once (`TraceExportActor`, `export_missing`);
 - `progress`: running totals and the progress line;
 - `report`: summaries, paired comparison, plots; `sweeps`: sweeps and reports read back from run folders;
 - `systems`: the system under test per variant; `endpoints`: the LLM endpoint (a local model server if configured);

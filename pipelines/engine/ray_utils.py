@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections import deque
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from srag_core.discovery.sandbox import DEFAULT_MEMORY_LIMIT_MB, memory_capped
@@ -24,31 +26,36 @@ def init_ray(address: str | None) -> None:
     instance for this process. A local instance listens on loopback only: Ray's ports run code for whoever reaches
     them. No-op when already connected."""
     address = address or os.environ.get("RAY_ADDRESS")
-    with _single_machine_mode(not address):
-        address = address or own_local_cluster()
+    loopback = not address or address.split(":")[0] in ("127.0.0.1", "localhost")
+    with _single_machine_mode(loopback and "ray" not in sys.modules):  # once Ray is imported its mode is set
         import ray
 
         if ray.is_initialized():
             return
+        address = address or own_local_cluster()
         env = {"env_vars": dict(RAY_ENV)}
         if address:
             ray.init(address=address, runtime_env=env, log_to_driver=False)
         else:  # "local": a new instance, never whatever cluster someone else started on this machine
             ray.init(address="local", include_dashboard=False, runtime_env=env, log_to_driver=False)
             if ray.util.get_node_ip_address() != LOOPBACK:
-                log.warning("local Ray did not start on loopback (it was imported before init_ray); its ports may "
+                log.warning("local Ray did not start on loopback (Ray was imported before init_ray); its ports may "
                             "be reachable from the network")
 
 
 @contextmanager
 def _single_machine_mode(on: bool) -> Iterator[None]:
     """Ray's single-machine mode (the one it uses on macOS and Windows): node address 127.0.0.1, so its servers bind
-    loopback. Ray reads it when first imported and the processes `ray.init` starts inherit it; it is taken back
-    afterwards so that processes this one starts later (a `ray start` joining a real cluster) are not in it."""
+    loopback and a loopback address is dialled as such. Ray reads it when first imported and the processes
+    `ray.init` starts inherit it; it is taken back afterwards so that processes this one starts later (a `ray start`
+    joining a real cluster) are not in it. A loopback head (`ray start --head`) turns on Ray's token
+    authentication, with this user's token."""
     key = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
     before = os.environ.get(key)
     if on:
         os.environ.setdefault(key, "0")
+        if os.environ.get("RAY_AUTH_TOKEN") or Path("~/.ray/auth_token").expanduser().is_file():
+            os.environ.setdefault("RAY_AUTH_MODE", "token")
     try:
         yield
     finally:

@@ -320,8 +320,11 @@ class RunFolderSink:
         self.run_dir, self.store = run_dir, store
 
     def episode(self, record: dict[str, Any]) -> None:
+        # The trace file first, so every recorded row has one (the trace export relies on it). A worker sends the
+        # file's text ready-made (`trace_json`); a record made on the driver (a crash) is serialised here.
         trace_path = self.run_dir.trace_path(record["question_id"], record["attempt"])
-        trace_path.write_text(json.dumps(record, ensure_ascii=False, default=str), encoding="utf-8")
+        text = record.pop("trace_json", None) or json.dumps(record, ensure_ascii=False, default=str)
+        trace_path.write_text(text, encoding="utf-8")
         row = {k: v for k, v in record.items() if k != "trace"}
         row.update(type="episode", trace_file=str(trace_path.relative_to(self.run_dir.path)))
         self.store.append(row)

@@ -10,6 +10,8 @@ replica from the object store; the driver re-queues the episodes it was running.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import json
 import os
 import socket
 import time
@@ -115,8 +117,13 @@ class EpisodeWorker:
         return {"cpu_s": time.process_time(), "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
     def run_episode(self, question: dict[str, Any], attempt: int) -> dict[str, Any]:
+        """The episode's record without its trace, plus `trace_json`: the whole record as the JSON text of its trace
+        file, serialised here so the driver only writes it (`results.RunFolderSink`)."""
         cpu = time.thread_time()  # each episode runs on a thread of its own: this is its CPU, tools included
         episode = self.system.run(question["question"], question["id"])
         record = episode.model_dump()
         record.update(attempt=attempt, worker=self.where, worker_cpu_s=round(time.thread_time() - cpu, 4))
+        text = json.dumps(record, ensure_ascii=False, default=str)
+        record.pop("trace")
+        record["trace_json"] = text
         return record
