@@ -62,6 +62,9 @@ class AgentConfig(BaseModel):
     # The first turn must be a tool call (json protocol: a call-only schema; tools protocol: no final_answer function),
     # and an answer there is malformed. For small models (the local demo) that would otherwise answer at once.
     first_turn_tool: bool = False
+    # json protocol: bound the thought and the answer to this many characters in the turn schema; for small models,
+    # which can repeat one phrase until max_tokens cuts the reply (None: no bound, as most providers want).
+    max_text_chars: int | None = Field(None, ge=20)
     regex_budget_s: float = Field(10.0, gt=0)
     episode_timeout_s: float = Field(1800.0, gt=0)
     # Spending caps of one episode (every LLM call it makes, tools' included); past either it ends as over_budget.
@@ -146,8 +149,11 @@ class Agent:
         tools = prompts.enabled_tools(families, present)
         self.tool_names = [t.name for t in tools]
         self.functions = turn_functions(tools, present) if self.protocol == "tools" else []
-        self.schema = turn_schema(self.tool_names) if self.config.structured_turns and not self.functions else None
-        self.first_schema = turn_schema(self.tool_names, answer_allowed=False) \
+        chars = self.config.max_text_chars
+        self.schema = turn_schema(self.tool_names, text_chars=chars) \
+            if self.config.structured_turns and not self.functions else None
+        self.first_schema = turn_schema(self.tool_names, answer_allowed=False, text_chars=chars,
+                                        tool_args={t.name: t.schema(present) for t in tools}) \
             if self.schema is not None and self.config.first_turn_tool else self.schema
         # Tool definitions travel with every request: the conversation budget leaves room for them.
         self.definition_chars = len(json.dumps([asdict(f) for f in self.functions])) if self.functions else 0

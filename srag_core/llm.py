@@ -816,7 +816,7 @@ def wire_response_format(mode: ResponseFormatMode, schema: dict[str, Any] | None
     hold a free-form object strictly."""
     if mode == "none" or schema is None:
         return None
-    if mode == "json_object" or "properties" not in schema:
+    if mode == "json_object" or ("properties" not in schema and "anyOf" not in schema):  # anyOf: alternatives
         return {"type": "json_object"}
     if mode == "json_object_schema":  # llama-cpp-python's server
         return {"type": "json_object", "schema": schema}

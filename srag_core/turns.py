@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Collection, Iterable
+from typing import Any, Collection, Iterable, Mapping
 
 from srag_core.jsontext import first_json_object  # one helper for srag_core and judges
 from srag_core.llm import ChatResult, FunctionSpec
@@ -27,7 +27,7 @@ _THOUGHT = {"type": "string", "description": "what you will do and why; the fact
 # The placeholder answer in the prompt's reply format (srag_core/prompts.py). A small model that copies it has not
 # answered anything, so a reply whose answer is this text is a malformed turn.
 EXAMPLE_ANSWER = "the precise answer"
-FIRST_THOUGHT_CHARS = 200
+FIRST_THOUGHT_CHARS = 200  # the thought's bound in a tool-call-only turn when the caller sets none
 
 
 @dataclass(frozen=True)
@@ -79,25 +79,37 @@ def answer_turn(thought: str, answer: Any, **call: Any) -> Turn:
     return Turn(thought=thought, answer=text, **call)
 
 
-def turn_schema(tool_names: Iterable[str], answer_allowed: bool = True) -> dict[str, Any]:
+def turn_schema(tool_names: Iterable[str], answer_allowed: bool = True,
+                tool_args: Mapping[str, dict[str, Any]] | None = None,
+                text_chars: int | None = None) -> dict[str, Any]:
     """JSON schema of one JSON-protocol turn, for endpoints that constrain output (`response_format`).
 
     One object with an optional `answer` beside `tool`/`args`: strict structured outputs need an object root. Under
     strict mode `args` (a free-form object) travels as a JSON string, which `parse_turn` accepts.
 
-    Without `answer_allowed` (the agent's `first_turn_tool`) the turn must be a tool call with a short thought: small
-    models can repeat one phrase until max_tokens cuts the JSON, and a bounded thought makes the grammar close it.
-    Length bounds stay out of the general schema: not every provider's structured outputs accept them."""
+    Without `answer_allowed` (the agent's `first_turn_tool`, for small models) the turn must be a tool call: one
+    alternative per tool, its `args` held to that tool's argument schema when `tool_args` gives it, so the call can
+    run; and a short thought, since small models can repeat one phrase until max_tokens cuts the JSON.
+    `text_chars` bounds the thought and the answer in every turn (AgentConfig.max_text_chars). Length bounds and
+    alternatives are left out unless asked for: not every provider's structured outputs accept them."""
     if not answer_allowed:
-        return {"title": "tool_call", "type": "object", "properties": {
-            "thought": {"type": "string", "maxLength": FIRST_THOUGHT_CHARS},
-            "tool": {"type": "string", "enum": sorted(tool_names)},
-            "args": {"type": "object"}}, "required": ["thought", "tool", "args"]}
+        thought = {"type": "string", "maxLength": text_chars or FIRST_THOUGHT_CHARS}
+        defs: dict[str, Any] = {}  # the argument schemas' shared definitions: their $refs resolve from the root
+        calls = []
+        for name in sorted(tool_names):
+            args = dict((tool_args or {}).get(name, {"type": "object"}))
+            for key, definition in args.pop("$defs", {}).items():
+                if defs.setdefault(key, definition) != definition:
+                    raise ValueError(f"two tools define {key!r} differently; rename one of the argument models")
+            properties = {"thought": thought, "tool": {"type": "string", "enum": [name]}, "args": args}
+            calls.append({"type": "object", "properties": properties, "required": ["thought", "tool", "args"]})
+        return {"title": "tool_call", "anyOf": calls, **({"$defs": defs} if defs else {})}
+    text = {"type": "string", **({"maxLength": text_chars} if text_chars else {})}
     return {"title": "turn", "type": "object", "properties": {
-        "thought": {"type": "string"},
+        "thought": text,
         "tool": {"anyOf": [{"type": "string", "enum": sorted(tool_names)}, {"type": "null"}]},
         "args": {"type": "object"},
-        "answer": {"anyOf": [{"type": "string"}, {"type": "null"}]}}, "required": ["thought"]}
+        "answer": {"anyOf": [text, {"type": "null"}]}}, "required": ["thought"]}
 
 
 def turn_functions(tools: Iterable[Any], present: Collection[str] | None = None) -> list[FunctionSpec]:

@@ -158,12 +158,18 @@ def test_structured_turns_send_the_schema(fake_llm):
 
 def test_first_turn_tool_leaves_the_answer_out_of_the_first_schema_only(fake_llm):
     fake_llm.script([call("count_set", set_name="all"), answer("10")])
-    ep = make_agent(fake_llm, response_format="json_object_schema", first_turn_tool=True).run(QUESTION)
+    ep = make_agent(fake_llm, response_format="json_object_schema", first_turn_tool=True,
+                    max_text_chars=150).run(QUESTION)
     assert ep.status == "ok" and ep.answer == "10" and ep.steps == 1
     first, second = (r["response_format"]["schema"] for r in fake_llm.requests)
-    assert first["required"] == ["thought", "tool", "args"] and "answer" not in first["properties"]
-    assert "count_set" in first["properties"]["tool"]["enum"] and first["properties"]["thought"]["maxLength"] > 0
-    assert "answer" in second["properties"] and second["required"] == ["thought"]
+    calls = {alt["properties"]["tool"]["enum"][0]: alt for alt in first["anyOf"]}
+    assert all(alt["required"] == ["thought", "tool", "args"] and "answer" not in alt["properties"]
+               and alt["properties"]["thought"]["maxLength"] == 150 for alt in calls.values())
+    # each tool's arguments are held to its own schema, so the forced call can run
+    assert calls["count_set"]["properties"]["args"]["required"] == ["set_name"]
+    assert "Step" in first["$defs"] and "$defs" not in calls["calculate"]["properties"]["args"]  # refs from the root
+    assert second["required"] == ["thought"] and second["properties"]["thought"]["maxLength"] == 150
+    assert {"type": "string", "maxLength": 150} in second["properties"]["answer"]["anyOf"]
 
 
 def test_first_turn_tool_rejects_an_answer_the_endpoint_let_through(fake_llm):
