@@ -142,13 +142,20 @@ def _warn_store_problems(result: dict) -> None:
         print(f"warning: ... and {len(problems) - 5} more problems in results.jsonl", file=sys.stderr)
 
 
-def _print_run(result: dict, args: argparse.Namespace) -> int:
+def _print_summary(result: dict, args: argparse.Namespace) -> bool:
+    """The run's summary as JSON (returns False) or as a table with its status counts (returns True: the caller
+    may add lines)."""
     _warn_store_problems(result)
     if args.json:
         print(json.dumps(result, default=str))
-    else:
-        print(table([result], SUMMARY_COLUMNS))
-        print(f"\nstatus counts: {result['status_counts']}")
+        return False
+    print(table([result], SUMMARY_COLUMNS))
+    print(f"\nstatus counts: {result['status_counts']}")
+    return True
+
+
+def _print_run(result: dict, args: argparse.Namespace) -> int:
+    if _print_summary(result, args):
         print(f"results: {args.runs_dir / result['run_id']}  ·  MLflow: mlflow ui --backend-store-uri "
               f"{_mlflow_uri(args.runs_dir, result['run_id'])}")
     return 0 if result["missing"] == 0 else 1
@@ -191,14 +198,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if is_sweep(args.runs_dir, check_run_id(args.id)):
         return _print_sweep(sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id), args)
     result = run_report(args.runs_dir, args.id)
-    _warn_store_problems(result)
-    if args.json:
-        print(json.dumps(result, default=str))
-    else:
-        print(table([result], SUMMARY_COLUMNS))
-        print(f"\nstatus counts: {result['status_counts']}")
-        if result["accuracy_by_type"]:
-            print("accuracy by type: " + ", ".join(f"{k} {v:.3f}" for k, v in result["accuracy_by_type"].items()))
+    if _print_summary(result, args) and result["accuracy_by_type"]:
+        print("accuracy by type: " + ", ".join(f"{k} {v:.3f}" for k, v in result["accuracy_by_type"].items()))
     return 0
 
 
