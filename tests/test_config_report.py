@@ -63,10 +63,15 @@ def test_limiter_is_only_used_when_it_can_bind():
         return validate_run({**BASE, "judge": {"use_llm": False}, "execution": {"actors": 2,
                                                                               "episodes_per_actor": 8, **ex}}, "x")
 
-    assert not limiter_can_bind(cfg(max_concurrent_requests=16))  # 16 episodes can never exceed 16 requests
-    assert limiter_can_bind(cfg(max_concurrent_requests=15))
-    assert limiter_can_bind(cfg(max_concurrent_requests=None, requests_per_minute=60))
-    assert not limiter_can_bind(cfg(max_concurrent_requests=None))
+    fixed = {"concurrency": 16, "grows_with_cluster": False}  # 2 actors x 8 episodes
+    assert not limiter_can_bind(cfg(max_concurrent_requests=16), fixed)  # 16 episodes never exceed 16 requests
+    assert limiter_can_bind(cfg(max_concurrent_requests=15), fixed)
+    assert limiter_can_bind(cfg(max_concurrent_requests=None, requests_per_minute=60), fixed)
+    assert not limiter_can_bind(cfg(max_concurrent_requests=None), fixed)
+    # a pool that grows with the cluster may pass any cap later, unless the episodes in flight are fixed
+    growing = {"concurrency": 16, "grows_with_cluster": True}
+    assert limiter_can_bind(cfg(actors="auto", max_concurrent_requests=32), growing)
+    assert not limiter_can_bind(cfg(actors="auto", concurrency=16, max_concurrent_requests=32), growing)
 
 
 def _state(qid, status, score=None, attempt=1):
