@@ -165,7 +165,7 @@ class TraceExportActor:
                  earlier: dict[Key, str] | None = None):
         self.exporter = TraceExporter(run_path, uri, experiment_id, mlflow_run_id)
         self.queue: list[tuple[Key, str]] = []
-        self.busy = False
+        self.busy = True  # until the earlier invocations' traces are settled: `drain` must wait for those too
         self.changed = threading.Condition()
         self.earlier = earlier or {}
         threading.Thread(target=self._loop, name="trace-export", daemon=True).start()
@@ -187,8 +187,6 @@ class TraceExportActor:
                     "cpu_s": round(time.process_time(), 3)}  # this process's CPU: the cost of the export
 
     def _loop(self) -> None:
-        with self.changed:
-            self.busy = True
         try:
             self.exporter.export_all(self.exporter.reconcile(self.earlier))
         except Exception as e:  # MLflow unreachable: what is missing is exported by `export_missing` later
