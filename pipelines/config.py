@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from srag_core.agent import AgentConfig
 from srag_core.llm import LLMConfig
@@ -47,7 +48,7 @@ class Execution(_Strict):
     # None: RAY_ADDRESS, else this user's running local Ray (`ray start --head`), else a local Ray started for the run
     ray_address: str | None = None
     # "auto": one actor per CPU of the cluster, and more when nodes join mid-run
-    actors: int | Literal["auto"] = Field("auto", union_mode="left_to_right")
+    actors: int | Literal["auto"] = "auto"
     # episodes in flight across all actors; None: actors x episodes_per_actor
     concurrency: int | None = Field(None, ge=1)
     episodes_per_actor: int = Field(8, ge=1)  # episodes one actor runs at once (threads; LLM waits overlap)
@@ -58,11 +59,15 @@ class Execution(_Strict):
     max_actor_restarts: int = Field(3, ge=0)
     episode_retries_on_actor_death: int = Field(2, ge=0)
 
-    @field_validator("actors")
+    @field_validator("actors", mode="before")
     @classmethod
-    def _some_actors(cls, value: int | str) -> int | str:
-        if value != "auto" and value < 1:
-            raise ValueError("should be 'auto' or at least 1")
+    def _actors(cls, value: Any) -> Any:
+        if value == "auto":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PydanticCustomError("actors", "Input should be 'auto' or a number of actors")
+        if value < 1:
+            raise PydanticCustomError("greater_than_equal", "Input should be greater than or equal to 1")
         return value
 
 

@@ -57,7 +57,12 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
         cfg = validate_run(data, "scenario")
         run_dir, tracker, thread = run_in_background(cfg, workdir)
         store = run_dir.store()
-        while sum(1 for r in store.records() if r.get("type") == "episode") < n // 4:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # a quarter done, some of it on the node about to go (workers that
+            # start later than others get their first episodes later)
+            done = [r for r in store.records() if r.get("type") == "episode"]
+            if len(done) >= n // 4 and any((r.get("worker") or {}).get("node_id") == removed_id for r in done):
+                break
             time.sleep(0.1)
         recorded_before = sum(1 for r in store.records() if r.get("type") == "episode")
         from ray.util.state import list_actors

@@ -212,7 +212,7 @@ class TraceExportActor:
         self.queue: list[tuple[Key, str]] = []
         self.verdicts: list[dict[str, Any]] = []
         self.fresh_verdicts = False
-        self.busy = False
+        self.busy = True  # until the earlier invocations' traces are settled: `drain` must wait for those too
         self.changed = threading.Condition()
         self.earlier = earlier or {}
         threading.Thread(target=self._loop, name="trace-export", daemon=True).start()
@@ -236,8 +236,6 @@ class TraceExportActor:
                     "cpu_s": round(time.process_time(), 3)}  # this process's CPU: the cost of the export
 
     def _loop(self) -> None:
-        with self.changed:
-            self.busy = True
         try:
             self.exporter.export_all(self.exporter.reconcile(self.earlier))
         except Exception as e:  # MLflow unreachable: what is missing is exported by `export_missing` later
