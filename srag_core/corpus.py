@@ -155,6 +155,9 @@ class StoredDocument:
     def __repr__(self) -> str:
         return f"StoredDocument(id={self.id!r}, filename={self.filename!r})"
 
+    def __reduce__(self):  # travels as a plain Document, not with the whole table
+        return Document, (self.id, self.filename, self.text, self.title)
+
 
 @dataclass(frozen=True, eq=False)
 class Corpus:

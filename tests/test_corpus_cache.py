@@ -54,6 +54,8 @@ def test_the_columnar_corpus_behaves_like_its_documents(tmp_path):
     assert corpus.docs[-1].norm == "Gamma\nDelta" and corpus[1].text == "Beta\nline" and corpus.docs[1].chars == 9
     assert corpus.index_of(corpus.docs[2].id) == 2 and corpus.index_of("nope") is None
     assert corpus.total_chars == 5 + 9 + 12
+    one = pickle.loads(pickle.dumps(corpus.docs[1]))
+    assert isinstance(one, Document) and (one.id, one.text) == (corpus.docs[1].id, "Beta\nline")
     back = pickle.loads(pickle.dumps(corpus))
     assert [d.text for d in back.docs] == [d.text for d in corpus.docs] and back.content_hash == corpus.content_hash
 
