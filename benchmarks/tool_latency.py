@@ -1,13 +1,18 @@
-"""Tool latency and corpus scan speed.
+"""Tool latency and corpus scan speed on two 300 MB corpus shapes.
 
-Measures, on the 2WikiMultiHopQA corpus (6,119 passages) and on a synthetic corpus of about 300 MB built from the
-same passages (each synthetic document is 100 random passages, so documents are about 50 KB):
+1. p50/p95 latency of every tool over a varied set of calls (`run_tool`, diagnostics included) on the
+   2WikiMultiHopQA corpus (6,119 passages).
+2. Two shapes built from the same passages (issue 16): `passages`, every passage its own file, the corpus repeated
+   to --shape-mb (648k files for 300 MB), and `files`, random passages joined into files of 1 MB. Each is written
+   as a folder of .txt files, then:
+   - a first start (read, normalize, write the on-disk cache, create a workspace) and a cached start (map the
+     cache, create a workspace), each in a fresh process, with its RSS;
+   - for each of six patterns, case-sensitive and not: `apply_filter` (diagnostics included), the scan alone
+     (`CorpusSearch.filter`), a per-document `re.search` loop over the normalized texts and `rg -l` over the
+     folder, best of --repeats, interleaved; whether the four document counts agree.
 
-1. p50/p95 latency of every tool over a varied set of calls (`run_tool`, diagnostics included);
-2. for apply_filter patterns, the time of our corpus scan against a plain per-document `re` loop and against
-   ripgrep (`rg -l -i`, listing matching files) on the same text written to disk, with scan rates in MB/s.
-
-Run: `.venv/bin/python benchmarks/tool_latency.py [--synthetic-mb 300] [--repeats 5]`. ripgrep comes from Debian
+Run: `SRAG_SHARED_DIR=/path/to/shared .venv/bin/python benchmarks/tool_latency.py [--shape-mb 300] [--repeats 3]`
+(the shared folder defaults to ../shared beside the repository). ripgrep comes from Debian
 (`apt-get install ripgrep`); without it that column is left out. Prints markdown tables.
 """
 
@@ -15,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,9 +34,9 @@ from pathlib import Path
 from srag_core import Corpus, Workspace, load_corpus, run_tool
 from srag_core.regex_engine import Budget, compile_untrusted
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "2wikimultihopqa"
+SHARED = Path(os.environ.get("SRAG_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")) / "data" / "2wikimultihopqa"
 QUESTION = "Where was the composer of song Back In The U.S.A. born?"
-SCAN_PATTERNS = ["Chuck Berry", "composer", "prison|jail", r"born in \d{4}", r"\b(?:18|19)\d{2}\b",
+SCAN_PATTERNS = ["Chuck Berry", "(?i)director", r"born in \d{4}", "prison|jail", r"\b(?:18|19)\d{2}\b",
                  r"[A-Z][a-z]+ \d{1,2}, \d{4}"]
 
 
@@ -80,50 +87,142 @@ def _p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-def synthetic(passages: list[str], target_mb: int, per_doc: int = 100, seed: int = 0) -> Corpus:
-    rng = random.Random(seed)
-    texts, size, n = {}, 0, 0
+def passages_shape(base: Corpus, target_mb: int) -> dict[str, str]:
+    """Many small documents: every 2Wiki passage as its own file, the corpus repeated until it reaches target_mb."""
+    texts, size, copy = {}, 0, 0
     while size < target_mb * 1_000_000:
-        text = "\n\n".join(rng.sample(passages, per_doc))
-        texts[f"synthetic_{n:06d}.txt"] = text
-        size += len(text.encode("utf-8"))
-        n += 1
-    return Corpus.from_texts(texts, source=f"synthetic-{target_mb}MB")
+        for d in base.docs:
+            texts[f"c{copy:03d}_{d.filename}"] = d.text
+            size += len(d.text.encode("utf-8"))
+        copy += 1
+    return texts
 
 
-def best_of(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
+def files_shape(base: Corpus, target_mb: int, file_mb: int = 1, seed: int = 0) -> dict[str, str]:
+    """A few large documents: random 2Wiki passages joined into files of about file_mb each."""
+    rng = random.Random(seed)
+    passages = [d.text for d in base.docs]
+    texts = {}
+    for n in range(max(1, target_mb // file_mb)):
+        parts, size = [], 0
+        while size < file_mb * 1_000_000:
+            parts.append(rng.choice(passages))
+            size += len(parts[-1].encode("utf-8")) + 2
+        texts[f"file_{n:04d}.txt"] = "\n\n".join(parts)
+    return texts
 
 
-def scan_table(corpus: Corpus, folder: Path, repeats: int) -> list[dict]:
-    mb = sum(len(d.norm.encode("utf-8")) for d in corpus.docs) / 1e6
-    rg = shutil.which("rg")
-    rows = []
-    for p in SCAN_PATTERNS:
-        compiled = compile_untrusted(p)
-        naive_re = re.compile(p, re.IGNORECASE | re.MULTILINE)
-        hits = corpus.search.filter(compiled, None, Budget(60))
-        ours = best_of(lambda: corpus.search.filter(compiled, None, Budget(60)), repeats)
-        naive = best_of(lambda: [i for i, d in enumerate(corpus.docs) if naive_re.search(d.norm)], max(1, repeats // 2))
-        row = {"pattern": p, "matches": len(hits), "ours_ms": ours * 1e3, "naive_re_ms": naive * 1e3,
-               "speedup_vs_re": naive / ours, "ours_MBps": mb / ours}
-        if rg:
-            cmd = [rg, "-l", "-i", "-e", p, str(folder)]
-            rg_time = best_of(lambda: subprocess.run(cmd, capture_output=True, check=False), repeats)
-            row.update(rg_ms=rg_time * 1e3, rg_MBps=mb / rg_time, ours_over_rg=ours / rg_time)
-        rows.append(row)
-    return rows
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
-def write_folder(corpus: Corpus, folder: Path) -> None:
+def rg_count(pattern: str, case_sensitive: bool, folder: Path) -> int:
+    out = subprocess.run([shutil.which("rg"), "-l", "-s" if case_sensitive else "-i", "-e", pattern, str(folder)],
+                         capture_output=True, check=False, text=True).stdout
+    return len(out.splitlines())
+
+
+_START = """
+import json, sys, time
+from srag_core import Budget, Workspace, compile_untrusted, load_corpus
+from benchmarks.tool_latency import QUESTION, SCAN_PATTERNS, rss_mb
+started = time.perf_counter()
+corpus = load_corpus(sys.argv[1], cache_dir=sys.argv[2])
+Workspace(corpus, question=QUESTION)
+took, rss = time.perf_counter() - started, rss_mb()
+for p in SCAN_PATTERNS:
+    corpus.search.filter(compile_untrusted(p), None, Budget(600))
+print(json.dumps({"seconds": took, "rss_mb": rss, "rss_after_scans_mb": rss_mb()}))
+"""
+
+
+def start_in_fresh_process(folder: Path, cache_dir: Path) -> dict:
+    """Load the corpus through the cache and create a workspace in a new process: its time and RSS."""
+    out = subprocess.run([sys.executable, "-c", _START, str(folder), str(cache_dir)], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1])
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def shape_table(label: str, texts: dict[str, str], repeats: int, tmp: Path) -> dict:
+    """Write the shape as a folder of .txt files; time a cold build and a cached start in fresh processes; then
+    time each pattern four ways on the cached corpus, best of `repeats`, interleaved."""
+    folder, cache_dir = tmp / label, tmp / f"{label}-cache"
     folder.mkdir(parents=True, exist_ok=True)
-    for d in corpus.docs:
-        (folder / d.filename).write_text(d.norm, encoding="utf-8")  # the text apply_filter scans
+    for name, text in texts.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    disk_mb = sum(len(t.encode("utf-8")) for t in texts.values()) / 1e6
+    texts.clear()
+    build = start_in_fresh_process(folder, cache_dir)  # parses, normalizes, writes the cache
+    cached = start_in_fresh_process(folder, cache_dir)  # maps the cache
+    corpus = load_corpus(folder, cache_dir=cache_dir)
+    ws = Workspace(corpus, question=QUESTION)
+    after_start = corpus.search.kept()  # what an episode finds kept (the question's anchor words)
+    norms = [d.norm for d in corpus.docs]
+    rows = []
+    for case_sensitive in (True, False):
+        times: dict[tuple[str, str], list[float]] = {}
+        counts: dict[tuple[str, str], int] = {}
+        for _ in range(repeats):
+            for p in SCAN_PATTERNS:
+                compiled = compile_untrusted(p, case_sensitive=case_sensitive)
+                naive = re.compile(p, re.MULTILINE | (0 if case_sensitive else re.IGNORECASE))
+                sides = {
+                    "apply_filter": lambda: run_tool(ws, "apply_filter", {"pattern": p, "output_prefix": "b",
+                                                                          "case_sensitive": case_sensitive}),
+                    "scan": lambda: corpus.search.filter(compiled, None, Budget(600)),
+                    "re_loop": lambda: [i for i, t in enumerate(norms) if naive.search(t)],
+                }
+                if shutil.which("rg"):
+                    sides["rg"] = lambda: rg_count(p, case_sensitive, folder)
+                for side, fn in sides.items():
+                    corpus.search.forget(keep=after_start)  # no answer kept from the previous round
+                    t0 = time.perf_counter()
+                    out = fn()
+                    times.setdefault((p, side), []).append(time.perf_counter() - t0)
+                    counts[(p, side)] = (out.get("positive_count", out.get("error")) if isinstance(out, dict)
+                                         else out if isinstance(out, int) else len(out))
+        for p in SCAN_PATTERNS:
+            best = {side: min(v) for (q, side), v in times.items() if q == p}
+            found = {side: c for (q, side), c in counts.items() if q == p}
+            rows.append({"shape": label, "case": "sensitive" if case_sensitive else "insensitive", "pattern": p,
+                         "docs": found["scan"], "agree": len(set(found.values())) == 1,
+                         "counts": found, **{f"{k}_ms": v * 1e3 for k, v in best.items()},
+                         "af_speedup": best["re_loop"] / best["apply_filter"],
+                         "scan_speedup": best["re_loop"] / best["scan"],
+                         "af_over_rg": best["apply_filter"] / best["rg"] if "rg" in best else float("nan")})
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    return {"label": label, "docs": len(corpus), "disk_mb": disk_mb, "build": build, "cached": cached, "rows": rows}
+
+
+def geomean(values: list[float]) -> float:
+    return statistics.geometric_mean(values) if values else float("nan")
+
+
+def print_shape(result: dict) -> None:
+    build, cached, mb = result["build"], result["cached"], result["disk_mb"]
+    print(f"\n## {result['label']}: {result['docs']:,} documents, {mb:,.0f} MB on disk\n\n"
+          f"- first start (read, normalize, write the cache, workspace): {build['seconds']:.1f} s, RSS "
+          f"{build['rss_mb']:,.0f} MB ({build['rss_mb'] / mb:.2f}x the corpus), after one scan per pattern "
+          f"{build['rss_after_scans_mb']:,.0f} MB\n"
+          f"- cached start (map the cache, workspace): {cached['seconds']:.1f} s, RSS {cached['rss_mb']:,.0f} MB "
+          f"({cached['rss_mb'] / mb:.2f}x), after one scan per pattern {cached['rss_after_scans_mb']:,.0f} MB "
+          f"({cached['rss_after_scans_mb'] / mb:.2f}x)\n")
+    cols = ["case", "pattern", "docs", "agree", "apply_filter_ms", "scan_ms", "re_loop_ms", "rg_ms", "af_speedup",
+            "scan_speedup", "af_over_rg"]
+    print(markdown(result["rows"], cols))
+    for case in ("sensitive", "insensitive"):
+        rows = [r for r in result["rows"] if r["case"] == case]
+        print(f"- {case}: geo-mean apply_filter speed-up {geomean([r['af_speedup'] for r in rows]):.1f}x, scan alone "
+              f"{geomean([r['scan_speedup'] for r in rows]):.1f}x, apply_filter / rg "
+              f"{geomean([r['af_over_rg'] for r in rows]):.2f}; slowest pattern vs the loop "
+              f"{min(r['af_speedup'] for r in rows):.2f}x; counts agree: {all(r['agree'] for r in rows)}")
+        for r in rows:
+            if not r["agree"]:
+                print(f"  - {r['pattern']!r}: {r['counts']}")
 
 
 def markdown(rows: list[dict], columns: list[str]) -> str:
@@ -136,43 +235,30 @@ def _fmt(v) -> str:
     return f"{v:,.1f}" if isinstance(v, float) else str(v)
 
 
-def run_corpus(label: str, corpus: Corpus, repeats: int, tmp: Path) -> dict:
-    started = time.perf_counter()
-    for d in corpus.docs:
-        _ = d.norm
-    corpus.search.warm()
-    prep = time.perf_counter() - started
-    lat = tool_latencies(corpus, repeats)
-    folder = tmp / label
-    write_folder(corpus, folder)
-    scans = scan_table(corpus, folder, repeats)
-    mb = sum(len(d.norm.encode("utf-8")) for d in corpus.docs) / 1e6
-    print(f"\n## {label}: {len(corpus):,} documents, {mb:,.1f} MB normalized text "
-          f"(normalizing and building the search structures once: {prep:.1f} s)\n")
-    print(markdown([{"tool": k, "p50_ms": v[0], "p95_ms": v[1], "calls": v[2], "errors": v[3]}
-                    for k, v in lat.items()], ["tool", "p50_ms", "p95_ms", "calls", "errors"]))
-    cols = ["pattern", "matches", "ours_ms", "naive_re_ms", "speedup_vs_re", "ours_MBps"]
-    if shutil.which("rg"):
-        cols += ["rg_ms", "rg_MBps", "ours_over_rg"]
-    print(markdown(scans, cols))
-    return {"label": label, "docs": len(corpus), "mb": mb, "latency_ms": lat, "scans": scans}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--synthetic-mb", type=int, default=300)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--shape-mb", type=int, default=300, help="size of each corpus shape (0: 2Wiki latency only)")
+    ap.add_argument("--shapes", nargs="+", default=["passages", "files"], choices=["passages", "files"])
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args()
     base = load_corpus(SHARED / "2wikimultihopqa_corpus.json")
-    results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        results.append(run_corpus("2wikimultihopqa", base, args.repeats, Path(tmp)))
-        if args.synthetic_mb:
-            big = synthetic([d.text for d in base.docs], args.synthetic_mb)
-            results.append(run_corpus(f"synthetic-{args.synthetic_mb}MB", big, max(1, args.repeats // 2), Path(tmp)))
+    results: dict = {}
+    lat = tool_latencies(base, args.repeats)
+    print(f"## 2wikimultihopqa: {len(base):,} passages, tool latency over {args.repeats} workspaces\n")
+    print(markdown([{"tool": k, "p50_ms": v[0], "p95_ms": v[1], "calls": v[2], "errors": v[3]} for k, v in lat.items()],
+                   ["tool", "p50_ms", "p95_ms", "calls", "errors"]))
+    results["latency_ms"] = lat
+    makers = {"passages": passages_shape, "files": files_shape}
+    with tempfile.TemporaryDirectory(prefix="srag_bench_") as tmp:
+        for shape in args.shapes if args.shape_mb else []:
+            texts = makers[shape](base, args.shape_mb)
+            result = shape_table(f"{shape}-{args.shape_mb}MB", texts, args.repeats, Path(tmp))
+            del texts
+            print_shape(result)
+            results[shape] = result
     if args.json_out:
-        args.json_out.write_text(json.dumps(results, indent=2))
+        args.json_out.write_text(json.dumps(results, indent=2, default=str))
 
 
 if __name__ == "__main__":

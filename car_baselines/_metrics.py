@@ -1,31 +1,50 @@
-"""Metric functions on rankings: TCA@k and its companions, and Wilson intervals.
+"""Metric functions on rankings: TCA@k and its companions, and their intervals.
 
 All functions take plain rankings (sequences of document ids, best first) so they can be checked by hand. A ranking
 may be partial (a retriever that returns only its top results); a document absent from it has no rank.
+
+Intervals come from `scipy.stats`: Wilson for a proportion of examples (TCA@k, accuracy), and a seeded percentile
+bootstrap over examples for a mean of per-example fractions (Recall@k), so the interval is about the same quantity
+as the point value printed beside it.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from typing import Iterable, Literal
 
+import numpy as np
+from scipy import stats
+
 Z95 = 1.959963984540054
+BOOTSTRAP_RESAMPLES = 2000
 Witness = Literal["direct", "transitive"]
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (95% by default)."""
+    """Wilson score interval for a binomial proportion (95% by default; `z` is the normal quantile)."""
     if n <= 0:
         raise ValueError("a proportion needs n > 0")
     if not 0 <= successes <= n:
         raise ValueError(f"successes must lie in [0, n]; got {successes} of {n}")
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    level = 2 * stats.norm.cdf(z) - 1
+    ci = stats.binomtest(successes, n).proportion_ci(confidence_level=level, method="wilson")
+    return max(0.0, float(ci.low)), min(1.0, float(ci.high))
+
+
+def bootstrap_mean_interval(values: Sequence[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
+                            seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of per-example values, resampling examples (seeded: the same
+    values give the same interval)."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        raise ValueError("a mean needs at least one value")
+    if np.all(arr == arr[0]):  # every resample has the same mean (and scipy warns about degenerate data)
+        return float(arr[0]), float(arr[0])
+    res = stats.bootstrap((arr,), np.mean, n_resamples=resamples, confidence_level=level, method="percentile",
+                          rng=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def dedupe(ranking: Iterable[Hashable]) -> list:

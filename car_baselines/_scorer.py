@@ -9,8 +9,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ._authority import AuthorityGraph
-from ._metrics import (Witness, _check_k, dedupe, mean_or_none, median_or_none, no_ignored_superseder,
-                       reciprocal_rank, wilson_interval)
+from ._metrics import (Witness, _check_k, bootstrap_mean_interval, dedupe, mean_or_none, median_or_none,
+                       no_ignored_superseder, reciprocal_rank, wilson_interval)
 from ._model import Dataset, Example
 from ._retrievers import CorpusRetriever, Ranking, Retriever
 
@@ -31,7 +31,8 @@ class ExampleScore:
 
 @dataclass
 class EvalResult:
-    """One (dataset, retriever) cell. Proportions come with 95% Wilson intervals."""
+    """One (dataset, retriever) cell. Proportions of examples come with 95% Wilson intervals, Recall@k (a mean of
+    per-example fractions) with a 95% bootstrap interval over examples."""
 
     dataset: str
     retriever: str
@@ -42,7 +43,7 @@ class EvalResult:
     tca_at_k: float
     tca_ci95: tuple[float, float]
     recall_at_k: float
-    recall_ci95: tuple[float, float]  # over all gold documents pooled
+    recall_ci95: tuple[float, float]  # percentile bootstrap over examples, seeded
     mean_rank: float | None
     median_rank: float | None
     mrr: float
@@ -79,7 +80,7 @@ def evaluate(dataset: Dataset, retriever: Retriever, k: int = 5, split: str = "a
     rankings = _rankings(dataset, retriever, examples, depth)
     rows = [_score(dataset, ex, ranking, k, witness) for ex, ranking in zip(examples, rankings)]
     label = name or getattr(retriever, "name", None) or type(retriever).__name__
-    return _aggregate(dataset, examples, label, split, k, witness, rows)
+    return _aggregate(dataset, label, split, k, witness, rows)
 
 
 def _rankings(dataset: Dataset, retriever: Retriever, examples: Sequence[Example], depth: int | None) -> list[Ranking]:
@@ -156,18 +157,16 @@ def _derive_answer(dataset: Dataset, ex: Example, top: np.ndarray, ranking: Rank
     return dataset.domain.derive_answer(active)
 
 
-def _aggregate(dataset: Dataset, examples: Sequence[Example], retriever: str, split: str, k: int, witness: str,
+def _aggregate(dataset: Dataset, retriever: str, split: str, k: int, witness: str,
                rows: list[ExampleScore]) -> EvalResult:
     n = len(rows)
     hits = sum(r.tca for r in rows)
     ranks = [r.controlling_rank for r in rows if r.controlling_rank is not None]
-    gold_total = sum(len(ex.doc_ids) for ex in examples)
-    gold_found = round(sum(r.recall * len(ex.doc_ids) for r, ex in zip(rows, examples)))
     anchors = sum(r.anchor_rank is not None and r.anchor_rank <= k for r in rows)
     result = EvalResult(
         dataset=dataset.name, retriever=retriever, split=split, n=n, k=k, witness=witness,
         tca_at_k=hits / n, tca_ci95=wilson_interval(hits, n),
-        recall_at_k=sum(r.recall for r in rows) / n, recall_ci95=wilson_interval(gold_found, gold_total),
+        recall_at_k=sum(r.recall for r in rows) / n, recall_ci95=bootstrap_mean_interval([r.recall for r in rows]),
         mean_rank=mean_or_none(ranks), median_rank=median_or_none(ranks),
         mrr=sum(reciprocal_rank(r.controlling_rank) for r in rows) / n, n_unranked=n - len(ranks),
         anchor_recall_at_k=anchors / n, anchor_recall_ci95=wilson_interval(anchors, n), rows=rows)

@@ -1,11 +1,12 @@
 """judges: scoring of agent answers against gold answers.
 
     from judges import LLMJudge, score_answer, aggregate
-    judge = LLMJudge(complete)          # complete(messages: list[dict]) -> str
+    judge = LLMJudge(complete)          # complete(messages, json_schema=None) -> str; or LLMJudge.from_client(c)
     result = score_answer(question, answer, gold, aliases=[...], answer_kind="count", llm=judge)
     metrics = aggregate(results)
 
 See README.md in this folder for the rules and the policies (precedence, numbers, percents, lists, dates).
+The public surface is `__all__` below; the `_x.py` modules are private and may change.
 """
 
 from ._llm_judge import Complete, JudgeError, LLMJudge, Verdict, clean_extraction, parse_verdict

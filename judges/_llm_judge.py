@@ -1,22 +1,26 @@
 """The two-call LLM judge: extract the final answer, then ask for a JSON verdict.
 
-The judge reaches the model only through an injected `complete(messages) -> str`, so this package needs no client
-of its own; the pipeline adapts its OpenAI-compatible client (retries, temperature 0, cache) to that signature.
+The judge reaches the model only through an injected `complete(messages, json_schema=None) -> str`, so this package
+needs no client of its own; `LLMJudge.from_client` adapts an OpenAI-compatible client (`srag_core.llm.LLMClient`:
+retries, the endpoint's request shaping, cache) to that signature. The extraction call asks for free text, so no
+structured-output format is sent with it; the verdict call passes VERDICT_SCHEMA, which the client sends as the
+endpoint's format (its prompt says "JSON", which JSON mode requires).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ._prompts import extraction_messages, verdict_messages
+from srag_core.jsontext import first_json_object
+
+from ._prompts import VERDICT_SCHEMA, extraction_messages, verdict_messages
 from ._rules import INSUFFICIENT, is_insufficient
 
-Complete = Callable[[list[dict]], str]
+Complete = Callable[..., str]  # (messages, json_schema=None) -> reply text
 VerdictLabel = Literal["correct", "incorrect", "partial"]
 _LABELS = ("correct", "incorrect", "partial")
 _FENCE = re.compile(r"```[a-zA-Z]*\s*(.*?)```", re.DOTALL)
@@ -51,20 +55,6 @@ def clean_extraction(reply: str) -> str:
     return INSUFFICIENT if is_insufficient(text) else text
 
 
-def _json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in `text`: inside a code fence, the whole reply, or embedded in other prose."""
-    decoder = json.JSONDecoder()
-    for chunk in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
-        for start in [i for i, ch in enumerate(chunk) if ch == "{"]:
-            try:
-                obj, _ = decoder.raw_decode(chunk, start)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(obj, dict):
-                return obj
-    return None
-
-
 def _to_number(value: Any) -> float | None:
     """A float from 0.5, "0.5", "50%" or "1/2"; None if there is none."""
     if isinstance(value, bool) or value is None:
@@ -94,7 +84,7 @@ def parse_verdict(reply: str, *, answer_kind: str = "text") -> Verdict:
     """Read the verdict JSON. The numeric score wins over the label when both are present (the list formula lives
     in the score), and the label is then re-derived from it; a label alone gives 1/0, and "partial" without a score
     is an error. The score is clamped to [0, 1]. For counts, a positive abs_diff forces 0."""
-    obj = _json_object(reply)
+    obj = first_json_object(reply)
     if obj is None:
         raise JudgeError("verdict reply holds no JSON object")
     label = str(obj.get("verdict") or "").strip().lower()
@@ -119,8 +109,15 @@ class LLMJudge:
     def __init__(self, complete: Complete) -> None:
         self.complete = complete
 
-    def _ask(self, messages: list[dict]) -> str:
-        reply = self.complete(messages)
+    @classmethod
+    def from_client(cls, client: Any) -> LLMJudge:
+        """A judge over a chat client with `chat(messages, json_schema=..., temperature=...) -> result.text`. It
+        asks for temperature 0; the client leaves it out where the endpoint takes only its default."""
+        return cls(lambda messages, json_schema=None: client.chat(messages, json_schema=json_schema,
+                                                                  temperature=0.0).text)
+
+    def _ask(self, messages: list[dict], json_schema: dict | None = None) -> str:
+        reply = self.complete(messages, json_schema=json_schema)
         if not isinstance(reply, str):
             raise JudgeError(f"judge model returned {type(reply).__name__}, not text")
         return reply
@@ -132,5 +129,5 @@ class LLMJudge:
     def judge(self, question: str, gold: str, aliases: Sequence[str], answer: str, answer_kind: str = "text"
               ) -> Verdict:
         """The verdict on an already extracted answer. Raises JudgeError."""
-        reply = self._ask(verdict_messages(question, gold, aliases, answer, answer_kind))
+        reply = self._ask(verdict_messages(question, gold, aliases, answer, answer_kind), VERDICT_SCHEMA)
         return parse_verdict(reply, answer_kind=answer_kind)

@@ -50,6 +50,17 @@ Reply with a single JSON object and nothing else:
  "abs_diff": for count or number questions only, |reference number - system number| when both are numbers, else null}"""
 
 
+# The verdict reply's schema, sent as the endpoint's structured-output format where it has one. Already in the form
+# strict structured outputs accept (object root, every property required, no additional properties).
+VERDICT_SCHEMA = {
+    "title": "verdict", "type": "object", "additionalProperties": False,
+    "required": ["verdict", "score", "rationale", "abs_diff"],
+    "properties": {"verdict": {"type": "string", "enum": ["correct", "incorrect", "partial"]},
+                   "score": {"type": "number"},
+                   "rationale": {"type": "string"},
+                   "abs_diff": {"anyOf": [{"type": "number"}, {"type": "null"}]}}}
+
+
 def extraction_messages(question: str, response: str) -> list[dict]:
     user = f"Question:\n{question}\n\nSystem response:\n{response}"
     return [{"role": "system", "content": EXTRACTION_SYSTEM}, {"role": "user", "content": user}]

@@ -44,12 +44,17 @@ class Limits(_Strict):
 
 
 class Execution(_Strict):
-    ray_address: str | None = None  # None: RAY_ADDRESS, else a local Ray started for the run
-    actors: int = Field(2, ge=1)
+    # None: RAY_ADDRESS, else this user's running local Ray (`ray start --head`), else a local Ray started for the run
+    ray_address: str | None = None
+    # "auto": one actor per CPU of the cluster, and more when nodes join mid-run
+    actors: int | Literal["auto"] = Field("auto", union_mode="left_to_right")
+    # episodes in flight across all actors; None: actors x episodes_per_actor
+    concurrency: int | None = Field(None, ge=1)
     episodes_per_actor: int = Field(8, ge=1)  # episodes one actor runs at once (threads; LLM waits overlap)
     cpus_per_actor: float = Field(1.0, gt=0)
     max_concurrent_requests: int | None = Field(32, ge=1)  # per LLM endpoint, across all actors; None: no limiter
     requests_per_minute: int | None = Field(None, ge=1)
+    tokens_per_minute: int | None = Field(None, ge=1)  # per LLM endpoint: prompt + completion limit, estimated
     max_actor_restarts: int = Field(3, ge=0)
     episode_retries_on_actor_death: int = Field(2, ge=0)
 
@@ -65,7 +70,8 @@ class LocalModel(_Strict):
 
     enabled: bool = False
     n_ctx: int = Field(8192, ge=512)
-    n_threads: int | None = None
+    n_threads: int | None = None  # None: every core this process may use
+    n_parallel: int | None = Field(None, ge=1)  # requests served at once; None: the run's concurrency, at most 4
     startup_timeout_s: float = 180.0
 
 
@@ -197,6 +203,15 @@ def endpoint_from(data: dict[str, Any], source: str, base_url: str | None, model
         return None, local
     llm_data["model"] = llm_data["model"] or "local"  # replaced by the started server's model name
     return section(LLMConfig, llm_data, source, "llm"), local
+
+
+PROFILE_HELP = ("provider profile: openai-chat, openai-reasoning, vllm, llama.cpp, generic, auto, or a profile file "
+                "(`srag probe` writes one); overrides llm.profile")
+
+
+def with_profile(llm: LLMConfig, profile: str, source: str) -> LLMConfig:
+    """The LLM config with another provider profile (a name or a profile file, read and checked here)."""
+    return section(LLMConfig, {**llm.model_dump(), "profile": profile}, source, "llm")
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:

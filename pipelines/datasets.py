@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipelines import converters
 
@@ -69,11 +69,33 @@ class Question(BaseModel):
     type: str | None = None
     gold_docs: list[str] | None = None  # None: not known for this question
 
-    @field_validator("id", "answer", mode="before")
+    @model_validator(mode="before")
+    @classmethod
+    def _structured_answer(cls, row: Any) -> Any:
+        """A gold answer written as a JSON list, number or object becomes the text the judges read (the list rule
+        splits items on "; ", `|` joins spellings of one item), with the answer kind it implies unless the row
+        names one; a list or object is kept as written in `answer_value`."""
+        if not isinstance(row, dict):
+            return row
+        answer = row.get("answer")
+        if _is_number(answer):
+            return {**row, "answer": str(answer), "answer_kind": row.get("answer_kind") or "number"}
+        if not isinstance(answer, (list, dict)):
+            return row
+        out = {**row, "answer_value": answer, "answer": structured_text(answer),
+               "answer_kind": row.get("answer_kind") or ("list" if isinstance(answer, list) else "text")}
+        if isinstance(row.get("answer_aliases"), list):
+            out["answer_aliases"] = [structured_text(a) if isinstance(a, (list, dict)) else a
+                                     for a in row["answer_aliases"]]
+        return out
+
+    @field_validator("id", "answer_aliases", mode="before")
     @classmethod
     def _number_as_text(cls, value: Any) -> Any:
         # Sources write numeric ids (ComplexTR) and answers (FinanceBench results) as JSON numbers; bools stay errors.
-        return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        if isinstance(value, list):
+            return [str(v) if _is_number(v) else v for v in value]
+        return str(value) if _is_number(value) else value
 
     @field_validator("id", "question")
     @classmethod
@@ -86,6 +108,26 @@ class Question(BaseModel):
     @classmethod
     def _null_aliases(cls, value: Any) -> Any:
         return [] if value is None else value
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def structured_text(value: Any) -> str:
+    """The judges' text for a structured gold answer: list items joined by "; " (an item that is itself a list
+    names spellings of one item, joined by "|"), an object as compact JSON with sorted keys."""
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    items = []
+    for item in value:
+        spellings = item if isinstance(item, list) else [item]
+        if not spellings or not all(isinstance(x, str) or _is_number(x) for x in spellings):
+            raise ValueError("field 'answer': list items must be strings, numbers or lists of spellings")
+        items.append("|".join(str(x).strip() for x in spellings))
+    if not items:
+        raise ValueError("field 'answer': an empty list")
+    return "; ".join(items)
 
 
 def load_questions(path: str | Path) -> list[Question]:
@@ -130,7 +172,9 @@ def _parse_row(path: Path, lineno: int, line: str) -> Question:
 
 
 def _describe(error: dict) -> str:
-    name = ".".join(str(part) for part in error["loc"]) or "row"
+    name = ".".join(str(part) for part in error["loc"])
+    if not name:  # a check of the whole row (a structured answer): its message names the field
+        return error["msg"].removeprefix("Value error, ")
     if error["type"] == "missing":
         return f"missing field {name!r}"
     if name == "answer_kind":

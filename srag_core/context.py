@@ -104,16 +104,31 @@ def _short(value: Any) -> Any:
     return value if len(text) <= REDACTED_VALUE_CHARS else text[:REDACTED_VALUE_CHARS] + "..."
 
 
-def compress(messages: list[dict[str, str]], limit_chars: int) -> list[dict[str, str]]:
+def message_chars(message: dict[str, Any]) -> int:
+    """Characters a message puts in the prompt: its text and, for native tool calls, the calls' arguments."""
+    content = message.get("content")
+    calls = message.get("tool_calls") or ()
+    return (len(content) if isinstance(content, str) else 0) + sum(
+        len(c["function"]["name"]) + len(c["function"]["arguments"]) for c in calls)
+
+
+def compress(messages: list[dict[str, Any]], limit_chars: int) -> list[dict[str, Any]]:
     """Last resort when the conversation is over budget: shorten, then drop, the middle messages. The system prompt,
-    the question (first two messages) and the most recent messages are never touched."""
-    def size(msgs: list[dict[str, str]]) -> int:
-        return sum(len(m["content"]) for m in msgs)
+    the question (first two messages) and the most recent messages are never touched. An assistant message with
+    native tool calls and the tool messages answering it are kept or dropped together (an API refuses either alone)."""
+    def size(msgs: list[dict[str, Any]]) -> int:
+        return sum(message_chars(m) for m in msgs)
 
     if size(messages) <= limit_chars or len(messages) <= 2 + KEEP_RECENT_MESSAGES:
         return messages
-    head, middle, tail = messages[:2], messages[2:-KEEP_RECENT_MESSAGES], messages[-KEEP_RECENT_MESSAGES:]
-    middle = [{**m, "content": truncate(m["content"], COMPRESSED_MESSAGE_CHARS)} for m in middle]
+    cut = len(messages) - KEEP_RECENT_MESSAGES
+    while cut > 2 and messages[cut].get("role") == "tool":  # the recent part starts with a whole group
+        cut -= 1
+    head, middle, tail = messages[:2], messages[2:cut], messages[cut:]
+    middle = [{**m, "content": truncate(m["content"], COMPRESSED_MESSAGE_CHARS)} if isinstance(m.get("content"), str)
+              else m for m in middle]
     while middle and size(head + middle + tail) > limit_chars:
         middle.pop(0)
+        while middle and middle[0].get("role") == "tool":  # its assistant message went: the answers go too
+            middle.pop(0)
     return head + middle + tail

@@ -6,19 +6,27 @@ lines inside a paragraph are joined by one space and paragraphs are separated by
 paragraph and `\\n` marks a paragraph boundary.
 
 Loading never raises half-way through: files that cannot be used (not UTF-8, empty, too large, outside the root) are
-skipped or repaired and reported in `Corpus.warnings`. Only a corpus with no usable document at all is an error.
+skipped or repaired and reported in `Corpus.warnings`; a filename that is not valid UTF-8 is loaded under an escaped
+name (its bad bytes written as \\xNN), with a warning. Only a corpus with no usable document at all is an error.
+Every read is capped: a document at `max_doc_bytes`, a JSON or JSONL corpus file at `max_file_bytes`, and only
+regular files are read (a corpus symlinked to /dev/zero or a pipe is refused, not read forever).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
-from dataclasses import dataclass, field
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Callable
 
 DEFAULT_MAX_DOC_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024 * 1024  # a whole .json / .jsonl corpus
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n")
 _UNSAFE_FILENAME_CHARS = re.compile(r"[^\w.\-]+")
 
@@ -43,6 +51,9 @@ def stable_doc_id(filename: str) -> str:
 
 @dataclass(frozen=True, eq=False)
 class Document:
+    """A document as loaders make it. A corpus keeps its documents in columns (`DocTable`) and hands out
+    `StoredDocument` views with the same attributes."""
+
     id: str
     filename: str  # path relative to the corpus root, with forward slashes
     text: str
@@ -61,18 +72,104 @@ class Document:
         return {k: v for k, v in self.__dict__.items() if k != "norm"}
 
 
+_COLUMNS = ("id", "filename", "title", "text", "norm")
+
+
+class DocTable(Sequence):
+    """The documents of a corpus as Arrow columns (id, filename, title, text, norm): each text held once, as UTF-8,
+    possibly memory-mapped from the on-disk cache (`cached_load`), so every process on a node shares the
+    same pages. Indexing gives a `StoredDocument` view that reads its fields on access."""
+
+    def __init__(self, table, path: str | None = None):
+        self.path = path  # the cache file the table is mapped from, if any
+        self.columns = {name: table.column(name).combine_chunks() for name in _COLUMNS}
+
+    @classmethod
+    def of(cls, docs: Sequence[Document]) -> "DocTable":
+        import pyarrow as pa
+
+        data = {"id": [d.id for d in docs], "filename": [d.filename for d in docs],
+                "title": [d.title for d in docs], "text": [d.text for d in docs], "norm": [d.norm for d in docs]}
+        return cls(pa.table({k: _utf8_column(v) for k, v in data.items()}))
+
+    def table(self):
+        import pyarrow as pa
+
+        return pa.table(self.columns)
+
+    def column(self, name: str):
+        return self.columns[name]
+
+    def value(self, name: str, i: int):
+        return self.columns[name][i].as_py()
+
+    def __len__(self) -> int:
+        return len(self.columns["id"])
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return StoredDocument(self, i % len(self))
+
+    def __iter__(self):
+        return (StoredDocument(self, i) for i in range(len(self)))
+
+    def __reduce__(self):
+        # The columns travel as Arrow buffers (with pickle protocol 5, as Ray uses, without copying them into the
+        # pickle); a receiving process on the same node could map the cache file instead (see issue 15).
+        return DocTable, (self.table(),)
+
+
+def _utf8_column(values: list[str | None]):
+    """An Arrow string column; a lone surrogate (which JSON escapes such as "\\ud800" can produce) cannot be UTF-8,
+    so such a string is stored with it written as a \\uXXXX escape instead of failing the whole corpus."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, pa.large_string())
+    except (UnicodeEncodeError, pa.ArrowInvalid):
+        return pa.array([v if v is None else v.encode("utf-8", "backslashreplace").decode("utf-8") for v in values],
+                        pa.large_string())
+
+
+class StoredDocument:
+    """One document of a `DocTable`, with `Document`'s attributes, read from the columns when asked for."""
+
+    __slots__ = ("_docs", "_i")
+
+    def __init__(self, docs: DocTable, i: int):
+        self._docs, self._i = docs, i
+
+    id = property(lambda self: self._docs.value("id", self._i))
+    filename = property(lambda self: self._docs.value("filename", self._i))
+    title = property(lambda self: self._docs.value("title", self._i))
+    text = property(lambda self: self._docs.value("text", self._i))
+    norm = property(lambda self: self._docs.value("norm", self._i))
+
+    @property
+    def chars(self) -> int:
+        return len(self.text)
+
+    def __repr__(self) -> str:
+        return f"StoredDocument(id={self.id!r}, filename={self.filename!r})"
+
+
 @dataclass(frozen=True, eq=False)
 class Corpus:
-    docs: tuple[Document, ...]
+    docs: DocTable  # a tuple or list of Documents is turned into a DocTable
     source: str = ""
     warnings: tuple[str, ...] = ()
-    _by_id: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        if not self.docs:
+        if not isinstance(self.docs, DocTable):
+            object.__setattr__(self, "docs", DocTable.of(list(self.docs)))
+        if not len(self.docs):
             raise CorpusError(f"corpus {self.source or '(in memory)'} has no usable documents")
-        self._by_id.update({d.id: i for i, d in enumerate(self.docs)})
-        if len(self._by_id) != len(self.docs):
+        import pyarrow.compute as pc
+
+        if pc.count_distinct(self.docs.column("id")).as_py() != len(self.docs):
             raise CorpusError(f"corpus {self.source or '(in memory)'} has duplicate document ids")
 
     def __len__(self) -> int:
@@ -82,22 +179,31 @@ class Corpus:
         # Search structures are large and cheap to rebuild: each replica builds its own.
         return {k: v for k, v in self.__dict__.items() if k != "search"}
 
-    def __getitem__(self, index: int) -> Document:
+    def __getitem__(self, index: int) -> StoredDocument:
         return self.docs[index]
 
     def index_of(self, doc_id: str) -> int | None:
-        return self._by_id.get(doc_id)
+        import pyarrow.compute as pc
+
+        if not isinstance(doc_id, str):
+            return None
+        found = pc.index(self.docs.column("id"), doc_id).as_py()  # a C scan: about a millisecond per 600k ids
+        return None if found < 0 else found
 
     @cached_property
     def total_chars(self) -> int:
-        return sum(d.chars for d in self.docs)
+        import pyarrow.compute as pc
+
+        return int(pc.sum(pc.utf8_length(self.docs.column("text"))).as_py())
 
     @cached_property
     def content_hash(self) -> str:
         """Hash of every filename and text: the cache key for anything derived from this corpus."""
         h = hashlib.sha256()
-        for d in self.docs:
-            h.update(d.filename.encode("utf-8") + b"\0" + d.text.encode("utf-8") + b"\0")
+        names, texts = self.docs.column("filename"), self.docs.column("text")
+        for start in range(0, len(self.docs), 10_000):
+            for name, text in zip(names.slice(start, 10_000).to_pylist(), texts.slice(start, 10_000).to_pylist()):
+                h.update(name.encode("utf-8") + b"\0" + text.encode("utf-8") + b"\0")
         return h.hexdigest()[:16]
 
     @cached_property
@@ -113,17 +219,29 @@ class Corpus:
         return cls(tuple(docs), source=source)
 
 
-def load_corpus(path: str | Path, *, max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES) -> Corpus:
-    """Load a folder of .txt files, a JSONL of {id, title?, text}, or a HippoRAG JSON list of {title, text}."""
+def load_corpus(path: str | Path, *, max_doc_bytes: int = DEFAULT_MAX_DOC_BYTES,
+                max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, cache_dir: str | Path | None = None) -> Corpus:
+    """Load a folder of .txt files, a JSONL of {id, title?, text}, or a HippoRAG JSON list of {title, text}.
+
+    With `cache_dir` (default: the SRAG_CORPUS_CACHE environment variable, unset: no cache) the loaded corpus is
+    written there as an Arrow IPC file named by its content hash, and a later load of the same unchanged source
+    memory-maps that file instead of parsing and normalizing again (see `cached_load`)."""
     p = Path(path).expanduser()
     if not p.exists():
         raise CorpusError(f"corpus path does not exist: {p}")
+    cache_dir = cache_dir or os.environ.get("SRAG_CORPUS_CACHE")
+    if cache_dir:
+        return cached_load(p, max_doc_bytes, Path(cache_dir), lambda: _load_source(p, max_doc_bytes, max_file_bytes))
+    return _load_source(p, max_doc_bytes, max_file_bytes)
+
+
+def _load_source(p: Path, max_doc_bytes: int, max_file_bytes: int) -> Corpus:
     if p.is_dir():
         return _load_folder(p, max_doc_bytes)
     if p.suffix == ".jsonl":
-        return _load_records(p, _read_jsonl(p), max_doc_bytes)
+        return _load_records(p, _read_jsonl(p, max_file_bytes), max_doc_bytes)
     if p.suffix == ".json":
-        return _load_records(p, _read_json_list(p), max_doc_bytes)
+        return _load_records(p, _read_json_list(p, max_file_bytes), max_doc_bytes)
     raise CorpusError(f"unsupported corpus format: {p} (expected a folder of .txt files, .jsonl or .json)")
 
 
@@ -133,6 +251,9 @@ def _load_folder(root: Path, max_doc_bytes: int) -> Corpus:
     warnings: list[str] = []
     for path in sorted(root.rglob("*.txt")):
         rel = path.relative_to(root).as_posix()
+        if (escaped := printable_filename(rel)) != rel:
+            warnings.append(f"{escaped}: the filename is not valid UTF-8; loaded under this escaped name")
+            rel = escaped
         text, problem = _read_text_file(root, path, max_doc_bytes)
         if problem:
             warnings.append(f"{rel}: {problem}")
@@ -168,23 +289,45 @@ def _read_text_file(root: Path, path: Path, max_doc_bytes: int) -> tuple[str | N
     return text, problem
 
 
-def _read_jsonl(p: Path) -> list[dict]:
+def printable_filename(name: str) -> str:
+    """`name` itself when it is valid UTF-8; else its undecodable bytes (which Python keeps as surrogates) escaped
+    as \\xNN, so the document gets a stable, printable name instead of failing the whole load."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _read_capped(p: Path, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`; a device, a pipe or an oversize file is refused."""
+    real = p.resolve()
+    if not real.is_file():
+        raise CorpusError(f"{p}: not a regular file (it resolves to {real})")
+    with real.open("rb") as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise CorpusError(f"{p}: over the {max_bytes:,}-byte limit for a corpus file")
+    return data
+
+
+def _read_jsonl(p: Path, max_bytes: int) -> list[dict]:
     records = []
-    with p.open("r", encoding="utf-8", errors="replace") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise CorpusError(f"{p}:{lineno}: not valid JSON ({e.msg})") from None
-            records.append(rec)
+    text = _read_capped(p, max_bytes).decode("utf-8", errors="replace")
+    for lineno, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 may sit inside a JSON string
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CorpusError(f"{p}:{lineno}: not valid JSON ({e.msg})") from None
+        records.append(rec)
     return records
 
 
-def _read_json_list(p: Path) -> list[dict]:
+def _read_json_list(p: Path, max_bytes: int) -> list[dict]:
     try:
-        data = json.loads(p.read_text(encoding="utf-8", errors="replace"))
+        data = json.loads(_read_capped(p, max_bytes).decode("utf-8", errors="replace"))
     except json.JSONDecodeError as e:
         raise CorpusError(f"{p}: not valid JSON ({e.msg} at line {e.lineno})") from None
     if not isinstance(data, list):
@@ -233,3 +376,84 @@ def _load_records(p: Path, records: list, max_doc_bytes: int) -> Corpus:
         raise CorpusError(f"no usable records in {p}" + (f" ({warnings[0]})" if warnings else ""))
     docs.sort(key=lambda d: d.filename)
     return Corpus(tuple(docs), source=str(p.resolve()), warnings=tuple(warnings))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The on-disk cache
+#
+# The on-disk corpus cache: a loaded corpus kept as one Arrow IPC file, memory-mapped by every later load.
+#
+# Loading a large corpus means reading, decoding and normalizing every document (minutes for 300 MB of small files).
+# The result is written once to `<cache_dir>/<content hash>.arrow` (uncompressed, so it can be mapped) with an index
+# entry `<cache_dir>/sources/<source key>.json` that maps the source's identity (its resolved path, the per-document
+# size limit, and the size and modification time of every file in it) to that content hash. A later load of an
+# unchanged source maps the file: no parsing, no copy, and every process on the node shares the same page-cache
+# pages. A changed source gets a new key, so a stale file is never read. Files are written under a temporary name and
+# renamed, so a reader never sees half a file.
+
+
+def source_key(p: Path, max_doc_bytes: int) -> str:
+    """A key that changes whenever the source could load differently."""
+    h = hashlib.sha256(f"{p.resolve()}\0{max_doc_bytes}".encode())
+    if not p.is_dir():
+        st = p.stat()
+        h.update(f"\0{st.st_size}\0{st.st_mtime_ns}".encode())
+        return h.hexdigest()[:24]
+    entries = []
+    stack = [p]
+    while stack:  # os.scandir: one stat per file and no pattern matching (a second for 600k files)
+        with os.scandir(stack.pop()) as it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):  # no loops through symlinked folders
+                    stack.append(Path(e.path))
+                elif e.name.endswith(".txt"):
+                    st = e.stat()
+                    entries.append(f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}")
+    for entry in sorted(entries):
+        h.update(entry.encode("utf-8", "surrogateescape") + b"\0")
+    return h.hexdigest()[:24]
+
+
+def open_table(path: str | Path) -> DocTable:
+    """The documents of a cache file, memory-mapped (nothing is read until it is used)."""
+    import pyarrow as pa
+
+    table = pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()  # the buffers keep the mapping alive
+    return DocTable(table, path=str(path))
+
+
+def cached_load(p: Path, max_doc_bytes: int, cache_dir: Path, build: Callable[[], Corpus]) -> Corpus:
+    """The corpus at `p`, mapped from the cache when it holds this source, else built, written and then mapped."""
+    index = cache_dir / "sources" / f"{source_key(p, max_doc_bytes)}.json"
+    if index.exists():
+        info = json.loads(index.read_text(encoding="utf-8"))
+        data = cache_dir / f"{info['content_hash']}.arrow"
+        if data.exists():
+            return Corpus(open_table(data), source=info["source"], warnings=tuple(info["warnings"]))
+    corpus = build()
+    data = cache_dir / f"{corpus.content_hash}.arrow"
+    if not data.exists():
+        _write_atomically(data, lambda f: _write_table(corpus, f))
+    info = {"content_hash": corpus.content_hash, "source": corpus.source, "warnings": list(corpus.warnings)}
+    _write_atomically(index, lambda f: f.write(json.dumps(info).encode("utf-8")))
+    return Corpus(open_table(data), source=corpus.source, warnings=corpus.warnings)
+
+
+def _write_table(corpus: Corpus, f) -> None:
+    import pyarrow as pa
+
+    table = corpus.docs.table()
+    with pa.ipc.new_file(f, table.schema) as writer:
+        writer.write_table(table, max_chunksize=len(table))  # one record batch: each column one mapped array
+
+
+def _write_atomically(path: Path, write: Callable) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -92,7 +92,8 @@ def set_composition(a: DocSet, b: DocSet) -> dict[str, Any]:
 
 
 def filename_counts(ws: Workspace, tokens: Sequence[str]) -> dict[str, int]:
-    return {tok: ws.corpus.search.filenames_containing(tok) for tok in tokens}
+    hits = ws.corpus.search.docs_with_words(tokens, None, "filename")
+    return {tok: len(hits[tok]) for tok in tokens}
 
 
 def apply_filter_diagnostics(ws: Workspace, compiled: regex.Pattern, target: DocSet, pos: list[int],
@@ -115,6 +116,8 @@ def apply_filter_diagnostics(ws: Workspace, compiled: regex.Pattern, target: Doc
     tokens = regex_tokens(compiled.pattern)[:MAX_DECOMPOSITION]
     if len(tokens) >= 2:
         out.update(_decomposition(ws, tokens, target, len(pos)))
+    elif tokens:
+        out.update(_single_word_decomposition(ws, tokens[0], target, len(pos)))
     out.update(_anchor_checks(ws, pos, neg))
     if tokens:
         out.setdefault("auto", {})["filename_counts"] = filename_counts(ws, tokens)
@@ -124,7 +127,7 @@ def apply_filter_diagnostics(ws: Workspace, compiled: regex.Pattern, target: Doc
 def _decomposition(ws: Workspace, tokens: list[str], target: DocSet, n_pos: int) -> dict[str, Any]:
     n_target = max(1, len(target))
     members = sorted(target.members)
-    hits = {tok: docs_with_token(ws, tok, members) for tok in tokens}
+    hits = ws.corpus.search.docs_with_words(tokens, members)  # one pass over the corpus for all the tokens
     rows = [{"keyword": t, "matches": len(hits[t]), "pct": round(100 * len(hits[t]) / n_target, 1)} for t in tokens]
     out: dict[str, Any] = {"keyword_decomposition": rows}
     counts = [r["matches"] for r in rows]
@@ -137,6 +140,21 @@ def _decomposition(ws: Workspace, tokens: list[str], target: DocSet, n_pos: int)
     if both > n_pos:
         out["selectivity_gap"] = (f"{both - n_pos} documents contain both {a!r} and {b!r} but do not match the "
                                   "pattern: they likely use a different format. Read some negatives.")
+    return out
+
+
+def _single_word_decomposition(ws: Workspace, token: str, target: DocSet, n_pos: int) -> dict[str, Any]:
+    """A one-word regex is decomposed only when the word alone tells something the match count does not: a pattern
+    such as `^Chair:\\s+\\w+` that matches far fewer documents than contain "Chair" is too strict, or uses one
+    format of several. A bare keyword (its count equals the match count) gets no row: it would repeat the count."""
+    n_word = len(docs_with_token(ws, token, sorted(target.members)))
+    if n_word == n_pos:
+        return {}
+    row = {"keyword": token, "matches": n_word, "pct": round(100 * n_word / max(1, len(target)), 1)}
+    out: dict[str, Any] = {"keyword_decomposition": [row]}
+    if n_word > n_pos:
+        out["selectivity_gap"] = (f"{n_word - n_pos} documents contain {token!r} but do not match the pattern: they "
+                                  "likely use a different format, or the pattern is too strict. Read some negatives.")
     return out
 
 

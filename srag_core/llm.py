@@ -10,6 +10,11 @@ handed to the `openai` client and nowhere else: configs hold only the variable's
 are scrubbed of the key's value. Pickling a client (e.g. to send it to a Ray actor) ships the config, not the key;
 the receiving process reads its own environment.
 
+Requests are shaped by the endpoint's provider profile (`srag_core.profiles`): the completion-limit field, whether a
+temperature is sent, strict schemas, native tool definitions. Every HTTP attempt has one total deadline (connect,
+send, headers and body together, so a server dripping a byte at a time cannot hold a request open), and a reply
+larger than `max_reply_bytes`, or far longer than the completion limit, is refused as `oversize`.
+
 One `LLMClient` is safe to share between threads: it keeps no per-call state, the underlying HTTP pool is
 thread-safe, and cache files are written atomically (temp file + `os.replace`), which is also safe across processes.
 """
@@ -25,28 +30,33 @@ import os
 import random
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import httpcore2
 import httpx2
 import openai
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from srag_core.profiles import SHIPPED, Profile, ResponseFormatMode, TurnProtocol, load_profile, resolve_profile
+from srag_core.strict_schema import from_strict_args, strict_schema
 
 logger = logging.getLogger(__name__)
 
 PLACEHOLDER_API_KEY = "not-needed"  # local servers ignore the key, but the SDK insists on having one
 _ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2  # 2: whole request bodies as keys; tool calls and usage details
 _MAX_MESSAGE_CHARS = 300
 DEFAULT_CONTEXT_TOKENS = 128_000  # the model window assumed when a config or client does not say
 
-ErrorKind = Literal["rate_limit", "timeout", "server", "connection", "bad_request", "auth", "bad_response"]
-ResponseFormatMode = Literal["none", "json_object", "json_object_schema", "json_schema"]
+ErrorKind = Literal["rate_limit", "timeout", "server", "connection", "bad_request", "auth", "bad_response",
+                   "oversize"]
 Message = Mapping[str, Any]
 
 
@@ -60,9 +70,13 @@ class Prices(BaseModel):
 
     prompt: float = Field(0.0, ge=0)
     completion: float = Field(0.0, ge=0)
+    cached_prompt: float | None = Field(None, ge=0)  # prompt tokens served from the provider's cache; None: prompt
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.prompt + completion_tokens * self.completion) / 1_000_000
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
+        cached = min(cached_tokens, prompt_tokens)
+        cached_price = self.prompt if self.cached_prompt is None else self.cached_prompt
+        return ((prompt_tokens - cached) * self.prompt + cached * cached_price
+                + completion_tokens * self.completion) / 1_000_000
 
 
 class LLMConfig(BaseModel):
@@ -74,13 +88,17 @@ class LLMConfig(BaseModel):
     base_url: str | None = None  # None: the openai client's default (env OPENAI_BASE_URL, else api.openai.com)
     model: str
     api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = Field(0.0, ge=0)
-    max_tokens: int | None = Field(1024, gt=0)  # None: let the server decide
-    timeout_s: float = Field(60.0, gt=0)  # per HTTP attempt (connect, write and each read)
+    profile: str | Profile = "auto"  # a shipped profile, a profile file, or auto (by model name)
+    protocol: TurnProtocol | None = None  # the agent's turn protocol; None: the profile's
+    temperature: float = Field(0.0, ge=0)  # not sent when the profile allows only the default
+    max_tokens: int | None = Field(1024, gt=0)  # visible reply tokens; None: let the server decide
+    reasoning_effort: str | None = None  # sent to endpoints that take it (None: the profile's, else not sent)
+    timeout_s: float = Field(60.0, gt=0)  # total per HTTP attempt: connect, send, headers and the whole body
+    max_reply_bytes: int = Field(4_000_000, gt=0)  # a larger response body is refused as oversize
     max_retries: int = Field(5, ge=0)  # retries after the first attempt
     backoff_base_s: float = Field(1.0, ge=0)
     backoff_max_s: float = Field(30.0, ge=0)
-    response_format: ResponseFormatMode = "none"
+    response_format: ResponseFormatMode | None = None  # None: the profile's
     context_tokens: int = Field(DEFAULT_CONTEXT_TOKENS, gt=0)  # the model's window, for callers budgeting prompts
     price_per_million: Prices = Field(default_factory=Prices)
     cache_dir: str | None = None
@@ -98,8 +116,16 @@ class LLMConfig(BaseModel):
     @field_validator("price_per_million", mode="before")
     @classmethod
     def _pair_to_prices(cls, value: Any) -> Any:
-        if isinstance(value, (list, tuple)) and len(value) == 2:
-            return {"prompt": value[0], "completion": value[1]}
+        if isinstance(value, (list, tuple)) and len(value) in (2, 3):
+            return dict(zip(("prompt", "completion", "cached_prompt"), value))
+        return value
+
+    @field_validator("profile", mode="before")
+    @classmethod
+    def _read_profile_file(cls, value: Any) -> Any:
+        # A file is read here, so the config (shipped to Ray workers, saved with the run) carries its content.
+        if isinstance(value, str) and value != "auto" and value not in SHIPPED:
+            return load_profile(value)
         return value
 
 
@@ -111,16 +137,18 @@ class Usage:
     """Token and cost totals; `a + b` (and `sum(...)`) accumulate them across calls."""
 
     prompt_tokens: int = 0
-    completion_tokens: int = 0
+    completion_tokens: int = 0  # reasoning tokens included, as the API counts them
     total_tokens: int = 0
     cost_usd: float = 0.0
     calls: int = 0
+    reasoning_tokens: int = 0  # completion_tokens_details.reasoning_tokens
+    cached_tokens: int = 0  # prompt_tokens_details.cached_tokens
+    length_stops: int = 0  # replies cut at the completion limit (finish_reason "length")
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens,
-                     self.total_tokens + other.total_tokens, self.cost_usd + other.cost_usd, self.calls + other.calls)
+        return Usage(*(a + b for a, b in zip(astuple(self), astuple(other))))
 
     def __radd__(self, other: object) -> Usage:
         if other == 0:  # lets sum() start from its default 0
@@ -144,13 +172,39 @@ class ChatResult:
     cached: bool
     finish_reason: str | None
     usage_estimated: bool = False
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call of a reply. `args` is the decoded argument object (strict-mode encodings undone), or None
+    with `problem` saying why the arguments could not be read."""
+
+    id: str
+    name: str
+    arguments: str
+    args: dict[str, Any] | None = None
+    problem: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """The call as an assistant message's `tool_calls` entry."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """A function offered to the model: its name, what it does, and its arguments' JSON schema (pydantic's)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
 class LLMError(Exception):
     """A chat call that failed for good: retries exhausted, or an error not worth retrying.
 
-    `kind` is one of rate_limit, timeout, server, connection, bad_request, auth, bad_response. The message is one
-    line and never contains the API key.
+    `kind` is one of rate_limit, timeout, server, connection, bad_request, auth, bad_response, oversize. The message
+    is one line and never contains the API key.
     """
 
     def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None, attempts: int = 0) -> None:
@@ -161,9 +215,13 @@ class LLMError(Exception):
 
 
 class Limiter(Protocol):
-    """Caps concurrent or per-second requests; `slot()` is held around every HTTP attempt (never during backoff)."""
+    """Caps requests and tokens to an endpoint (`srag_core.ratelimit`). `slot(tokens)` is held around every HTTP
+    attempt (never during backoff), `tokens` being the attempt's estimate (prompt plus completion limit);
+    `pause(seconds)` passes on a rate-limited server's request to wait, so that every caller waits, not one."""
 
-    def slot(self) -> AbstractContextManager[Any]: ...
+    def slot(self, tokens: int = 0) -> AbstractContextManager[Any]: ...
+
+    def pause(self, seconds: float) -> None: ...
 
 
 # -- failures seen by one attempt -------------------------------------------------------------------------------
@@ -199,7 +257,8 @@ def _classify_status(error: openai.APIStatusError) -> _Failure:
     detail = f"HTTP {status}: {_server_message(error.body)}"
     retry_after = retry_after_seconds(error.response.headers)
     if status == 429:
-        return _Failure("rate_limit", True, detail, status, retry_after)
+        return _Failure("rate_limit", True, detail, status,
+                        retry_after if retry_after is not None else ratelimit_reset_seconds(error.response.headers))
     if status == 408:
         return _Failure("timeout", True, detail, status, retry_after)
     if status == 409 or status >= 500:
@@ -241,6 +300,21 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = No
     return max(0.0, (when - (now or datetime.now(timezone.utc))).total_seconds())
 
 
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def ratelimit_reset_seconds(headers: Mapping[str, str]) -> float | None:
+    """The longest of `x-ratelimit-reset-requests` and `x-ratelimit-reset-tokens` (durations such as "1s", "6m0s",
+    "20ms"): when a 429 gives no Retry-After, the time until the exhausted limit refills."""
+    waits = []
+    for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"):
+        value = (headers.get(name) or "").strip()
+        parts = _DURATION_PART.findall(value)
+        if parts and "".join(n + u for n, u in parts) == value:
+            waits.append(sum(float(n) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[u] for n, u in parts))
+    return max(waits) if waits else None
+
+
 def backoff_delay(retry: int, *, base_s: float, max_s: float, retry_after_s: float | None,
                   rng: random.Random) -> float:
     """Wait before retry number `retry` (1-based): full jitter over an exponential ceiling, or the server's
@@ -268,6 +342,8 @@ def _message_text(messages: Sequence[Message]) -> str:
             parts.append(content)
         elif isinstance(content, list):
             parts.extend(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+        for call in message.get("tool_calls") or ():
+            parts.append(str((call.get("function") or {}).get("arguments", "")))
     return "\n".join(parts)
 
 
@@ -278,6 +354,9 @@ class _Completion:
     prompt_tokens: int
     completion_tokens: int
     usage_estimated: bool
+    tool_calls: tuple[dict[str, str], ...] = ()  # {"id", "name", "arguments"} as sent
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
 
 
 def _parse_completion(raw_body: bytes, messages: Sequence[Message]) -> _Completion:
@@ -297,8 +376,29 @@ def _parse_completion(raw_body: bytes, messages: Sequence[Message]) -> _Completi
     text = message.get("content") or ""  # None happens (refusals, tool calls); the caller sees an empty answer
     if not isinstance(text, str):
         raise _BadResponse("message content is not a string")
-    prompt_tokens, completion_tokens, estimated = _usage_counts(body.get("usage"), messages, text)
-    return _Completion(text, choices[0].get("finish_reason"), prompt_tokens, completion_tokens, estimated)
+    calls = _wire_tool_calls(message.get("tool_calls"))
+    visible = text + "".join(c["arguments"] for c in calls)
+    usage = body.get("usage")
+    prompt_tokens, completion_tokens, estimated = _usage_counts(usage, messages, visible)
+    reasoning, cached = _usage_details(usage)
+    return _Completion(text, choices[0].get("finish_reason"), prompt_tokens, completion_tokens, estimated, calls,
+                       reasoning, cached)
+
+
+def _wire_tool_calls(calls: object) -> tuple[dict[str, str], ...]:
+    if calls is None:
+        return ()
+    if not isinstance(calls, list):
+        raise _BadResponse("message tool_calls is not a list")
+    out = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise _BadResponse("a tool call has no function name")
+        arguments = function.get("arguments")
+        out.append({"id": str(call.get("id") or f"call_{len(out)}"), "name": function["name"],
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)})
+    return tuple(out)
 
 
 def _usage_counts(usage: object, messages: Sequence[Message], text: str) -> tuple[int, int, bool]:
@@ -307,6 +407,120 @@ def _usage_counts(usage: object, messages: Sequence[Message], text: str) -> tupl
         if isinstance(prompt, int) and isinstance(completion, int):
             return prompt, completion, False
     return estimate_tokens(_message_text(messages)), estimate_tokens(text), True
+
+
+def _usage_details(usage: object) -> tuple[int, int]:
+    """(reasoning tokens, cached prompt tokens) from the usage details, 0 when a server does not report them."""
+    def detail(section: str, key: str) -> int:
+        value = (usage.get(section) or {}).get(key) if isinstance(usage, dict) else None
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    return (detail("completion_tokens_details", "reasoning_tokens"),
+            detail("prompt_tokens_details", "cached_tokens"))
+
+
+def decode_tool_call(call: Mapping[str, str], functions: Mapping[str, FunctionSpec], strict: bool) -> ToolCall:
+    """A wire tool call as a ToolCall: arguments parsed, and strict-mode encodings undone for known functions."""
+    try:
+        args = json.loads(call["arguments"]) if call["arguments"].strip() else {}
+    except json.JSONDecodeError:
+        return ToolCall(call["id"], call["name"], call["arguments"], None, "its arguments are not valid JSON")
+    if not isinstance(args, dict):
+        return ToolCall(call["id"], call["name"], call["arguments"], None, "its arguments are not a JSON object")
+    spec = functions.get(call["name"])
+    if strict and spec is not None:
+        args = from_strict_args(args, spec.parameters)
+    return ToolCall(call["id"], call["name"], call["arguments"], args)
+
+
+# -- request deadline -------------------------------------------------------------------------------------------
+
+_DEADLINE = threading.local()  # .at: monotonic time by which this thread's current HTTP attempt must be over
+
+
+def _clip(timeout: float | None, error: type[Exception]) -> float | None:
+    """The socket timeout for the next network operation: never past the current attempt's deadline."""
+    at = getattr(_DEADLINE, "at", None)
+    if at is None:
+        return timeout
+    remaining = at - time.monotonic()
+    if remaining <= 0:
+        raise error("the request ran past its total deadline")
+    return remaining if timeout is None else min(timeout, remaining)
+
+
+class _DeadlineStream(httpcore2.NetworkStream):
+    """A network stream whose every read and write waits at most until the attempt's total deadline."""
+
+    def __init__(self, inner: httpcore2.NetworkStream) -> None:
+        self.inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.inner.read(max_bytes, _clip(timeout, httpcore2.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.inner.write(buffer, _clip(timeout, httpcore2.WriteTimeout))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore2.NetworkStream:
+        return _DeadlineStream(self.inner.start_tls(ssl_context, server_hostname,
+                                                    _clip(timeout, httpcore2.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore2.NetworkBackend):
+    def __init__(self, inner: httpcore2.NetworkBackend) -> None:
+        self.inner = inner
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Any = None) -> httpcore2.NetworkStream:
+        return _DeadlineStream(self.inner.connect_tcp(host, port, _clip(timeout, httpcore2.ConnectTimeout),
+                                                      local_address, socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Any = None) -> httpcore2.NetworkStream:
+        return _DeadlineStream(self.inner.connect_unix_socket(path, _clip(timeout, httpcore2.ConnectTimeout),
+                                                              socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self.inner.sleep(seconds)
+
+
+def _deadline_http_client() -> httpx2.Client:
+    """The SDK's default HTTP client with every socket operation clipped to the calling thread's deadline.
+
+    httpx has per-operation timeouts only; the connection pool's network backend is the one place where each read can
+    see the wall clock. `_pool._network_backend` (httpcore) and `_mounts` (httpx: proxies from the environment) are
+    private attributes, set here before any connection exists."""
+    client = openai.DefaultHttpxClient()  # the SDK's limits, and proxies from the environment as it would use them
+    for each in [client._transport, *client._mounts.values()]:
+        pool = getattr(each, "_pool", None)
+        if pool is not None and not isinstance(pool._network_backend, _DeadlineBackend):
+            pool._network_backend = _DeadlineBackend(pool._network_backend)
+    return client
+
+
+def _read_capped(response: httpx2.Response, cap: int) -> bytes:
+    """The whole body, or _Oversize once it passes `cap` bytes (the rest is never read)."""
+    chunks, size = [], 0
+    try:
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > cap:
+                raise _Oversize(f"reply body is over {cap:,} bytes")
+            chunks.append(chunk)
+    finally:
+        response.close()
+    return b"".join(chunks)
+
+
+class _Oversize(Exception):
+    """A reply larger than the configured caps."""
 
 
 # -- the on-disk cache ------------------------------------------------------------------------------------------
@@ -351,6 +565,9 @@ class _ResponseCache:
 
 # -- the client -------------------------------------------------------------------------------------------------
 
+ANY_JSON_OBJECT: dict[str, Any] = {"type": "object"}  # `json_schema` for "one JSON object, any shape"
+ToolChoice = Literal["auto", "required"] | str  # or the name of one offered function
+
 
 class LLMClient:
     """Thread-safe chat client over the `openai` SDK with our own retries, limiter slots, usage and cache."""
@@ -358,13 +575,16 @@ class LLMClient:
     def __init__(self, config: LLMConfig, limiter: Limiter | None = None) -> None:
         self.config = config
         self.limiter = limiter
+        self.profile = resolve_profile(config.profile, config.model, config.base_url)
         self._rng = random.Random()
         self._cache = _ResponseCache(config.cache_dir) if config.cache_dir else None
+        self._wired: dict[tuple[int, ...], tuple[list[dict[str, Any]], Sequence[FunctionSpec]]] = {}
         self._openai = openai.OpenAI(
             api_key=os.environ.get(config.api_key_env) or PLACEHOLDER_API_KEY,
             base_url=config.base_url,
             timeout=config.timeout_s,
             max_retries=0,
+            http_client=_deadline_http_client(),
         )
 
     @property
@@ -372,9 +592,14 @@ class LLMClient:
         """The endpoint actually used (config.base_url, or the SDK's default when that is None)."""
         return str(self._openai.base_url)
 
+    @property
+    def protocol(self) -> TurnProtocol:
+        """The turn protocol for agents on this endpoint: the config's choice, else the profile's."""
+        return self.config.protocol or self.profile.protocol
+
     def __repr__(self) -> str:
         return f"LLMClient(model={self.config.model!r}, base_url={self.base_url!r}, " \
-               f"api_key_env={self.config.api_key_env!r})"
+               f"api_key_env={self.config.api_key_env!r}, profile={self.profile.name!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuild from the config on the other side: the key is never pickled.
@@ -392,69 +617,117 @@ class LLMClient:
     # -- public call -------------------------------------------------------------------------------------------
 
     def chat(self, messages: Sequence[Message], *, json_schema: dict[str, Any] | None = None,
-             max_tokens: int | None = None, temperature: float | None = None) -> ChatResult:
-        """Send one chat completion and return its text and usage; raise LLMError when it cannot be had.
+             tools: Sequence[FunctionSpec] = (), tool_choice: ToolChoice | None = None,
+             max_tokens: int | None = None, temperature: float | None = None,
+             deadline: float | None = None) -> ChatResult:
+        """Send one chat completion and return its text, tool calls and usage; raise LLMError when it cannot be had.
 
-        `json_schema` is used only when the config's `response_format` is a schema mode. `max_tokens` and
-        `temperature` override the config for this call.
+        `json_schema` asks for a reply that fits the schema, sent as the profile's `response_format` (nothing is
+        sent without a schema). `tools` are offered as functions (strict where the profile says so), with
+        `tool_choice` "auto", "required" or one function's name (None: the profile's choice for a turn).
+        `max_tokens` and `temperature` override the
+        config for this call (a temperature is never sent where the profile forbids it). `deadline` is a
+        `time.monotonic()` value that no attempt, retry or backoff may pass (an episode's time limit).
         """
         started = time.monotonic()
-        request = self._request_body(messages, json_schema, max_tokens, temperature)
+        request = self.request_body(messages, json_schema=json_schema, tools=tools, tool_choice=tool_choice,
+                                    max_tokens=max_tokens, temperature=temperature)
         cache_key = self._cache.key(self._cache_material(request)) if self._cache is not None else None
+        completion: _Completion | None = None
+        attempts = 0
         if cache_key is not None:
-            hit = _result_from_cache(self._cache.load(cache_key), started)  # type: ignore[union-attr]
-            if hit is not None:
-                return hit
-        completion, attempts = self._send_with_retries(request)
-        if cache_key is not None:
-            self._store_in_cache(cache_key, completion)
-        usage = self._usage(completion)
-        return ChatResult(completion.text, usage, time.monotonic() - started, attempts, False,
-                          completion.finish_reason, completion.usage_estimated)
+            completion = _completion_from_cache(self._cache.load(cache_key))  # type: ignore[union-attr]
+        if completion is None:
+            completion, attempts = self._send_with_retries(request, deadline)
+            if cache_key is not None:
+                self._store_in_cache(cache_key, completion)
+        functions = {spec.name: spec for spec in tools}
+        calls = tuple(decode_tool_call(c, functions, self.profile.strict) for c in completion.tool_calls)
+        usage = self._usage(completion, cached=attempts == 0)
+        return ChatResult(completion.text, usage, time.monotonic() - started, attempts, attempts == 0,
+                          completion.finish_reason, completion.usage_estimated, calls)
 
     # -- request shaping ---------------------------------------------------------------------------------------
 
-    def _request_body(self, messages: Sequence[Message], json_schema: dict[str, Any] | None,
-                      max_tokens: int | None, temperature: float | None) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.config.model,
-            "messages": [dict(m) for m in messages],
-            "temperature": self.config.temperature if temperature is None else temperature,
-        }
+    def request_body(self, messages: Sequence[Message], *, json_schema: dict[str, Any] | None = None,
+                     tools: Sequence[FunctionSpec] = (), tool_choice: ToolChoice | None = None,
+                     max_tokens: int | None = None, temperature: float | None = None) -> dict[str, Any]:
+        """The request body as this endpoint's profile shapes it (without `extra_body`, merged when sending)."""
+        profile = self.profile
+        body: dict[str, Any] = {"model": self.config.model, "messages": [dict(m) for m in messages]}
+        if profile.temperature:
+            body["temperature"] = self.config.temperature if temperature is None else temperature
         limit = self.config.max_tokens if max_tokens is None else max_tokens
         if limit is not None:
-            body["max_tokens"] = limit
-        response_format = wire_response_format(self.config.response_format, json_schema)
+            body[profile.limit_field] = limit + profile.reasoning_tokens
+        effort = self.config.reasoning_effort or profile.reasoning_effort
+        if effort is not None:
+            body["reasoning_effort"] = effort
+        mode = self.config.response_format or profile.response_format
+        if mode == "json_object" and "json" not in _message_text(messages).lower():
+            mode = "none"  # the API refuses JSON mode unless the messages mention JSON; the prompt must ask instead
+        response_format = wire_response_format(mode, json_schema, strict=profile.strict)
         if response_format is not None:
             body["response_format"] = response_format
+        if tools:
+            body["tools"] = self._wire_tools(tools)
+            body["tool_choice"] = self._wire_tool_choice(tool_choice or profile.turn_tool_choice)
+            if profile.parallel_tool_calls is not None:
+                body["parallel_tool_calls"] = profile.parallel_tool_calls
         if self.config.seed is not None:
             body["seed"] = self.config.seed
         return body
 
+    def _wire_tools(self, tools: Sequence[FunctionSpec]) -> list[dict[str, Any]]:
+        """The `tools` field, built once per list of specs (an agent sends the same list with every turn; making
+        twenty schemas strict each time costs about a millisecond of CPU under the GIL)."""
+        key = tuple(id(spec) for spec in tools)
+        hit = self._wired.get(key)
+        if hit is None:
+            if len(self._wired) > 64:
+                self._wired.clear()
+            # The specs are kept with the result so that their ids cannot be reused while the entry exists.
+            hit = self._wired[key] = ([wire_function(spec, strict=self.profile.strict) for spec in tools], tools)
+        return hit[0]
+
+    def _wire_tool_choice(self, choice: ToolChoice) -> Any:
+        if choice in ("auto", "required", "none"):
+            return choice
+        if not self.profile.tool_choice:  # the endpoint cannot be told which function: any call is required
+            return "required"
+        return {"type": "function", "function": {"name": choice}}
+
+    def completion_limit(self, max_tokens: int | None = None) -> int | None:
+        """The completion limit a call sends (reasoning headroom included)."""
+        limit = self.config.max_tokens if max_tokens is None else max_tokens
+        return None if limit is None else limit + self.profile.reasoning_tokens
+
     def _cache_material(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        return {"base_url": self.base_url, "model": request["model"], "messages": request["messages"],
-                "temperature": request["temperature"], "max_tokens": request.get("max_tokens"),
-                "response_format": request.get("response_format"), "seed": request.get("seed"),
-                "extra_body": self.config.extra_body}
+        return {"base_url": self.base_url, "request": dict(request), "extra_body": self._extra_body()}
+
+    def _extra_body(self) -> dict[str, Any]:
+        return {**self.profile.extra_body, **self.config.extra_body}
 
     def _store_in_cache(self, key: str, completion: _Completion) -> None:
         assert self._cache is not None
         try:
-            self._cache.store(key, _cache_entry(completion, self.config.model))
+            self._cache.store(key, {"model": self.config.model, **completion.__dict__})
         except OSError as error:  # a full or read-only disk costs us the cache entry, not the answer
             logger.warning("could not write LLM cache entry %s: %s", key, type(error).__name__)
 
-    def _usage(self, completion: _Completion) -> Usage:
-        cost = self.config.price_per_million.cost(completion.prompt_tokens, completion.completion_tokens)
+    def _usage(self, completion: _Completion, *, cached: bool) -> Usage:
+        cost = 0.0 if cached else self.config.price_per_million.cost(
+            completion.prompt_tokens, completion.completion_tokens, completion.cached_tokens)
         return Usage(completion.prompt_tokens, completion.completion_tokens,
-                     completion.prompt_tokens + completion.completion_tokens, cost, 1)
+                     completion.prompt_tokens + completion.completion_tokens, cost, 1, completion.reasoning_tokens,
+                     completion.cached_tokens, int(completion.finish_reason == "length"))
 
     # -- the retry loop ----------------------------------------------------------------------------------------
 
-    def _send_with_retries(self, request: dict[str, Any]) -> tuple[_Completion, int]:
+    def _send_with_retries(self, request: dict[str, Any], deadline: float | None) -> tuple[_Completion, int]:
         attempts_allowed = self.config.max_retries + 1
         for attempt in range(1, attempts_allowed + 1):
-            outcome = self._attempt(request)
+            outcome = self._attempt(request, deadline)
             if isinstance(outcome, _Completion):
                 return outcome, attempt
             failure = outcome
@@ -462,27 +735,59 @@ class LLMClient:
                 raise self._give_up(failure, attempt)
             delay = backoff_delay(attempt, base_s=self.config.backoff_base_s, max_s=self.config.backoff_max_s,
                                   retry_after_s=failure.retry_after_s, rng=self._rng)
+            if failure.kind == "rate_limit" and failure.retry_after_s and self.limiter is not None:
+                self.limiter.pause(failure.retry_after_s)  # the whole endpoint waits, not this call alone
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                raise self._give_up(_Failure("timeout", False, f"no time left for a retry after: {failure.detail}",
+                                             failure.status), attempt)
             logger.info("LLM attempt %d/%d failed (%s: %s); retrying in %.2fs", attempt, attempts_allowed,
                         failure.kind, self._scrub(failure.detail), delay)
             time.sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")
 
-    def _attempt(self, request: dict[str, Any]) -> _Completion | _Failure:
+    def _attempt(self, request: dict[str, Any], deadline: float | None) -> _Completion | _Failure:
         """One HTTP attempt inside a limiter slot; returns the completion or what went wrong."""
-        slot = self.limiter.slot() if self.limiter is not None else nullcontext()
+        slot = self.limiter.slot(self._token_estimate(request)) if self.limiter is not None else nullcontext()
         try:
             with slot:
-                # The SDK's generic post keeps its auth, timeouts and error mapping but skips the typed-params
-                # transform, which costs several ms of CPU per call on long conversations (GIL time across threads).
-                response = self._openai.post("/chat/completions", body={**request, **self.config.extra_body},
-                                             cast_to=httpx2.Response)
-                body = response.content
+                _DEADLINE.at = min(time.monotonic() + self.config.timeout_s, deadline or math.inf)
+                try:
+                    # The SDK's generic post keeps its auth and error mapping but skips the typed-params transform
+                    # (several ms of CPU per call on long conversations). stream=True leaves the body to us, so
+                    # that it is read under the deadline and the size cap.
+                    response = self._openai.post("/chat/completions", body={**request, **self._extra_body()},
+                                                 cast_to=httpx2.Response, stream=True, stream_cls=None)
+                    body = _read_capped(response, self.config.max_reply_bytes)
+                except httpx2.TimeoutException:
+                    return _Failure("timeout", True, "request ran past its total deadline")
+                except httpx2.TransportError as error:
+                    return _Failure("connection", True, f"connection failed ({type(error).__name__})")
+                finally:
+                    _DEADLINE.at = None
         except openai.APIError as error:
             return _classify(error)
+        except _Oversize as error:
+            return _Failure("oversize", False, str(error), response.status_code)
         try:
-            return _parse_completion(body, request["messages"])
+            completion = _parse_completion(body, request["messages"])
         except _BadResponse as error:
             return _Failure("bad_response", True, str(error), response.status_code)
+        return self._check_reply_tokens(completion, request)
+
+    def _token_estimate(self, request: Mapping[str, Any]) -> int:
+        """What an attempt may count against a tokens-per-minute limit: prompt, tool definitions, completion limit."""
+        definitions = len(json.dumps(request["tools"])) if "tools" in request else 0
+        return estimate_tokens(_message_text(request["messages"])) + definitions // 4 + int(
+            request.get(self.profile.limit_field) or 0)
+
+    def _check_reply_tokens(self, completion: _Completion, request: Mapping[str, Any]) -> _Completion | _Failure:
+        """A reply far longer than the limit means the server ignored it: refuse it rather than let it fill the
+        conversation (the estimate is rough, hence the slack)."""
+        limit = request.get(self.profile.limit_field) or self.config.context_tokens
+        visible = estimate_tokens(completion.text + "".join(c["arguments"] for c in completion.tool_calls))
+        if visible > 2 * limit + 256:
+            return _Failure("oversize", False, f"reply of about {visible:,} tokens is over the limit of {limit:,}")
+        return completion
 
     def _give_up(self, failure: _Failure, attempts: int) -> LLMError:
         message = f"LLM call to model {self.config.model!r} failed with {failure.kind} after {attempts} " \
@@ -499,35 +804,44 @@ class LLMClient:
         return text
 
 
-def wire_response_format(mode: ResponseFormatMode, schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The `response_format` request field for a mode. Schema modes without a schema fall back to plain JSON mode."""
-    if mode == "none":
+def wire_response_format(mode: ResponseFormatMode, schema: dict[str, Any] | None, *,
+                         strict: bool = False) -> dict[str, Any] | None:
+    """The `response_format` request field for a mode and a schema; None without a schema (free text wanted).
+    ANY_JSON_OBJECT (no properties) asks for some JSON object: JSON mode whatever the mode, since no schema mode can
+    hold a free-form object strictly."""
+    if mode == "none" or schema is None:
         return None
-    if mode == "json_object" or schema is None:
+    if mode == "json_object" or "properties" not in schema:
         return {"type": "json_object"}
     if mode == "json_object_schema":  # llama-cpp-python's server
         return {"type": "json_object", "schema": schema}
-    name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or "response"))[:64]
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+    spec: dict[str, Any] = {"name": _wire_name(schema.get("title") or "response"), "schema": schema}
+    if strict:
+        spec.update(schema=strict_schema(schema), strict=True)
+    return {"type": "json_schema", "json_schema": spec}
 
 
-def _cache_entry(completion: _Completion, model: str) -> dict[str, Any]:
-    return {"model": model, "text": completion.text, "finish_reason": completion.finish_reason,
-            "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
-            "usage_estimated": completion.usage_estimated}
+def wire_function(spec: FunctionSpec, *, strict: bool = False) -> dict[str, Any]:
+    """A `tools` entry for a function, its parameters made strict-compliant when `strict`."""
+    function: dict[str, Any] = {"name": _wire_name(spec.name), "description": spec.description,
+                                "parameters": strict_schema(spec.parameters) if strict else spec.parameters}
+    if strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
 
 
-def _result_from_cache(entry: Mapping[str, Any] | None, started: float) -> ChatResult | None:
-    """A ChatResult for a cache hit (zero cost, no attempts), or None when the entry is missing or damaged."""
+def _wire_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", str(name))[:64] or "response"
+
+
+def _completion_from_cache(entry: Mapping[str, Any] | None) -> _Completion | None:
+    """The completion a cache entry holds, or None when the entry is missing or damaged."""
     if entry is None:
         return None
     try:
-        prompt, completion = int(entry["prompt_tokens"]), int(entry["completion_tokens"])
-        text = entry["text"]
+        return _Completion(str(entry["text"]), entry.get("finish_reason"), int(entry["prompt_tokens"]),
+                           int(entry["completion_tokens"]), bool(entry.get("usage_estimated", False)),
+                           tuple(dict(c) for c in entry.get("tool_calls") or ()), int(entry.get("reasoning_tokens", 0)),
+                           int(entry.get("cached_tokens", 0)))
     except (KeyError, TypeError, ValueError):
         return None
-    if not isinstance(text, str):
-        return None
-    usage = Usage(prompt, completion, prompt + completion, 0.0, 1)
-    return ChatResult(text, usage, time.monotonic() - started, 0, True, entry.get("finish_reason"),
-                      bool(entry.get("usage_estimated", False)))

@@ -1,14 +1,15 @@
 """The agent's system prompt and the fixed messages of the loop, written for this project.
 
 The prompt has the sections the ScalableRAG paper describes (decomposition, approach, tools, guardrails, self-check,
-response format); the tool list is generated from the registry, and the parts about aggregation tools, embeddings
-and pattern search appear only when those tool families are enabled.
+response format); the tool list is generated from the registry. A tool is listed when its family is enabled and the
+modules it needs are present (a mode of a tool likewise), and the parts about aggregation tools, embeddings and
+pattern search appear only when their tools are listed.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from typing import Collection, Iterable
 
 from srag_core.tools import REGISTRY, Tool
 
@@ -105,38 +106,46 @@ Every reply is exactly one JSON object and nothing else.
 A tool call: {{"thought": "what I will do and why", "tool": "tool_name", "args": {{...}}}}
 The final answer: {{"thought": "the evidence, briefly", "answer": "the precise answer"}}"""
 
+_FORMAT_TOOLS = """{rule}
+REPLY FORMAT
+{rule}
+Every reply calls exactly one function. Each function takes a "thought" argument besides its own: what you will do
+and why, and every fact you will need later. When you have the answer, call final_answer with your "thought" (the
+evidence, briefly) and the precise "answer"."""
 
-def enabled_tools(families: Iterable[str]) -> list[Tool]:
+
+def enabled_tools(families: Iterable[str], modules: Collection[str]) -> list[Tool]:
+    """The tools of the enabled families whose modules (names of `Modules` fields) are all present."""
     wanted = set(families)
-    return [t for t in REGISTRY.values() if t.family in wanted]
+    return [t for t in REGISTRY.values() if t.family in wanted and t.available(modules)]
 
 
-def tool_section(tools: Iterable[Tool], families: set[str]) -> str:
+def tool_section(tools: Iterable[Tool], modules: Collection[str]) -> str:
     lines = [RULE, "TOOLS", RULE]
     for t in tools:
-        lines.append(f"{t.name}({t.signature()}) - {t.summary}")
-        examples = [*t.examples, *(ex for fam, ex in t.module_examples if fam in families)]
-        lines.extend(f"  {json.dumps(ex, ensure_ascii=False)}" for ex in examples)
+        lines.append(f"{t.name}({t.signature(modules)}) - {t.summary}")
+        lines.extend(f"  {json.dumps(ex, ensure_ascii=False)}" for ex in t.shown_examples(modules))
     return "\n".join(lines)
 
 
 def system_prompt(*, n_docs: int, total_chars: int, context_tokens: int, max_steps: int,
-                  families: Iterable[str]) -> str:
-    families = set(families)
-    agg = "agg" in families
+                  families: Iterable[str], modules: Collection[str], protocol: str = "json") -> str:
+    tools = enabled_tools(families, modules)
+    listed = {t.name for t in tools}
+    agg = "aggregate" in listed
     sections = [
         _INTRO.format(n_docs=n_docs, total_chars=total_chars, context_tokens=context_tokens),
         _DECOMPOSE.format(rule=RULE),
         _APPROACH.format(rule=RULE),
         _AGGREGATION if agg else "",
         _VERIFY if agg else _VERIFY.replace("6. ", "4. ", 1),
-        tool_section(enabled_tools(families), families),
+        tool_section(tools, modules),
         _GUARDRAILS.format(rule=RULE, max_steps=max_steps,
-                           cosine_hint=", or cosine_search with a plain description" if "embeddings" in families
+                           cosine_hint=", or cosine_search with a plain description" if "cosine_search" in listed
                            else "",
-                           pattern_guard=_PATTERN_GUARD if "pattern_search" in families else ""),
+                           pattern_guard=_PATTERN_GUARD if "pattern_search" in listed else ""),
         _SELF_CHECK.format(rule=RULE, agg_checks=_AGG_CHECKS if agg else ""),
-        _FORMAT.format(rule=RULE),
+        (_FORMAT_TOOLS if protocol == "tools" else _FORMAT).format(rule=RULE),
     ]
     return "\n\n".join(s for s in sections if s)
 
@@ -166,11 +175,17 @@ def question_message(question: str, landscape: dict | None, extra_sections: Iter
     return "\n\n".join(parts)
 
 
-def final_answer_request(max_steps: int) -> str:
+def final_answer_request(max_steps: int, protocol: str = "json") -> str:
+    if protocol == "tools":
+        return (f"You have used all {max_steps} tool calls. Call final_answer now with your best answer, using what "
+                "you have found.")
     return (f"You have used all {max_steps} tool calls. Reply now with your best answer as "
             '{"thought": "...", "answer": "..."}, using what you have found.')
 
 
-def bad_turn_message(problem: str) -> str:
+def bad_turn_message(problem: str, protocol: str = "json") -> str:
+    if protocol == "tools":
+        return (f"Your last reply was not a valid turn: {problem}. Call exactly one function: a tool, or final_answer "
+                "with your answer.")
     return (f"Your last reply was not a valid turn: {problem}. Reply with exactly one JSON object: either "
             '{"thought": ..., "tool": ..., "args": {...}} or {"thought": ..., "answer": ...}.')

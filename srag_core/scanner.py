@@ -1,46 +1,71 @@
-"""Fast, exact regex scans of a corpus.
+"""Fast, exact regex scans of a corpus: which documents match, as `regex.search` on each would say.
 
-These tricks keep a scan near ripgrep's speed while giving exactly the per-document answer of `regex.search`
-(figures in benchmarks/README.md):
+The scan planner (`CorpusSearch.filter`) picks, per pattern, the cheapest strategy that is still exact:
 
-1. Literal prefilter. Most agent patterns must contain a literal (`composer`, `prison|jail`). Documents are
-   case-folded once and joined into chunks of about 4 M characters; a plain substring search (C `str.find`) over the
-   chunks picks the candidates. Folding keeps every character in place (`regex_engine.fold`), so for a pattern that
-   is a small set of ASCII words searched case-insensitively, the substring hit is already the answer in every
-   document without a dotless or dotted i ("fold-safe"): no regex runs. The most frequent word goes first; the
-   others are looked for only in documents still without a hit.
-2. RE2 prefilter. `regex_engine.re2_superset` translates a pattern into an RE2 pattern that matches at least wherever
-   it does (word boundaries and lookarounds dropped, Unicode classes widened). Arrow's RE2 kernel, linear-time and
-   many times faster than a backtracking engine, says yes or no per candidate; when the translation is exact, that
-   is the answer. Otherwise the regex confirms each remaining document: at the occurrences of the pattern's literal
-   prefix (`born in` of `born in \d{4}`) with anchored matches, or else from RE2's first match offset (no match can
-   begin earlier), stopping at its first match.
-3. Joined chunks for the regex. Calling `regex.search` with a timeout costs about 5 µs per call, which dominates on
-   many small documents. Without literals or RE2, documents are searched as newline-joined chunks with a few long
-   calls and a match is mapped back to its document by offset. A match that runs across a document boundary is
-   re-checked on that document alone, and patterns whose answer could change when documents are joined
-   (lookarounds, \A, \Z, inline flag changes) are searched one document at a time (`regex_engine.blob_safe`).
-4. Every regex call draws on one `Budget`, so a runaway pattern stops the scan with `RegexTimeout`.
+1. RE2 over the whole column. `regex_engine.re2_plan` translates a pattern into RE2 (linear time, no backtracking).
+   Arrow's RE2 kernel (C++, the GIL released) answers yes or no per document and stops at each document's first hit,
+   as `re.search` does, with no Python work per document. The corpus is scanned in slices of about `SLICE_BYTES`
+   so the call's time budget is checked as it goes. When the translation is exact (most agent patterns: literals,
+   alternations, `\\d`, `\\s`, `\\w`, classes, case-insensitive ASCII), that is the answer.
+2. ASCII-exact confirmation. Patterns with `\\b` (RE2 only knows ASCII word characters) or case-folded ranges get
+   a second RE2 translation that matches exactly where the pattern has a match made of ASCII characters with ASCII
+   neighbours: its hits are matches, and an ASCII document it misses does not match.
+3. The `regex` module confirms what is left, one document at a time from the first superset candidate (stopping at
+   its first match), each call killable (`regex_engine.search`).
+4. Patterns RE2 cannot express (backreferences, lookarounds, regex-only syntax) are searched by the `regex` module:
+   for many documents over newline-joined chunks (a few long calls instead of one per document, a match mapped
+   back to its document by offset and re-checked alone if it runs across a boundary), else one document at a time.
+
+Whole-corpus answers are kept (packed bit masks, a few hundred), so diagnostics and repeated patterns reuse a
+scan instead of running it again. When the budget runs out between slices or documents, the scan raises
+`ScanIncomplete` with the partial count: an ordinary pattern that matches everywhere is never called catastrophic.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Literal, Sequence
+from typing import Iterable, Literal, Protocol, Sequence
 
+import numpy as np
 import regex
 
-from srag_core.regex_engine import (Budget, blob_safe, fold, literal_language, literal_prefix, match, re2_superset,
-                                    required_literals, search)
-
-if TYPE_CHECKING:
-    from srag_core.corpus import Corpus
+from srag_core.regex_engine import (Budget, BudgetSpent, RE2Plan, ScanIncomplete, blob_safe, re2_plan, search,
+                                    warm_translations)
 
 TextField = Literal["norm", "text", "filename", "spaced_filename"]
-CHUNK_CHARS = 4_000_000
-SAMPLE_CHARS = 1_000_000  # where the frequency of literals is estimated
-RE2_MIN_CANDIDATES = 32  # below this, running the regex on each candidate is cheaper than an Arrow pass
+CHUNK_CHARS = 4_000_000  # documents joined for the regex module's blob search
+SLICE_BYTES = 64_000_000  # RE2 scans check the budget after about this much text (Arrow compiles the pattern per slice)
+SUBSET_FRACTION = 4  # a target set smaller than 1/4 of the corpus is gathered and scanned alone
+MAX_KEPT_MASKS = 512
+
+
+class _Columns(Protocol):
+    def column(self, name: str): ...
+
+    def value(self, name: str, i: int): ...
+
+
+class _Corpus(Protocol):
+    """What the scanner needs of a corpus (`srag_core.corpus.Corpus`, which imports this module, not the reverse)."""
+
+    docs: _Columns
+
+    def __len__(self) -> int: ...
+
+
+class _Texts:
+    """Texts of an Arrow string column by index, decoded one at a time."""
+
+    def __init__(self, column):
+        self.column = column
+
+    def __getitem__(self, i: int) -> str:
+        return self.column[i].as_py()
+
+    def __len__(self) -> int:
+        return len(self.column)
 
 
 @dataclass(frozen=True)
@@ -58,40 +83,45 @@ class _Chunk:
     def end(self, k: int) -> int:
         return self.starts[k] + self.lengths[k]
 
-    def next_start(self, k: int) -> int:
-        return self.starts[k + 1] if k + 1 < len(self.starts) else len(self.text) + 1
 
-
-def _chunks(texts: Sequence[str], sep: str) -> list[_Chunk]:
-    out, first = [], 0
-    while first < len(texts):
-        starts, lengths, size, last = [], [], 0, first
-        while last < len(texts) and (size < CHUNK_CHARS or last == first):
+def _chunks(texts: Sequence[str], indices: Sequence[int], sep: str) -> list[_Chunk]:
+    out, pos = [], 0
+    while pos < len(indices):
+        starts, lengths, size, last = [], [], 0, pos
+        while last < len(indices) and (size < CHUNK_CHARS or last == pos):
             starts.append(size)
-            lengths.append(len(texts[last]))
-            size += len(texts[last]) + len(sep)
+            lengths.append(len(texts[indices[last]]))
+            size += lengths[-1] + len(sep)
             last += 1
-        out.append(_Chunk(first, sep.join(texts[first:last]), tuple(starts), tuple(lengths)))
-        first = last
+        out.append(_Chunk(pos, sep.join(texts[i] for i in indices[pos:last]), tuple(starts), tuple(lengths)))
+        pos = last
     return out
 
 
 class CorpusSearch:
     """Search structures of one corpus, each built on first use and kept (the corpus is immutable)."""
 
-    def __init__(self, corpus: "Corpus"):
+    def __init__(self, corpus: _Corpus):
         self.corpus = corpus
         self._cache: dict[tuple[str, str], object] = {}
+        self._masks: OrderedDict[tuple, np.ndarray] = OrderedDict()  # (pattern, flags, field) -> packed hits
 
     def warm(self, field: TextField = "norm") -> "CorpusSearch":
         """Build a field's search structures now (seconds for hundreds of MB), so no tool call pays for them inside
-        its regex time budget. The newline-joined chunks, a full copy of the text needed only when RE2 refuses a
-        pattern, are left to first use: joining is a fraction of a second even for hundreds of MB."""
-        self.folded(field)
-        self.fold_safe(field)
-        self._chunked("folded", field)
+        its time budget."""
         self.arrow(field)
+        self.is_ascii(field)
+        warm_translations()
         return self
+
+    def kept(self) -> tuple:
+        """The patterns whose whole-corpus answers are kept now (for `forget`)."""
+        return tuple(self._masks)
+
+    def forget(self, keep: tuple = ()) -> None:
+        """Drop the kept whole-corpus answers except those of `keep` (benchmarks time cold scans)."""
+        for key in [k for k in self._masks if k not in keep]:
+            del self._masks[key]
 
     def _memo(self, key: tuple[str, str], build):
         if key not in self._cache:
@@ -99,60 +129,59 @@ class CorpusSearch:
         return self._cache[key]
 
     def text(self, i: int, field: TextField) -> str:
-        d = self.corpus.docs[i]
         if field == "spaced_filename":  # lets "Siesta Time" find Homage_at_Siesta_Time.txt
-            return d.filename.replace("_", " ")
-        return d.norm if field == "norm" else d.text if field == "text" else d.filename
+            return self.corpus.docs.value("filename", i).replace("_", " ")
+        return self.corpus.docs.value(field, i)
 
-    def texts(self, field: TextField) -> list[str]:
-        return self._memo(("texts", field), lambda: [self.text(i, field) for i in range(len(self.corpus))])
+    def texts(self, field: TextField) -> "_Texts":
+        """The field's texts by document index, decoded from the column when asked for (never all at once)."""
+        return _Texts(self.arrow(field))
 
-    def folded(self, field: TextField) -> list[str]:
-        return self._memo(("folded", field), lambda: [fold(t) for t in self.texts(field)])
+    def arrow(self, field: TextField):
+        """The field as one Arrow large_string column (UTF-8, offsets per document): the corpus's own column."""
+        import pyarrow.compute as pc
 
-    def fold_safe(self, field: TextField) -> list[bool]:
-        """Per document: folding is exact (no dotless i or dotted capital I, the one group `fold` merges beyond what
-        the regex module matches), so a folded substring hit of an ASCII word is a case-insensitive regex match."""
-        return self._memo(("fold_safe", field),
-                          lambda: [not ("\u0131" in t or "\u0130" in t) for t in self.texts(field)])
+        if field == "spaced_filename":
+            return self._memo(("arrow", field), lambda: pc.replace_substring(self.arrow("filename"), "_", " "))
+        return self.corpus.docs.column(field)
 
-    def _chunked(self, kind: str, field: TextField) -> list[_Chunk]:
-        source = self.folded(field) if kind == "folded" else self.texts(field)
-        # Folded chunks are only searched for literals, so NUL keeps a literal from running across documents.
-        return self._memo((f"chunks-{kind}", field), lambda: _chunks(source, "\0" if kind == "folded" else "\n"))
+    def is_ascii(self, field: TextField) -> np.ndarray:
+        """Per document: the text is all ASCII (as many UTF-8 bytes as characters)."""
+        import pyarrow.compute as pc
+
+        def build():
+            arr = self.arrow(field)
+            return pc.equal(pc.binary_length(arr), pc.utf8_length(arr)).to_numpy(zero_copy_only=False)
+
+        return self._memo(("ascii", field), build)
+
+    def _slices(self, field: TextField) -> list[tuple[int, int]]:
+        return self._memo(("slices", field), lambda: _byte_slices(self.arrow(field)))
 
     # -- literal search ------------------------------------------------------------------------------------------
 
     def docs_containing(self, literals: Iterable[str], indices: Sequence[int] | None,
                         field: TextField = "norm") -> list[int]:
-        """Sorted indices of documents whose case-folded text contains any of the (case-folded) literals."""
-        lits = [lit for lit in literals if lit]
-        if not lits or any("\0" in lit for lit in lits):
+        """Sorted indices of documents containing any of the literals, ignoring case as the regex module does."""
+        lits = sorted({lit for lit in literals if lit})
+        if not lits:
             return self._all(indices)
-        if indices is not None and len(indices) < len(self.corpus) // 4:
-            folded = self.folded(field)
-            return sorted(i for i in indices if any(lit in folded[i] for lit in lits))
-        chunks = self._chunked("folded", field)
-        if not chunks:
-            return []
-        # The most frequent literal goes first (guessed from the head of the corpus); each later one is only looked
-        # for in the documents still without a hit.
-        first, *rest = sorted(lits, key=lambda lit: -chunks[0].text.count(lit, 0, SAMPLE_CHARS))
-        hits: set[int] = set()
-        for chunk in chunks:
-            pos, find = 0, chunk.text.find
-            while (at := find(first, pos)) >= 0:
-                k = chunk.locate(at)
-                hits.add(chunk.first + k)
-                pos = chunk.next_start(k)
-        folded = self.folded(field)
-        for lit in rest:
-            hits.update([i for i in range(len(folded)) if i not in hits and lit in folded[i]])
-        return sorted(hits if indices is None else hits.intersection(indices))
+        pattern = "|".join(regex.escape(lit) for lit in lits)
+        return self.filter(regex.compile(pattern, regex.IGNORECASE | regex.MULTILINE), indices, Budget(3600), field)
+
+    def docs_with_words(self, words: Sequence[str], indices: Sequence[int] | None = None,
+                        field: TextField = "norm") -> dict[str, list[int]]:
+        """{word: documents containing it, ignoring case} in one pass over the corpus for all the words, then one
+        pass per word over the documents that contain any of them (usually few)."""
+        unique = list(dict.fromkeys(w for w in words if w))
+        union = self.docs_containing(unique, indices, field)
+        if len(unique) <= 1:
+            return {w: union for w in unique}
+        return {w: self.docs_containing([w], union, field) for w in unique}
 
     def docs_with_word(self, word: str, indices: Sequence[int] | None = None, field: TextField = "norm") -> list[int]:
         """Documents containing `word`, ignoring case (substring inclusion)."""
-        return self.docs_containing([fold(word)], indices, field)
+        return self.docs_containing([word], indices, field)
 
     def count_containing(self, word: str, indices: Sequence[int] | None = None, field: TextField = "norm") -> int:
         return len(self.docs_with_word(word, indices, field))
@@ -165,128 +194,140 @@ class CorpusSearch:
     def filter(self, compiled: regex.Pattern, indices: Sequence[int] | None, budget: Budget,
                field: TextField = "norm") -> list[int]:
         """Sorted indices of the documents among `indices` (None = all) in which `compiled` finds a match."""
-        case_sensitive = not compiled.flags & regex.IGNORECASE
-        words = None if case_sensitive else literal_language(compiled.pattern)
-        if words is not None and all(w.isascii() for w in words):
-            # A fold-safe document matches exactly when it contains one of the words: no regex needed there; in the
-            # others, the regex is tried only where a folded word occurs.
-            folded_words = [fold(w) for w in words]
-            hits = self.docs_containing(folded_words, indices, field)
-            safe = self.fold_safe(field)
-            unsafe = [i for i in hits if not safe[i]]
-            return sorted([i for i in hits if safe[i]]
-                          + self._match_at(compiled, folded_words, False, unsafe, budget, field))
-        prefix = literal_prefix(compiled.pattern)
-        lits = [fold(prefix)] if prefix else required_literals(compiled.pattern, case_sensitive)
-        candidates = self.docs_containing(lits, indices, field) if lits else self._all(indices)
-        re2 = re2_superset(compiled.pattern, case_sensitive) if len(candidates) >= RE2_MIN_CANDIDATES else None
-        matched = self._re2_matching(re2[0], candidates, field) if re2 else None
-        if matched is not None:
-            budget.remaining()
-            if re2[1]:
-                return matched
-            candidates = matched  # RE2 matches a superset: only its documents can match
-            if not prefix and (starts := self._re2_starts(re2[0], matched, field)) is not None:
-                texts = self.texts(field)  # no match can begin before RE2's first one: start the regex there
-                return [i for i in matched if search(compiled, texts[i], budget, starts[i]) is not None]
-        if prefix:
-            start = prefix if case_sensitive else fold(prefix)
-            return self._match_at(compiled, [start], case_sensitive, candidates, budget, field)
-        if not lits and matched is None and blob_safe(compiled) and len(candidates) >= len(self.corpus) // 4:
-            hits = self._search_chunks(compiled, budget, field)
-            return hits if indices is None else sorted(set(hits).intersection(candidates))
-        return self._search_each(compiled, candidates, budget, field)
+        n = len(self.corpus)
+        members = None if indices is None or len(indices) == n else np.asarray(sorted(indices), dtype=np.int64)
+        plan = re2_plan(compiled.pattern, not compiled.flags & regex.IGNORECASE)
+        # An exact RE2 translation decides the answer, so `director` ignoring case and `(?i)director` share one
+        key = (plan.superset, field) if plan is not None and plan.exact else (compiled.pattern, compiled.flags, field)
+        if key in self._masks:  # a whole-corpus answer from an earlier scan
+            self._masks.move_to_end(key)
+            hits = np.unpackbits(self._masks[key], count=n).astype(bool)
+            return (np.flatnonzero(hits) if members is None else members[hits[members]]).tolist()
+        whole = members is None or len(members) * SUBSET_FRACTION >= n
+        found = self._plan_and_scan(compiled, None if whole else members, budget, field)
+        if whole:
+            mask = np.zeros(n, dtype=bool)
+            mask[found] = True
+            self._masks[key] = np.packbits(mask)
+            if len(self._masks) > MAX_KEPT_MASKS:
+                self._masks.popitem(last=False)
+            return (found if members is None else members[mask[members]]).tolist()
+        return found.tolist()
 
     def filenames_matching(self, compiled: regex.Pattern, indices: Sequence[int] | None, budget: Budget) -> list[int]:
         """Sorted indices of the documents whose filename matches, as is or with underscores read as spaces."""
         return sorted(set(self.filter(compiled, indices, budget, "filename"))
                       | set(self.filter(compiled, indices, budget, "spaced_filename")))
 
-    def _match_at(self, compiled: regex.Pattern, starts: list[str], case_sensitive: bool, candidates: list[int],
-                  budget: Budget, field: TextField) -> list[int]:
-        """Documents where an anchored match succeeds at an occurrence of one of `starts` (folded unless
-        case-sensitive). Exact when every match must begin with one of them (a literal prefix, or the words of a
-        word alternation), because folding keeps offsets; the rest of each document is never scanned."""
+    def _plan_and_scan(self, compiled: regex.Pattern, members: np.ndarray | None, budget: Budget,
+                       field: TextField) -> np.ndarray:
+        """Matching document indices (sorted) among `members` (None = all)."""
+        plan = re2_plan(compiled.pattern, not compiled.flags & regex.IGNORECASE)
+        hits = self._re2_hits(plan.superset, members, budget, field) if plan else None
+        if hits is None:  # RE2 cannot express the pattern (or refused it): the regex module does it all
+            return self._regex_scan(compiled, self._all_array(members), budget, field)
+        if plan.exact:
+            return hits
+        sure, unsure = self._ascii_confirm(plan, hits, budget, field)
+        confirmed = self._regex_each(compiled, unsure, budget, field, done=len(sure))
+        return np.sort(np.concatenate([sure, confirmed])).astype(np.int64)  # disjoint
+
+    def _re2_hits(self, pattern: str, members: np.ndarray | None, budget: Budget,
+                  field: TextField) -> np.ndarray | None:
+        """Documents (among `members`, None = all) in which Arrow's RE2 kernel finds `pattern`; None when RE2 refuses
+        the pattern (too big, unsupported)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arr = self.arrow(field)
+        whole = members is None or len(members) * SUBSET_FRACTION >= len(self.corpus)
+        if whole:
+            parts = self._slices(field)
+        else:  # a small target set: gather its texts and scan only those
+            arr = arr.take(pa.array(members, pa.int64()))
+            parts = _byte_slices(arr)
+        found: list[np.ndarray] = []
+        for k, (start, stop) in enumerate(parts):
+            if k:
+                self._check(budget, sum(len(f) for f in found), start, len(arr))
+            try:
+                mask = pc.match_substring_regex(arr.slice(start, stop - start), pattern)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return None
+            found.append(np.flatnonzero(mask.to_numpy(zero_copy_only=False)) + start)
+        hits = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+        if members is None:
+            return hits
+        return np.intersect1d(hits, members, assume_unique=True) if whole else members[hits]
+
+    def _ascii_confirm(self, plan: RE2Plan, candidates: np.ndarray, budget: Budget,
+                       field: TextField) -> tuple[np.ndarray, np.ndarray]:
+        """(sure matches, still unsure) among the superset's candidates. The ASCII translation's hits are matches;
+        an ASCII document it misses does not match; only non-ASCII documents it misses are left unsure."""
+        if plan.ascii is None or not len(candidates):
+            return np.zeros(0, dtype=np.int64), candidates
+        yes = self._re2_hits(plan.ascii, candidates, budget, field)
+        if yes is None:
+            return np.zeros(0, dtype=np.int64), candidates
+        rest = np.setdiff1d(candidates, yes, assume_unique=True)
+        return yes, rest[~self.is_ascii(field)[rest]]
+
+    def _regex_scan(self, compiled: regex.Pattern, members: np.ndarray, budget: Budget,
+                    field: TextField) -> np.ndarray:
+        if blob_safe(compiled) and len(members) >= 64:
+            return self._regex_chunks(compiled, members, budget, field)
+        return self._regex_each(compiled, members, budget, field)
+
+    def _regex_each(self, compiled: regex.Pattern, candidates: np.ndarray, budget: Budget, field: TextField,
+                    done: int = 0) -> np.ndarray:
         texts = self.texts(field)
-        haystacks = texts if case_sensitive else self.folded(field)
-        out = []
-        for i in candidates:
-            if any(self._anchored_at(compiled, texts[i], haystacks[i], s, budget) for s in starts):
-                out.append(i)
-        return out
+        hits = []
+        for n, i in enumerate(candidates.tolist()):
+            try:
+                if search(compiled, texts[i], budget) is not None:
+                    hits.append(i)
+            except BudgetSpent:
+                raise ScanIncomplete(budget, done + len(hits), done + n, done + len(candidates)) from None
+        return np.asarray(hits, dtype=np.int64)
+
+    def _regex_chunks(self, compiled: regex.Pattern, members: np.ndarray, budget: Budget,
+                      field: TextField) -> np.ndarray:
+        """The regex module over newline-joined chunks of documents (a few long calls instead of one per
+        document); a match running across a document boundary is re-checked on that document alone."""
+        texts, order = self.texts(field), members.tolist()
+        hits: list[int] = []
+        for chunk in _chunks(texts, order, "\n"):
+            pos = 0
+            try:
+                while (m := search(compiled, chunk.text, budget, pos)) is not None:
+                    k = chunk.locate(m.start())
+                    doc = order[chunk.first + k]
+                    if m.end() <= chunk.end(k) or search(compiled, texts[doc], budget) is not None:
+                        hits.append(doc)
+                    if k + 1 == len(chunk.starts):
+                        break
+                    pos = chunk.starts[k + 1]
+            except BudgetSpent:
+                raise ScanIncomplete(budget, len(hits), chunk.first, len(order)) from None
+        return np.asarray(hits, dtype=np.int64)
 
     @staticmethod
-    def _anchored_at(compiled: regex.Pattern, text: str, haystack: str, start: str, budget: Budget) -> bool:
-        find, pos = haystack.find, 0
-        while (at := find(start, pos)) >= 0:
-            if match(compiled, text, budget, at) is not None:
-                return True
-            pos = at + 1
-        return False
-
-    def arrow(self, field: TextField):
-        import pyarrow as pa
-
-        return self._memo(("arrow", field), lambda: pa.array(self.texts(field), type=pa.large_string()))
-
-    def _re2_subset(self, candidates: list[int], field: TextField):
-        import pyarrow as pa
-
-        texts = self.arrow(field)
-        return texts if len(candidates) == len(self.corpus) else texts.take(pa.array(candidates, pa.int64()))
-
-    def _re2_matching(self, re2: str, candidates: list[int], field: TextField) -> list[int] | None:
-        """The candidates in which Arrow's RE2 kernel finds `re2` (a yes/no per document, no copying); None when RE2
-        refuses the pattern (too big, unsupported). Past half the corpus, the whole column is scanned and
-        intersected, which is cheaper than gathering the candidates' texts."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        whole = len(candidates) > len(self.corpus) // 2
+    def _check(budget: Budget, matched: int, scanned: int, total: int) -> None:
         try:
-            found = pc.match_substring_regex(self.arrow(field) if whole else self._re2_subset(candidates, field), re2)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return None
-        hit = found.to_numpy(zero_copy_only=False)
-        if whole:
-            return [i for i in candidates if hit[i]]
-        return [candidates[k] for k in hit.nonzero()[0]]
-
-    def _re2_starts(self, re2: str, candidates: list[int], field: TextField) -> dict[int, int] | None:
-        """{candidate: character offset of RE2's first match} for the candidates Arrow's RE2 kernel matches; None when
-        RE2 refuses the pattern. Splitting at the first match gives the offset as the length of the text before it
-        (Arrow's find_substring_regex would give bytes, and reads the text as Latin-1)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        try:
-            parts = pc.split_pattern_regex(self._re2_subset(candidates, field), re2, max_splits=1)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return None
-        matched = pc.equal(pc.list_value_length(parts), 2).to_numpy(zero_copy_only=False)
-        before = pc.utf8_length(pc.list_element(parts, 0)).to_numpy(zero_copy_only=False)
-        return {candidates[k]: int(before[k]) for k in matched.nonzero()[0]}
+            budget.remaining()
+        except BudgetSpent:
+            raise ScanIncomplete(budget, matched, scanned, total) from None
 
     def _all(self, indices: Sequence[int] | None) -> list[int]:
         return list(range(len(self.corpus))) if indices is None else sorted(indices)
 
-    def _search_each(self, compiled: regex.Pattern, candidates: Iterable[int], budget: Budget,
-                     field: TextField) -> list[int]:
-        texts = self.texts(field)
-        return [i for i in candidates if search(compiled, texts[i], budget) is not None]
+    def _all_array(self, members: np.ndarray | None) -> np.ndarray:
+        return np.arange(len(self.corpus), dtype=np.int64) if members is None else members
 
-    def _search_chunks(self, compiled: regex.Pattern, budget: Budget, field: TextField) -> list[int]:
-        texts = self.texts(field)
-        hits = []
-        for chunk in self._chunked("joined", field):
-            pos = 0
-            while (m := search(compiled, chunk.text, budget, pos)) is not None:
-                k = chunk.locate(m.start())
-                doc = chunk.first + k
-                inside = m.end() <= chunk.end(k)
-                if inside or search(compiled, texts[doc], budget) is not None:
-                    hits.append(doc)
-                if k + 1 == len(chunk.starts):
-                    break
-                pos = chunk.starts[k + 1]
-        return hits
+
+def _byte_slices(arr) -> list[tuple[int, int]]:
+    """[start, stop) document ranges of an Arrow string array, each about SLICE_BYTES of text."""
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    cuts = np.searchsorted(offsets, np.arange(offsets[0] + SLICE_BYTES, offsets[-1], SLICE_BYTES)).tolist()
+    bounds = sorted({0, len(arr), *[c for c in cuts if 0 < c < len(arr)]})
+    return list(zip(bounds[:-1], bounds[1:]))

@@ -1,15 +1,28 @@
-"""The turn protocol: every assistant reply is one JSON object, a tool call or a final answer.
+"""The two turn protocols: how an assistant reply becomes one tool call or a final answer.
 
-Tool call: {"thought": ..., "tool": NAME, "args": {...}}. Final answer: {"thought": ..., "answer": ...}.
-Parsing is forgiving about wrapping (code fences, text around the object, args sent as a JSON string) and strict about
-content: anything else comes back as a `problem` that the loop shows to the model as its next observation.
+`json`: every reply is one JSON object. Tool call: {"thought": ..., "tool": NAME, "args": {...}}. Final answer:
+{"thought": ..., "answer": ...}. Parsing is forgiving about wrapping (code fences, text around the object, args sent
+as a JSON string) and strict about content.
+
+`tools`: native function calling. Every tool is offered as a function whose parameters are its argument model plus a
+"thought" string; the answer comes through the `final_answer` function. One call per turn: further calls in the same
+reply are answered as not run. A reply with no call is read as a JSON turn if it is one (small models sometimes write
+the call as text).
+
+Under both, anything unusable comes back as a `problem` that the loop shows to the model as its next observation.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable
+
+from srag_core.jsontext import first_json_object  # one helper for srag_core and judges
+from srag_core.llm import ChatResult, FunctionSpec
+
+FINAL_ANSWER = "final_answer"
+_THOUGHT = {"type": "string", "description": "what you will do and why; the facts you will need later"}
 
 
 @dataclass(frozen=True)
@@ -19,6 +32,8 @@ class Turn:
     args: dict[str, Any] | None = None
     answer: str | None = None
     problem: str | None = None
+    call_id: str | None = None  # tools protocol: the id the observation must answer
+    ignored_calls: tuple[str, ...] = ()  # tools protocol: ids of further calls in the same reply (not run)
 
     @property
     def is_answer(self) -> bool:
@@ -39,7 +54,8 @@ def parse_turn(text: str | None) -> Turn:
     tool = obj.get("tool")
     if not isinstance(tool, str) or not tool:
         return Turn(thought=thought, problem='it has neither "answer" nor a "tool" name')
-    args = obj.get("args", {})
+    args = obj.get("args")
+    args = {} if args is None else args  # strict schemas send null for "no arguments"
     if isinstance(args, str):  # some models send the arguments as a JSON string
         try:
             args = json.loads(args) if args.strip() else {}
@@ -50,28 +66,55 @@ def parse_turn(text: str | None) -> Turn:
     return Turn(thought=thought, tool=tool, args=args)
 
 
-def first_json_object(text: str) -> dict | None:
-    """The first decodable {...} in the text (skipping code fences and any prose around it)."""
-    decoder = json.JSONDecoder()
-    start = text.find("{")
-    while start >= 0:
-        try:
-            obj, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            start = text.find("{", start + 1)
-            continue
-        if isinstance(obj, dict):
-            return obj
-        start = text.find("{", start + 1)
-    return None
-
-
 def turn_schema(tool_names: Iterable[str]) -> dict[str, Any]:
-    """JSON schema of one turn, for endpoints that constrain output (`response_format`)."""
-    call = {"type": "object", "properties": {"thought": {"type": "string"},
-                                             "tool": {"type": "string", "enum": sorted(tool_names)},
-                                             "args": {"type": "object"}},
-            "required": ["thought", "tool", "args"]}
-    final = {"type": "object", "properties": {"thought": {"type": "string"}, "answer": {"type": "string"}},
-             "required": ["thought", "answer"]}
-    return {"anyOf": [call, final]}
+    """JSON schema of one JSON-protocol turn, for endpoints that constrain output (`response_format`).
+
+    One object with an optional `answer` beside `tool`/`args`: strict structured outputs need an object root. Under
+    strict mode `args` (a free-form object) travels as a JSON string, which `parse_turn` accepts."""
+    return {"title": "turn", "type": "object", "properties": {
+        "thought": {"type": "string"},
+        "tool": {"anyOf": [{"type": "string", "enum": sorted(tool_names)}, {"type": "null"}]},
+        "args": {"type": "object"},
+        "answer": {"anyOf": [{"type": "string"}, {"type": "null"}]}}, "required": ["thought"]}
+
+
+def turn_functions(tools: Iterable[Any], present: Collection[str] | None = None) -> list[FunctionSpec]:
+    """The functions of the tools protocol: each tool (a registry `Tool`, with the arguments its present modules
+    allow) plus a "thought", then final_answer."""
+    specs = []
+    for tool in tools:
+        schema = tool.schema(present)
+        parameters = {**schema, "properties": {"thought": _THOUGHT, **schema.get("properties", {})},
+                      "required": ["thought", *schema.get("required", [])]}
+        specs.append(FunctionSpec(tool.name, tool.summary, parameters))
+    answer = {"type": "object", "additionalProperties": False, "required": ["thought", "answer"],
+              "properties": {"thought": {"type": "string", "description": "the evidence, briefly"},
+                             "answer": {"type": "string", "description": "the precise answer"}}}
+    specs.append(FunctionSpec(FINAL_ANSWER, "Give the final answer to the question and end the episode.", answer))
+    return specs
+
+
+def turn_from_reply(result: ChatResult, protocol: str) -> Turn:
+    """The turn a reply makes under a protocol."""
+    if protocol != "tools" or not result.tool_calls:
+        turn = parse_turn(result.text)
+        if protocol == "tools" and turn.problem:
+            return Turn(thought=result.text.strip(), problem="it called no function")
+        return turn
+    call, *others = result.tool_calls
+    ignored = tuple(c.id for c in others)
+    thought = result.text.strip()
+    if call.args is None:
+        return Turn(thought=thought, tool=call.name, problem=f"the {call.name} call is unusable: {call.problem}",
+                    call_id=call.id, ignored_calls=ignored)
+    args = dict(call.args)
+    said = args.pop("thought", None)
+    thought = "\n".join(t for t in (thought, said if isinstance(said, str) else "") if t)
+    if call.name == FINAL_ANSWER:
+        answer = args.get("answer")
+        if answer is None:
+            return Turn(thought=thought, problem='final_answer needs an "answer"', call_id=call.id,
+                        ignored_calls=ignored)
+        return Turn(thought=thought, answer=answer if isinstance(answer, str) else json.dumps(answer),
+                    call_id=call.id, ignored_calls=ignored)
+    return Turn(thought=thought, tool=call.name, args=args, call_id=call.id, ignored_calls=ignored)

@@ -7,14 +7,22 @@ in filename order. The registry starts with `all`. Any tool argument that names 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from srag_core.corpus import Corpus
 from srag_core.context import Budgets
+from srag_core.modules import Modules
 
 ValueKind = Literal["number", "text", "date", "list"]
 ALL = "all"
+AND = "_and_"
+_AND = re.compile("(?=_and_)")  # every occurrence, overlapping ones included ("x_and_and_y")
+MAX_NAME_CHARS = 120  # a name the agent gives a new set
+MAX_COMPOUND_PARTS = 32  # parts of a lazy compound name A_and_B_and_...
+MAX_REFERENCE_CHARS = MAX_COMPOUND_PARTS * (MAX_NAME_CHARS + len(AND))  # a name used to refer to a set
+S = TypeVar("S")
 
 
 class WorkspaceError(ValueError):
@@ -72,7 +80,8 @@ class Workspace:
     step: int = 0
     last_created: str | None = None
     anchors: list[str] = field(default_factory=list)
-    extensions: dict[str, Any] = field(default_factory=dict)  # hooks for optional modules (embeddings, patterns)
+    modules: Modules = field(default_factory=Modules)  # optional modules: embeddings, pattern index, LLM, ...
+    module_state: dict[type, Any] = field(default_factory=dict)  # per-workspace state of a module, by its type
 
     def __post_init__(self) -> None:
         self.corpus.search.warm()  # once per corpus: keeps structure building out of every tool's time budget
@@ -87,23 +96,45 @@ class Workspace:
     def get_set(self, name: object) -> DocSet:
         if not isinstance(name, str) or not name:
             raise WorkspaceError(f"set name must be a non-empty string, got {name!r}")
+        if len(name) > MAX_REFERENCE_CHARS:
+            raise WorkspaceError(f"set name is {len(name):,} characters; a name (compound names included) may have "
+                                 f"at most {MAX_REFERENCE_CHARS:,}")
         found = self._resolve(name)
         if found is None:
-            raise WorkspaceError(f"unknown set {name!r}; existing sets: {self._known_names()}")
+            raise WorkspaceError(f"unknown set {name[:200]!r}; existing sets: {self._known_names()}")
         return found
 
     def _resolve(self, name: str) -> DocSet | None:
+        """The set called `name`, else the lazy compound `A_and_B`, where both sides may themselves contain "_and_".
+
+        Every piece of the name between two "_and_" separators is resolved at most once (memoised), so a name of k
+        parts costs O(k^3) lookups and at most O(k^2) intersections, never the 2^k of trying every split blindly."""
         if name in self.sets:
             return self.sets[name]
-        # Lazy compound name: try every split point of "_and_" so names that contain "_and_" still resolve.
-        start = 0
-        while (at := name.find("_and_", start)) > 0:
-            left, right = self._resolve(name[:at]), self._resolve(name[at + 5:])
-            if left is not None and right is not None:
-                return DocSet(name, left.members & right.members, tool="compound", step=self.step,
-                              source=f"{left.name} ∩ {right.name}", refined=left.refined or right.refined)
-            start = at + 1
-        return None
+        cuts = [m.start() for m in _AND.finditer(name) if m.start() > 0]
+        if len(cuts) >= MAX_COMPOUND_PARTS:
+            raise WorkspaceError(f"set name {name[:80]!r}... joins {len(cuts) + 1} parts with '_and_'; at most "
+                                 f"{MAX_COMPOUND_PARTS} are allowed")
+        starts = [0] + [c + len(AND) for c in cuts]
+        ends = cuts + [len(name)]
+        memo: dict[tuple[int, int], DocSet | None] = {}
+
+        def piece(i: int, j: int) -> DocSet | None:  # the name from starts[i] up to ends[j]
+            if (i, j) not in memo:
+                sub = name[starts[i]:ends[j]]
+                found = self.sets.get(sub)
+                for k in range(i, j):  # split at the k-th separator: name[starts[i]:ends[k]] _and_ the rest
+                    if found is not None:
+                        break
+                    left = piece(i, k)
+                    right = piece(k + 1, j) if left is not None else None
+                    if right is not None:
+                        found = DocSet(sub, left.members & right.members, tool="compound", step=self.step,
+                                       source=f"{left.name} ∩ {right.name}", refined=left.refined or right.refined)
+                memo[(i, j)] = found
+            return memo[(i, j)]
+
+        return piece(0, len(cuts))
 
     def _known_names(self, limit: int = 25) -> str:
         names = list(self.sets)
@@ -152,6 +183,11 @@ class Workspace:
             raise WorkspaceError(f"unknown doc_id {doc_id!r}; take ids from a set listing or read_docs")
         return i
 
+    def state(self, kind: type[S]) -> S:
+        """This workspace's instance of a module's state class, created empty on first use (so every episode
+        starts with none and nothing leaks between questions)."""
+        return self.module_state.setdefault(kind, kind())
+
     def fork(self) -> "Workspace":
         """A copy whose registries can change without touching this one (sets themselves are immutable)."""
         return replace(self, sets=dict(self.sets), values=dict(self.values), regexes=dict(self.regexes),
@@ -168,6 +204,6 @@ class Workspace:
 def check_name(name: object) -> str:
     if not isinstance(name, str) or not name.strip():
         raise WorkspaceError(f"a set name must be a non-empty string, got {name!r}")
-    if len(name) > 120:
-        raise WorkspaceError(f"set name is {len(name)} characters; keep it under 120")
+    if len(name) > MAX_NAME_CHARS:
+        raise WorkspaceError(f"set name is {len(name)} characters; keep it under {MAX_NAME_CHARS}")
     return name

@@ -16,6 +16,7 @@ A reply is one of:
                                           with no `status`, `body` alone is a 200 carrying exactly that body;
   - `{"drop": True}`                      read the request, then close the socket without answering;
   - `{"malformed": True}`                 200 whose body is not JSON;
+  - `{"drip": seconds, "content": ...}`   headers at once, then the body one byte every `seconds`;
   - `"delay": seconds` may be added to any dict reply: the server waits that long before acting on it.
 
 Replies come from the scripted queue first; when it is empty, from the responder callable (`respond_with(fn)`, where
@@ -152,10 +153,19 @@ class FakeLLM:
         with self._lock:
             return len(self._queue)
 
-    def _next_reply(self, request: dict[str, Any], headers: dict[str, str]) -> Reply:
+    def check(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """An error body to answer with HTTP 400 instead of a reply, or None. This server accepts everything;
+        `tests/conformance_server.py` enforces the API's request rules here."""
+        return None
+
+    def _record(self, request: dict[str, Any], headers: dict[str, str]) -> None:
         with self._lock:
             self._requests.append(request)
             self._headers.append(headers)
+
+    def _next_reply(self, request: dict[str, Any], headers: dict[str, str]) -> Reply:
+        self._record(request, headers)
+        with self._lock:
             self._served += 1
             if self._queue:
                 return self._queue.popleft()
@@ -226,6 +236,11 @@ class _FakeLLMHandler(BaseHTTPRequestHandler):
             self._send_json(400, {"error": {"message": "request body is not JSON", "type": "invalid_request"}})
             return
         headers = {name.lower(): value for name, value in self.headers.items()}
+        rejection = self.server_state.check(request)
+        if rejection is not None:
+            self.server_state._record(request, headers)
+            self._send_json(400, rejection)
+            return
         reply = self.server_state._next_reply(request, headers)
         try:
             self._answer(request, {"content": reply} if isinstance(reply, str) else reply)
@@ -239,12 +254,29 @@ class _FakeLLMHandler(BaseHTTPRequestHandler):
             return
         if reply.get("drop"):
             self._drop()
+        elif reply.get("drip"):
+            self._drip(request, reply)
         elif reply.get("malformed"):
             self._send_bytes(200, b"<html>this is not json", "text/html", reply.get("headers"))
         elif "status" in reply or "body" in reply:
             self._send_body(int(reply.get("status", 200)), reply.get("body", {}), reply.get("headers"))
         else:
             self._send_json(200, self.server_state.completion_body(request, reply), reply.get("headers"))
+
+    def _drip(self, request: dict[str, Any], reply: dict[str, Any]) -> None:
+        """Headers at once, then the body one byte every `drip` seconds (a stalled or hostile server)."""
+        payload = json.dumps(self.server_state.completion_body(request, reply)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.flush()
+        for byte in payload:
+            if self.server_state._closing.wait(float(reply["drip"])):
+                break
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+        self.close_connection = True
 
     def _drop(self) -> None:
         self.close_connection = True

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 
-from car_baselines import (controlling_rank, no_ignored_superseder, rank_of, ranks_from_scores, recall_at_k,
-                           reciprocal_rank, tca_at_k, wilson_interval)
+from car_baselines import (bootstrap_mean_interval, controlling_rank, no_ignored_superseder, rank_of,
+                           ranks_from_scores, recall_at_k, reciprocal_rank, tca_at_k, wilson_interval)
 from car_baselines._metrics import dedupe, median_or_none
 
 
@@ -66,6 +68,51 @@ def test_recall_at_k():
         recall_at_k(["a"], {"a"}, 0)
     with pytest.raises(ValueError):
         recall_at_k(["a"], set(), 1)
+
+
+def test_the_recall_interval_is_about_the_mean_of_per_example_fractions():
+    # Nine examples with one gold document found, one with ten gold documents none found: Recall@k is the mean of
+    # the fractions, 0.9. Pooling the gold documents (9 of 19) would put an interval around 0.47 instead.
+    fractions = [1.0] * 9 + [0.0]
+    lo, hi = bootstrap_mean_interval(fractions)
+    assert lo <= 0.9 <= hi and hi == 1.0 and lo >= 0.5
+    assert not wilson_interval(9, 19)[0] <= 0.9 <= wilson_interval(9, 19)[1]
+    assert bootstrap_mean_interval(fractions) == (lo, hi)  # seeded: the same values give the same interval
+    assert bootstrap_mean_interval([0.5, 0.5]) == (0.5, 0.5)
+    wide, narrow = bootstrap_mean_interval([0, 1] * 10), bootstrap_mean_interval([0, 1] * 200)
+    assert wide[1] - wide[0] > narrow[1] - narrow[0] > 0
+    with pytest.raises(ValueError):
+        bootstrap_mean_interval([])
+
+
+CAR_TABLES = Path(__file__).resolve().parents[1] / "benchmarks" / "car_tables.md"
+_MEAN_CELL = re.compile(r"^(-?[\d.]+) · -?[\d.]+ \[(-?[\d.]+), (-?[\d.]+)\] ours boot [✓✗]$")
+
+
+def _markdown_tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
+    tables, lines = [], text.splitlines()
+    for i, line in enumerate(lines[:-1]):
+        if line.startswith("| ") and lines[i + 1].startswith("|---"):
+            rows = [[c.strip() for c in r.strip("|").split(" | ")] for r in lines[i + 2:] if r.startswith("| ")]
+            rows = rows[:next((k for k, r in enumerate(lines[i + 2:]) if not r.startswith("| ")), len(rows))]
+            tables.append(([c.strip() for c in line.strip("|").split(" | ")], rows))
+    return tables
+
+
+def test_every_recall_interval_in_the_car_tables_contains_its_value():
+    """The committed tables (benchmarks/car_tables.md): in every row of every table with a Recall@5 or ProvRec column,
+    the interval printed beside the value (our bootstrap over examples) contains it."""
+    checked = 0
+    for header, rows in _markdown_tables(CAR_TABLES.read_text(encoding="utf-8")):
+        columns = [j for j, name in enumerate(header) if name in ("R@5", "ProvRec")]
+        for row in rows:
+            for j in columns:
+                if row[j].endswith("paper –"):  # a row the paper does not have: no interval printed
+                    continue
+                ours, lo, hi = map(float, _MEAN_CELL.match(row[j]).groups())
+                assert lo <= ours <= hi, (header[j], row[0], row[j])
+                checked += 1
+    assert checked == 2 * 7 + 2  # Table 2 (R@5 and ProvRec, seven systems) and Table 3's supplement (R@5, two)
 
 
 # Chain d1 -> d2 -> d3 (d2 supersedes d1, d3 supersedes d2).

@@ -52,6 +52,16 @@ def finance(extra: list[Doc] = (), k1: int = 3) -> Dataset:
                    lexical=FINANCE_WORDS, stage1="bm25", k1=k1, rerank_base="bm25", score_answers=True)
 
 
+@pytest.mark.parametrize("name", ["bm25", "tfidf", "dense_rerank", "two_stage", "two_stage_rssg", "oracle"])
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_the_recall_interval_contains_recall_at_k(name, k):
+    ds = finance()
+    result = evaluate(ds, build_retriever(name, ds), k=k)
+    lo, hi = result.recall_ci95
+    assert lo <= result.recall_at_k <= hi
+    assert result.recall_at_k == sum(r.recall for r in result.rows) / result.n  # a mean of per-example fractions
+
+
 def test_controlling_documents_are_computed_from_the_chain():
     ds = finance()
     assert ds.examples[0].controlling_ids == ("lift1",)

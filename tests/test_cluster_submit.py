@@ -286,8 +286,8 @@ def _check_mlflow(uri: str, sweep_id: str, runs: Path, run_ids: list[str], rerun
         assert mlflow_run.data.metrics["accuracy"] == 1.0
 
 
-def test_the_job_ships_the_checkout_and_the_sweep_but_no_local_state(tmp_path):
-    from pipelines.cli.submit import REPO_ROOT, stage_working_dir
+def test_the_job_ships_the_tracked_files_and_the_sweep_but_no_local_state(tmp_path):
+    from pipelines.cli.submit import shipped_files, stage_working_dir
 
     sweep = tmp_path / "elsewhere" / "my sweep.yaml"
     sweep.parent.mkdir()
@@ -295,8 +295,9 @@ def test_the_job_ships_the_checkout_and_the_sweep_but_no_local_state(tmp_path):
     root = stage_working_dir(sweep, tmp_path / "stage")
     assert (root / "_submitted" / "my sweep.yaml").read_text() == sweep.read_text()
     assert (root / "pipelines" / "cli" / "__init__.py").is_file() and (root / "pyproject.toml").is_file()
-    assert (REPO_ROOT / ".venv").exists() and not (root / ".venv").exists()  # nor .git, caches, run folders:
-    assert not any(p.name in (".git", ".cache", "runs", "__pycache__", "mlflow.db") for p in root.rglob("*"))
+    shipped = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+    assert shipped == set(shipped_files()) | {"_submitted/my sweep.yaml"}  # git's view: no .venv, .git, caches
+    assert not any(p.name in (".git", ".venv", ".cache", "runs", "__pycache__", "mlflow.db") for p in root.rglob("*"))
 
 
 def test_bad_input_is_a_one_line_error(tmp_path, capsys, monkeypatch):

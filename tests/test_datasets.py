@@ -174,7 +174,25 @@ def test_load_questions_reads_fields_extras_and_coerces_numeric_ids(tmp_path):
     assert (second.answer, second.answer_aliases, second.answer_kind, second.gold_docs) == ("", [], "text", ["x.txt"])
 
 
+def test_structured_gold_answers_become_judge_text_with_their_kind(tmp_path):
+    path = tmp_path / "q.jsonl"
+    _jsonl(path, [{"id": "l", "question": "Which?", "answer": ["Rome", ["Paris", "Paname"], 3],
+                   "answer_aliases": [["Paris", "Rome", 3]]},
+                  {"id": "n", "question": "How much?", "answer": 12.5},
+                  {"id": "c", "question": "How many?", "answer": ["a", "b"], "answer_kind": "text"},
+                  {"id": "o", "question": "What?", "answer": {"unit": "%", "value": 4}}])
+    lst, num, named, obj = load_questions(path)
+    assert (lst.answer, lst.answer_kind, lst.answer_aliases) == ("Rome; Paris|Paname; 3", "list", ["Paris; Rome; 3"])
+    assert lst.model_extra == {"answer_value": ["Rome", ["Paris", "Paname"], 3]}  # kept as written
+    assert (num.answer, num.answer_kind) == ("12.5", "number")
+    assert named.answer_kind == "text"  # a kind the row names is kept
+    assert (obj.answer, obj.answer_kind) == ('{"unit": "%", "value": 4}', "text")
+
+
 @pytest.mark.parametrize("lines, message", [
+    (['{"id": "a", "question": "q", "answer": ["x", {"y": 1}]}'], r":1: field 'answer': list items must be"),
+    (['{"id": "a", "question": "q", "answer": []}'], r":1: field 'answer': an empty list$"),
+    (['{"id": "a", "question": "q", "answer": true}'], r":1: field 'answer'"),
     (['{"id": "a", "question": "q", "answer": "x"}', "{not json"], r":2: not valid JSON"),
     (['["a", "b"]'], r":1: expected a JSON object, got list"),
     (['{"id": "a", "question": "q"}'], r":1: missing field 'answer'"),

@@ -10,6 +10,7 @@ from srag_core.discovery.index import IndexConfig, build_index
 from srag_core.discovery.labels import label_patterns, label_template
 from srag_core.discovery.model import RegexPattern, SemanticPattern
 from srag_core.discovery.text import line_template, scan_window
+from srag_core.modules import Modules
 from srag_core.regex_engine import compile_untrusted
 from srag_core.tools.patterns import corpus_profile, pattern_routing, register_pattern_sets
 
@@ -198,7 +199,7 @@ def test_multi_group_patterns_bind_each_parameter_in_the_same_match():
 
 def witness_workspace(witness_index, question="Who is Smith?") -> Workspace:
     corpus, index = witness_index
-    return Workspace(corpus, question=question, extensions={"pattern_index": index})
+    return Workspace(corpus, question=question, modules=Modules(pattern_index=index))
 
 
 def docs(ws, set_name):
@@ -265,7 +266,7 @@ def test_register_caps_label_sets_by_prevalence():
     texts = {f"d{i}.txt": "".join(f"Field{k}: v{i}\n" for k in range(6) if i % (k + 1) == 0) for i in range(12)}
     corpus = Corpus.from_texts(texts)
     index = discover(corpus)
-    ws = Workspace(corpus, extensions={"pattern_index": index})
+    ws = Workspace(corpus, modules=Modules(pattern_index=index))
     names = register_pattern_sets(ws, max_label_sets=2)
     assert names == ["pat_field_field0", "pat_field_field1"]  # the two most frequent fields
 
@@ -323,7 +324,7 @@ def test_agent_sees_the_profile_routing_and_pat_sets(witness_index, fake_llm):
     llm = LLMClient(LLMConfig(base_url=fake_llm.base_url, model="fake", max_retries=0))
     question = "How many hearings had Smith as witness?"
     agent = Agent(corpus, llm, AgentConfig(tool_families=["core", "pattern_search"]),
-                  extensions={"pattern_index": index, "init_workspace": register_pattern_sets},
+                  modules=Modules(pattern_index=index),  # the agent registers the pat_ sets itself
                   extra_sections=lambda q: [corpus_profile(index), pattern_routing(index, q)])
     episode = agent.run(question)
     assert episode.status == "ok" and episode.answer == "2"

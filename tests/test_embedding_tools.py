@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -19,7 +20,7 @@ from srag_core.embeddings import (CONSERVATIVE_CHARS_PER_TOKEN, ChunkIndex, chun
                                   estimate_chars_per_token, load_encoder, max_chunk_tokens, token_spans)
 from srag_core.llm import LLMClient, LLMConfig
 from srag_core.tools import REGISTRY, run_tool
-from srag_core.tools.embedding_tools import (LabelBatch, embedding_extensions, install, parse_labels,
+from srag_core.tools.embedding_tools import (LabelBatch, embedding_modules, install, parse_labels,
                                              workspace_state)
 from srag_core.workspace import Workspace
 
@@ -344,7 +345,7 @@ def test_classifier_errors_are_clear_observations(corpus, index):
     assert "needs a 'filter_id'" in run_tool(ws, "apply_filter", {"filter_type": "classifier"})["error"]
     no_module = run_tool(workspace(corpus), "apply_filter", {"filter_type": "classifier", "filter_id": "clf_1"})
     assert "needs the embeddings module" in no_module["error"]
-    ws.extensions.pop("chunk_index")
+    ws.modules = replace(ws.modules, chunk_index=None)
     assert "no embeddings" in run_tool(ws, "train_classifier", {"label_batch_id": "label_0",
                                                                 "label_key": CONDITION})["error"]
     assert workspace_state(Workspace(corpus)).classifiers == {}  # state belongs to one workspace
@@ -369,7 +370,7 @@ def test_agent_with_the_embeddings_module(fake_llm, corpus, index):
                      call("list_classifiers"), json.dumps({"thought": "found", "answer": "Great Red Spot"})])
     llm = LLMClient(LLMConfig(base_url=fake_llm.base_url, model="fake", max_retries=0, timeout_s=5.0))
     config = AgentConfig(tool_families=["core", "agg", "embeddings"], landscape=False)
-    ep = Agent(corpus, llm, config, extensions=embedding_extensions(index, llm)).run("What storm is on Jupiter?")
+    ep = Agent(corpus, llm, config, modules=embedding_modules(index, llm)).run("What storm is on Jupiter?")
     assert ep.status == "ok" and ep.tool_errors == 0
     system = fake_llm.requests[0]["messages"][0]["content"]
     assert all(name in system for name in ("cosine_search(", "label_docs(", "train_classifier(", "list_classifiers"))

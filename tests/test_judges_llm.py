@@ -15,9 +15,11 @@ class Scripted:
     def __init__(self, *replies):
         self.replies = list(replies)
         self.calls: list[list[dict]] = []
+        self.schemas: list[dict | None] = []
 
-    def __call__(self, messages: list[dict]) -> str:
+    def __call__(self, messages: list[dict], json_schema: dict | None = None) -> str:
         self.calls.append(messages)
+        self.schemas.append(json_schema)
         if not self.replies:
             raise AssertionError("judge called more often than scripted")
         reply = self.replies.pop(0)
@@ -50,6 +52,8 @@ def test_extraction_then_verdict():
     verdict_user = script.calls[1][-1]["content"]
     assert "Leopoldo Torres Rios" in verdict_user and "Leopoldo Torres Ríos" in verdict_user
     assert [m["role"] for m in script.calls[1]] == ["system", "user"]
+    # free text for the extraction, the verdict schema for the verdict
+    assert script.schemas[0] is None and script.schemas[1]["required"] == ["verdict", "score", "rationale", "abs_diff"]
 
 
 def test_verdict_prompt_lists_aliases_and_kind():

@@ -111,3 +111,5 @@ def test_dependencies_point_one_way():
                 assert not t.startswith("pipelines.cli"), f"{name} imports the command line ({t})"
     for path, top in _external_imports("srag_core"):
         assert top not in ("ray", "mlflow"), f"{path} imports {top}: srag_core stays free of Ray and MLflow"
+    # srag_core.jsontext is the one helper srag_core and judges share: it imports nothing of ours.
+    assert not graph["srag_core.jsontext"]

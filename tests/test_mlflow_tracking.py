@@ -103,7 +103,7 @@ def test_params_are_the_effective_config_of_each_variant(sweep):
         _, run = _child(sweep, variant)
         params, tags = _params(run), _tags(run)
         assert params["variant"] == variant and tags["srag.variant"] == variant
-        assert tags["srag.model"] == "scripted" and tags["srag.dataset"] == "bench" and tags["srag.profile"] == "ablation"
+        assert tags["srag.model"] == "scripted" and tags["srag.dataset"] == "bench" and tags["srag.profile"] == "auto"  # the provider profile the config names
         assert params["llm.max_tokens"] == "1024" and "llm.context_tokens" in params  # not taken for secrets
         assert tags["mlflow.source.git.commit"] and tags["mlflow.runName"].startswith(f"{variant} · bench")
         names.add(tags["mlflow.runName"])

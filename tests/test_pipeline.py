@@ -115,7 +115,7 @@ def test_quick_run_from_flags_and_report(ray_local, fake_llm, tmp_path, sample_d
     assert rep["status_counts"] == out["status_counts"] and rep["accuracy_by_type"] == {"even": 1.0, "odd": 1.0}
     assert (tmp_path / "runs" / out["run_id"] / "plots" / "accuracy_by_type.png").is_file()
     config = yaml.safe_load((tmp_path / "runs" / out["run_id"] / "config.yaml").read_text())
-    assert config["execution"]["episodes_per_actor"] == 2 and config["limits"]["limit"] == 5
+    assert config["execution"]["concurrency"] == 4 and config["limits"]["limit"] == 5
 
 
 def test_sweep_logs_parent_and_children_and_compare(ray_local, mlflow_server, fake_llm, tmp_path, sample_dir,
@@ -163,3 +163,34 @@ def test_bad_run_input_is_one_line(tmp_path, capsys):
     assert "no run 'nope'" in capsys.readouterr().err
     assert main(["rerun", "nope", "--status", "weird", "--runs-dir", str(tmp_path)]) == 2
     assert "unknown status 'weird'" in capsys.readouterr().err
+
+
+def test_list_and_number_answers_run_and_are_judged_by_their_rules(ray_local, fake_llm, tmp_path, sample_dir,
+                                                                    capsys):
+    fake_llm.respond_with(ScriptedAgent())  # answers question n with "n"
+    corpus, questions = write_benchmark(tmp_path / "b", sample_dir / "corpus", 6)
+    rows = [json.loads(line) for line in questions.read_text().splitlines()]
+    for n, row in enumerate(rows):  # one-item lists (right), two-item lists (half right), JSON numbers (right)
+        row["answer"] = [str(n)] if n % 3 == 0 else [str(n), "extra item"] if n % 3 == 1 else n
+    questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(run_config(corpus, questions, fake_llm.base_url,
+                                             tracking_uri=f"sqlite:///{tmp_path / 'm.db'}")))
+    code, out = cli_json(capsys, "run", str(cfg), "--runs-dir", str(tmp_path / "runs"))
+    assert code == 0 and out["status_counts"]["ok"] == 6 and out["judged"] == 6
+    verdicts = {r["question_id"]: r for r in RunDir.open(tmp_path / "runs", out["run_id"]).store().records()
+                if r["type"] == "judgement"}
+    assert {q: (v["answer_kind"], v["score_source"], v["score"]) for q, v in verdicts.items()} == {
+        f"q{n:03d}": ("list", "rule", 1.0) if n % 3 == 0 else ("list", "rule", 0.5) if n % 3 == 1
+        else ("number", "rule", 1.0) for n in range(6)}
+
+
+def test_a_bad_questions_file_fails_before_any_store_exists(tmp_path, sample_dir, capsys):
+    corpus, questions = write_benchmark(tmp_path / "b", sample_dir / "corpus", 3)
+    questions.write_text(questions.read_text() + '{"id": "bad", "question": "q", "answer": [{"x": 1}]}\n')
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump(run_config(corpus, questions, "http://127.0.0.1:9/v1",
+                                             tracking_uri=f"sqlite:///{tmp_path / 'm.db'}")))
+    assert main(["run", str(cfg), "--runs-dir", str(tmp_path / "runs")]) == 2
+    assert "questions.jsonl:4: field 'answer': list items must be" in capsys.readouterr().err
+    assert not (tmp_path / "m.db").exists() and not (tmp_path / "runs").exists()

@@ -14,6 +14,7 @@ import yaml
 
 from pipelines.cli import main
 from pipelines.engine.results import RunDir
+from pipelines.engine.trace_export import missing_traces
 from tests.conftest import REPO
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
@@ -38,16 +39,15 @@ def test_a_node_removed_mid_run_loses_no_question(tmp_path, sample_dir):
     assert result["requeued"] >= 1  # the episodes it was running were put back and finished elsewhere
 
 
-def test_a_killed_driver_resumes_without_redoing_finished_questions(ray_local, fake_llm, tmp_path, sample_dir,
-                                                                    capsys):
+def test_a_killed_driver_resumes_without_redoing_finished_questions(ray_local, mlflow_server, fake_llm, tmp_path,
+                                                                    sample_dir, capsys):
     n = 60
     agent = ScriptedAgent(delay=0.4)
     fake_llm.respond_with(agent)
     corpus, questions = write_benchmark(tmp_path / "b", sample_dir / "corpus", n)
     cfg = tmp_path / "run.yaml"
-    cfg.write_text(yaml.safe_dump(run_config(corpus, questions, fake_llm.base_url,
-                                             tracking_uri=f"sqlite:///{tmp_path / 'm.db'}",
-                                             **{"execution.episodes_per_actor": 4, "tracking.traces": False})))
+    cfg.write_text(yaml.safe_dump(run_config(corpus, questions, fake_llm.base_url, tracking_uri=mlflow_server,
+                                             **{"execution.episodes_per_actor": 4})))
     runs = tmp_path / "runs"
     env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address}
     driver = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", str(cfg), "--runs-dir", str(runs),
@@ -69,6 +69,7 @@ def test_a_killed_driver_resumes_without_redoing_finished_questions(ray_local, f
     before = RunDir.open(runs, run_id).store().states()
     assert 12 <= len(before) < n
     calls_before = {int(q[1:]): agent.calls[int(q[1:])] for q in before}
+    assert missing_traces(RunDir.open(runs, run_id))  # the kill left recorded episodes without their MLflow trace
 
     code = main(["run", "--resume", run_id, "--runs-dir", str(runs), "--json", "--quiet"])
     out = json.loads(capsys.readouterr().out)
@@ -76,3 +77,21 @@ def test_a_killed_driver_resumes_without_redoing_finished_questions(ray_local, f
     records = [r for r in RunDir.open(runs, run_id).store().records() if r["type"] == "episode"]
     assert Counter(r["question_id"] for r in records) == Counter({f"q{i:03d}": 1 for i in range(n)})
     assert all(agent.calls[i] == c for i, c in calls_before.items())  # finished questions were not asked again
+    # every episode has exactly one trace in MLflow: those the killed driver's exporter had not written were
+    # exported by the resume, and none that it had written (marked or not) was written twice
+    meta = RunDir.open(runs, run_id).read_meta()
+    assert meta["status"] == "finished" and out["traces_missing"] == 0
+    assert Counter(trace_keys(mlflow_server, meta)) == Counter({(f"q{i:03d}", "1"): 1 for i in range(n)})
+
+
+def trace_keys(uri: str, meta: dict) -> list[tuple[str, str]]:
+    from mlflow import MlflowClient
+
+    client, keys, token = MlflowClient(tracking_uri=uri), [], None
+    while True:
+        page = client.search_traces(locations=[meta["mlflow_experiment_id"]], run_id=meta["mlflow_run_id"],
+                                    include_spans=False, max_results=200, page_token=token)
+        keys += [(t.info.tags["srag.question_id"], t.info.tags["srag.attempt"]) for t in page]
+        token = page.token
+        if not token:
+            return keys

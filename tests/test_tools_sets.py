@@ -62,6 +62,17 @@ def test_selectivity_gap_flags_documents_in_another_format(ws):
     assert "zero_result_hint" in obs
 
 
+def test_single_word_regex_is_decomposed_when_the_word_says_more_than_the_count(ws):
+    # One word ("Witnesses") in a stricter structure: the word alone is in all 10 documents, the pattern in 4.
+    obs = run_tool(ws, "apply_filter", {"pattern": r"Witnesses:\s*[5-9]\b", "output_prefix": "many"})
+    assert obs["positive_count"] == sum(w >= 5 for *_, w, _ in HEARINGS) == 4
+    assert obs["keyword_decomposition"] == [{"keyword": "Witnesses", "matches": 10, "pct": 100.0}]
+    assert obs["selectivity_gap"].startswith("6 documents contain 'Witnesses' but do not match")
+    # A bare keyword: the word's count is the match count, so a decomposition row would only repeat it.
+    obs = run_tool(ws, "apply_filter", {"pattern": "Senator", "output_prefix": "sen"})
+    assert obs["positive_count"] == 4 and "keyword_decomposition" not in obs and "selectivity_gap" not in obs
+
+
 def test_anchor_checks_use_the_question(ws):
     assert ws.anchors[0] == "Armed"
     obs = run_tool(ws, "apply_filter", {"pattern": "HOUSE", "output_prefix": "house"})
@@ -128,7 +139,9 @@ def test_unknown_sets_and_bad_arguments_are_observations(ws):
 
 def test_runaway_regex_is_an_observation_and_the_workspace_goes_on():
     ws = Workspace(Corpus.from_texts({"a.txt": "a" * 3000 + "!", "b.txt": "plain"}), regex_budget_s=0.3)
-    obs = run_tool(ws, "apply_filter", {"pattern": r"(a|aa)+$"})
+    # RE2 answers (a|aa)+$ in linear time; the backreference keeps it in the backtracking regex module.
+    assert run_tool(ws, "apply_filter", {"pattern": r"(a|aa)+$"})["positive_count"] == 0
+    obs = run_tool(ws, "apply_filter", {"pattern": r"(a|aa)+\1$"})
     assert "time budget" in obs["error"]
     assert run_tool(ws, "apply_filter", {"pattern": "a!"})["positive_count"] == 1
 

@@ -3,6 +3,7 @@
 import pytest
 
 from srag_core import Workspace, run_tool
+from srag_core.corpus import Corpus
 from srag_core.tools.values import parse_date, parse_number
 from tests.corpora import HEARINGS, hearings_corpus
 
@@ -76,7 +77,11 @@ def test_extract_list_and_list_operations(ws):
     assert counts["Smith"] == 3 and counts["Reed"] == 2 and counts["Crapo"] == 1
     assert len(agg("flatten")["result"]) == len(every)
     groups = agg("group_by_value")["result"]
-    assert groups["Reed"] == ["CHRG-117shrg20001.txt", "CHRG-117shrg20002.txt"]
+    by_value = {g["value"]: g for g in groups}
+    assert by_value["Reed"] == {"value": "Reed", "n_docs": 2,
+                                "docs": ["CHRG-117shrg20001.txt", "CHRG-117shrg20002.txt"]}
+    assert groups[0]["value"] == "Brown" and groups[0]["n_docs"] == 3  # ties (Smith, 3) break by value
+    assert [g["n_docs"] for g in groups] == sorted((every.count(m) for m in set(every)), reverse=True)
     assert agg("group_by_value")["shared_values"] == sum(1 for m in set(every) if every.count(m) > 1)
     obs = agg("per_doc_count", create_set="sizes")
     assert obs["created_value_set"] == "sizes" and obs["result"]["max"] == 4
@@ -101,3 +106,19 @@ def test_aggregate_errors(ws):
     assert "is empty" in run_tool(ws, "aggregate", {"value_set": "empty", "operation": "sum"})["error"]
     assert run_tool(ws, "aggregate", {"value_set": "empty", "operation": "count"})["result"] == 0
     assert "argument 'operation'" in run_tool(ws, "aggregate", {"value_set": "empty", "operation": "median"})["error"]
+
+
+def test_group_by_value_gives_sizes_largest_first_and_says_what_it_cut():
+    # 45 documents: "Alpha" in all of them, "Beta" in the first 30, "Gamma" in the first 3.
+    texts = {}
+    for k in range(45):
+        tags = ["Alpha"] + (["Beta"] if k < 30 else []) + (["Gamma"] if k < 3 else [])
+        texts[f"doc{k:02d}.txt"] = "Tags:\n" + "\n".join(f"Tag {t}" for t in tags) + "\n"
+    ws = Workspace(Corpus.from_texts(texts, source="tags"))
+    run_tool(ws, "extract_list", {"pattern": r"^Tag (\w+)$", "save_as": "tags"})
+    obs = run_tool(ws, "aggregate", {"value_set": "tags", "operation": "group_by_value"})
+    sizes = [(g["value"], g["n_docs"]) for g in obs["result"]]
+    assert sizes == [("Alpha", 45), ("Beta", 30), ("Gamma", 3)]
+    assert [len(g["docs"]) for g in obs["result"]] == [20, 20, 3]
+    assert obs["result"][0]["docs"][:2] == ["doc00.txt", "doc01.txt"]
+    assert "at most its first 20 documents" in obs["note"] and obs["shared_values"] == 3

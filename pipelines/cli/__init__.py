@@ -21,6 +21,7 @@ SUBCOMMAND_MODULES = [
     "pipelines.cli.datasets",
     "pipelines.cli.discover",
     "pipelines.cli.submit",
+    "pipelines.cli.probe",
 ]
 
 

@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from pipelines.cli import CliError
-from pipelines.config import VARIANTS, IngestionSettings, RetrievalSettings, endpoint_from, read_yaml, section
+from pipelines.config import (PROFILE_HELP, VARIANTS, IngestionSettings, RetrievalSettings, endpoint_from, read_yaml,
+                              section, with_profile)
 from pipelines.engine.endpoints import open_endpoint
 from pipelines.engine.systems import build_system, prepare_resources
 from srag_core import load_corpus
@@ -23,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", help="YAML with llm/agent/variant sections (a run config works)")
     p.add_argument("--base-url", help="OpenAI-compatible endpoint; default: config, else OPENAI_BASE_URL")
     p.add_argument("--model", help="model name; default: config, else OPENAI_MODEL")
+    p.add_argument("--profile", help=PROFILE_HELP)
     p.add_argument("--variant", choices=VARIANTS, help="system variant (default zero_ingestion)")
     p.add_argument("--max-steps", type=int, help="tool-call limit")
     p.add_argument("--json", action="store_true", help="print the episode record as one JSON object")
@@ -33,6 +35,8 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     data = read_yaml(args.config) if args.config else {}
     source = args.config or "command line"
     llm, local = endpoint_from(data, source, args.base_url, args.model)
+    if llm is not None and args.profile:
+        llm = with_profile(llm, args.profile, "--profile")
     if llm is None:
         raise CliError("no model: pass --model, set llm.model in --config, or set OPENAI_MODEL")
     agent_data = dict(data.get("agent") or {})

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from pipelines.cli import CliError
-from pipelines.config import VARIANTS, RunConfig, load_run, load_sweep, set_dotted, validate_run
-from pipelines.engine.report import FAILED, table
-from pipelines.engine.results import RunDir
+from pipelines.config import (PROFILE_HELP, VARIANTS, RunConfig, load_run, load_sweep, set_dotted, validate_run,
+                              with_profile)
+from pipelines.engine.report import FAILED, STATUSES, table
+from pipelines.engine.results import RunDir, check_run_id
 
 SUMMARY_COLUMNS = ["run_id", "variant", "model", "n_questions", "finished", "failed", "missing", "accuracy", "em",
                    "f1", "mean_steps", "tokens", "cost_usd"]
@@ -33,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--variant", choices=VARIANTS)
     src.add_argument("--base-url")
     src.add_argument("--model")
-    src.add_argument("--concurrency", type=int, help="episodes at once across all workers")
+    src.add_argument("--profile", help=PROFILE_HELP)
+    src.add_argument("--concurrency", type=int, help="episodes in flight across all workers (execution.concurrency)")
     src.add_argument("--limit", type=int, help="first N questions")
     _common(p)
     p.set_defaults(func=cmd_run)
@@ -49,6 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run a grid of configurations (a parent MLflow run with one child per run)")
     p.add_argument("sweep")
     p.add_argument("--limit", type=int, help="first N questions of every run")
+    p.add_argument("--profile", help=PROFILE_HELP)
     _common(p)
     p.set_defaults(func=cmd_sweep)
 
@@ -78,12 +81,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     if not (args.config or args.dataset or args.corpus):
         raise CliError("give a config file, or --dataset NAME, or --corpus PATH --questions FILE")
     flags = {"dataset": args.dataset, "corpus": args.corpus, "questions": args.questions, "variant": args.variant,
-             "llm.base_url": args.base_url, "llm.model": args.model, "limits.limit": args.limit}
+             "llm.base_url": args.base_url, "llm.model": args.model, "llm.profile": args.profile,
+             "limits.limit": args.limit}
     overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     if args.concurrency:
-        actors = min(args.concurrency, 2)
-        overrides["execution.actors"] = actors
-        overrides["execution.episodes_per_actor"] = math.ceil(args.concurrency / actors)
+        overrides["execution.concurrency"] = args.concurrency  # over however many actors the cluster holds
     if args.config:
         return load_run(args.config, overrides)
     if "llm.model" not in overrides and not os.environ.get("OPENAI_MODEL"):
@@ -110,10 +112,10 @@ def expand_statuses(values: list[str] | None) -> list[str]:
     for v in values or ["failed"]:
         if v == "failed":
             out += list(FAILED)
-        elif v in ("ok", "max_steps", *FAILED):
+        elif v in STATUSES:
             out.append(v)
         else:
-            raise CliError(f"unknown status {v!r}: use failed, max_steps, ok, llm_error, timeout or crashed")
+            raise CliError(f"unknown status {v!r}: use failed or one of {', '.join(STATUSES)}")
     return out
 
 
@@ -132,7 +134,16 @@ def _continue(run_dir: RunDir, statuses: list[str] | None, args: argparse.Namesp
     return result
 
 
+def _warn_store_problems(result: dict) -> None:
+    problems = result.get("store_problems") or []
+    for p in problems[:5]:
+        print(f"warning: {result['run_id']}/results.jsonl: {p}", file=sys.stderr)
+    if len(problems) > 5:
+        print(f"warning: ... and {len(problems) - 5} more problems in results.jsonl", file=sys.stderr)
+
+
 def _print_run(result: dict, args: argparse.Namespace) -> int:
+    _warn_store_problems(result)
     if args.json:
         print(json.dumps(result, default=str))
     else:
@@ -160,6 +171,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     runs = sweep.expand(args.sweep)
     if args.limit:
         runs = [r.model_copy(update={"limits": r.limits.model_copy(update={"limit": args.limit})}) for r in runs]
+    if args.profile:
+        runs = [r.model_copy(update={"llm": with_profile(r.llm, args.profile, "--profile")}) for r in runs]
     return _print_sweep(run_sweep(sweep.name, args.sweep, sweep.grid, runs, args.runs_dir, quiet=args.quiet), args)
 
 
@@ -175,9 +188,10 @@ def _print_sweep(out: dict, args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from pipelines.engine.sweeps import is_sweep, run_report, sweep_summary
 
-    if is_sweep(args.runs_dir, args.id):
+    if is_sweep(args.runs_dir, check_run_id(args.id)):
         return _print_sweep(sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id), args)
     result = run_report(args.runs_dir, args.id)
+    _warn_store_problems(result)
     if args.json:
         print(json.dumps(result, default=str))
     else:

@@ -1,7 +1,9 @@
 """`srag submit`, `srag status`, `srag logs`: run a sweep on a Ray cluster as a Ray Job.
 
-`srag submit SWEEP.yaml --address http://HEAD:8265` ships this checkout (minus the virtualenv, caches, run folders
-and git history) as the job's working directory, with the sweep file copied into it, and runs
+`srag submit SWEEP.yaml --address http://HEAD:8265` ships the files git tracks in this checkout (`git ls-files`: never
+untracked files such as `.env` or private configs, nor the virtualenv, caches, run folders or git history) as the
+job's working directory, with the sweep file copied into it (`--dry-run` lists exactly that and submits nothing), and
+runs
 `python -m pipelines.cli sweep ... --runs-dir RUNS --json` there. The job's driver connects to the cluster it runs on,
 so its episodes spread over every node; it writes the same run folders and MLflow runs as a local `srag sweep`.
 
@@ -23,6 +25,7 @@ import re
 import secrets
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,9 +37,6 @@ from pipelines.engine.results import git_revision
 from srag_core.agent import utc_now
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# Never shipped: heavy, local or regenerated on the cluster.
-NOT_SHIPPED = [".venv", ".git", ".cache", "runs", "mlruns", "mlflow.db", "*.egg-info", "__pycache__", ".pytest_cache",
-               ".hypothesis", "build", "benchmarks/out"]
 SUBMITTED_DIR = "_submitted"  # where the sweep file sits inside the job's working directory
 TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}
 ADDRESS_ENV = "RAY_API_SERVER_ADDRESS"  # Ray's own name for the Jobs API address (RAY_ADDRESS is the cluster's GCS)
@@ -52,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "filesystem mounted at the same path on every node (default: ./runs or SRAG_RUNS_DIR)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI for the job (default: MLFLOW_TRACKING_URI)")
     p.add_argument("--limit", type=int, help="first N questions of every run")
+    p.add_argument("--dry-run", action="store_true", help="list the files the job would ship, submit nothing")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_submit)
 
@@ -104,12 +105,28 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def stage_working_dir(sweep_file: Path, into: Path) -> Path:
-    """A copy of this checkout with the sweep file inside, as the job's working directory. Relative paths in the
-    sweep resolve against it, as they do for `srag sweep` run from the repository root."""
+def shipped_files(repo: Path = REPO_ROOT) -> list[str]:
+    """The files git tracks in the checkout (as they are in the working tree), relative to its root: what a job
+    ships. Untracked files (`.env`, private configs, data) never leave the machine."""
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached"], capture_output=True,
+                             timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise ValueError(f"srag submit ships the files git tracks, but {repo} is not a usable git checkout "
+                         f"({_first_line(e)})") from None
+    names = [n.decode("utf-8", "surrogateescape") for n in out.split(b"\0") if n]
+    return [n for n in names if (repo / n).is_file() or (repo / n).is_symlink()]  # deleted ones are not shipped
+
+
+def stage_working_dir(sweep_file: Path, into: Path, files: list[str] | None = None) -> Path:
+    """The tracked files of this checkout with the sweep file inside, as the job's working directory. Relative paths
+    in the sweep resolve against it, as they do for `srag sweep` run from the repository root."""
     root = into / "srag"
-    shutil.copytree(REPO_ROOT, root, symlinks=True, ignore=shutil.ignore_patterns(*NOT_SHIPPED))
-    (root / SUBMITTED_DIR).mkdir(exist_ok=True)
+    for name in shipped_files() if files is None else files:
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO_ROOT / name, target, follow_symlinks=False)
+    (root / SUBMITTED_DIR).mkdir(parents=True, exist_ok=True)
     shutil.copy2(sweep_file, root / SUBMITTED_DIR / sweep_file.name)
     return root
 
@@ -144,12 +161,17 @@ def cmd_submit(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"sweep file not found: {sweep_file}")
     sweep = load_sweep(sweep_file)
     sweep.expand(str(sweep_file))  # a config error shows here, not minutes later in the job's log
+    files = shipped_files()
+    if args.dry_run:
+        shipped = files + [f"{SUBMITTED_DIR}/{sweep_file.name}"]
+        print(json.dumps({"files": shipped, "n_files": len(shipped)}) if args.json else "\n".join(shipped))
+        return 0
     client = jobs_client(args.address)
     runs_dir = args.runs_dir.expanduser().resolve()
     tracking_uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     revision = git_revision()
     with tempfile.TemporaryDirectory(prefix="srag-submit-") as tmp:
-        working_dir = stage_working_dir(sweep_file, Path(tmp))
+        working_dir = stage_working_dir(sweep_file, Path(tmp), files)
         try:
             job_id = client.submit_job(
                 entrypoint=entrypoint(sweep_file.name, runs_dir, args.limit),

@@ -20,7 +20,7 @@ class JudgeStage:
         if settings.use_llm:
             cfg = settings.llm or run_llm.model_copy(update={"temperature": 0.0})
             client = self.client = LLMClient(cfg, limiter=limiter)
-            self.llm = LLMJudge(lambda messages: client.chat(messages, temperature=0.0).text)  # shared by threads
+            self.llm = LLMJudge.from_client(client)  # shared by threads
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="judge")
 
     def submit(self, question: dict[str, Any], record: dict[str, Any]) -> Future:

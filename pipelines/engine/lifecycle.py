@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
-from pipelines.config import RunConfig
+from pipelines.config import Execution, RunConfig
 from pipelines.datasets import load_questions, resolve
 from pipelines.engine.endpoints import open_endpoint
 from pipelines.engine.judging import JUDGE_THREADS, JudgeStage
@@ -30,6 +32,7 @@ from srag_core.corpus import Corpus, load_corpus
 from srag_core.llm import LLMClient, LLMConfig
 
 log = logging.getLogger(__name__)
+TRACE_DRAIN_TIMEOUT_S = 1800.0  # then `finish` exports what is left, from the driver
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -66,26 +69,35 @@ def corpus_for(path: Path) -> Corpus:
 # Run lifecycle
 
 
-def start_run(cfg: RunConfig, runs_dir: Path, tracker: Tracker | None, *, sweep_id: str | None = None,
-              parent_mlflow_id: str | None = None) -> RunDir:
+def load_inputs(cfg: RunConfig) -> tuple[Path, Path, Corpus, list[dict[str, Any]]]:
+    """The corpus and the selected questions; any input error is raised here, before a store is created."""
     corpus_path, questions_path = benchmark_paths(cfg)
     corpus = corpus_for(corpus_path)
     questions = select_questions(cfg, [q.model_dump() for q in load_questions(questions_path)])
     if not questions:
         raise ValueError(f"no questions to run in {questions_path}")
+    return corpus_path, questions_path, corpus, questions
+
+
+def start_run(cfg: RunConfig, runs_dir: Path, tracker: Tracker | None, *, sweep_id: str | None = None,
+              parent_mlflow_id: str | None = None, inputs: tuple | None = None) -> RunDir:
+    corpus_path, questions_path, corpus, questions = inputs or load_inputs(cfg)
     run_dir = RunDir.create(runs_dir, new_run_id(cfg.name))
     run_dir.write_config(cfg.model_dump(mode="json"))
     run_dir.write_questions(questions)
     meta = {"run_id": run_dir.run_id, "name": cfg.name, "created": utc_now(), "status": "created",
             "fingerprint": cfg.fingerprint(), "git_revision": git_revision(), "packages": package_versions(),
-            "seed": cfg.limits.seed, "corpus": str(corpus_path), "corpus_hash": corpus.content_hash,
-            "n_docs": len(corpus), "questions_file": str(questions_path), "n_questions": len(questions),
+            "seed": cfg.limits.seed, "corpus": str(corpus_path.resolve()), "corpus_hash": corpus.content_hash,
+            "n_docs": len(corpus), "questions_file": str(questions_path.resolve()), "n_questions": len(questions),
             "variant": cfg.variant, "model": cfg.llm.model, "sweep_id": sweep_id, "command": sys.argv[1:]}
-    if tracker is not None:
-        meta.update(mlflow_run(cfg, run_dir, tracker, meta, parent_mlflow_id))
-    run_dir.write_meta(meta)
-    if tracker is not None:
-        tracker.log_artifact(meta["mlflow_run_id"], run_dir.path / "config.yaml")
+    # Paths are stored resolved, so `--resume` works from any directory.
+    run_dir.write_meta(meta)  # before MLflow: a run whose start-up fails still has a run.json to say so
+    with run_dir.failure_recorded():
+        if tracker is not None:
+            meta.update(mlflow_run(cfg, run_dir, tracker, meta, parent_mlflow_id))
+        run_dir.write_meta(meta)
+        if tracker is not None:
+            tracker.log_artifact(meta["mlflow_run_id"], run_dir.path / "config.yaml")
     return run_dir
 
 
@@ -101,7 +113,7 @@ def mlflow_run(cfg: RunConfig, run_dir: RunDir, tracker: Tracker, meta: dict[str
     revision = str(meta["git_revision"] or "")
     tags = {"srag.run_id": run_dir.run_id, "srag.variant": cfg.variant, "srag.fingerprint": meta["fingerprint"],
             "srag.git_revision": revision, "srag.dataset": dataset, "srag.model": cfg.llm.model,
-            "srag.profile": cfg.name.split("/", 1)[0], "mlflow.source.type": "LOCAL",
+            "srag.profile": profile_name(cfg.llm.profile), "mlflow.source.type": "LOCAL",
             "mlflow.source.name": "srag " + " ".join(meta["command"][:1] or ["run"])}
     if revision:
         tags["mlflow.source.git.commit"] = revision.removesuffix("-dirty")
@@ -114,6 +126,11 @@ def mlflow_run(cfg: RunConfig, run_dir: RunDir, tracker: Tracker, meta: dict[str
                                 parent_mlflow_id)
     tracker.log_input(run_id, question_set(run_dir, dataset, meta["questions_file"]), {"mlflow.data.context": "eval"})
     return {"mlflow_run_id": run_id, "mlflow_uri": tracker.uri, "mlflow_experiment_id": tracker.experiment_id}
+
+
+def profile_name(profile: Any) -> str:
+    """The provider profile's name for a tag: a shipped name, `auto`, or a profile file's own name."""
+    return profile if isinstance(profile, str) else getattr(profile, "name", "custom")
 
 
 def question_set(run_dir: RunDir, name: str, source: str):
@@ -171,57 +188,140 @@ def _resources(run_dir: RunDir, cfg: RunConfig, corpus: Corpus, llm_cfg: LLMConf
     return resources
 
 
-def limiter_can_bind(cfg: RunConfig) -> bool:
+def execution_plan(ex: Execution) -> dict[str, Any]:
+    """Actors, episodes in flight and the request cap of a run on the connected cluster (recorded in run.json).
+    `actors: auto` is one actor per CPU of the cluster (per `cpus_per_actor` when that is above 1)."""
+    import ray
+
+    resources = ray.cluster_resources()
+    cpus = float(resources.get("CPU", 1.0))
+    actors = auto_actors(ex) if ex.actors == "auto" else ex.actors
+    concurrency = ex.concurrency or actors * ex.episodes_per_actor
+    return {"actors": actors, "actors_setting": ex.actors, "cluster_cpus": cpus,
+            "nodes": sum(1 for n in ray.nodes() if n.get("Alive")),
+            "concurrency": concurrency, "episodes_per_actor": math.ceil(concurrency / actors),
+            "grows_with_cluster": ex.actors == "auto", "request_cap": ex.max_concurrent_requests,
+            "requests_per_minute": ex.requests_per_minute}
+
+
+def auto_actors(ex: Execution) -> int:
+    return max(1, sum(node_slots(ex).values()))
+
+
+def node_slots(ex: Execution) -> dict[str, int]:
+    """Workers each live node holds under `actors: auto`: one per CPU (per `cpus_per_actor` when that is above 1)."""
+    import ray
+
+    return {n["NodeID"]: int(float(n["Resources"].get("CPU", 0)) / max(ex.cpus_per_actor, 1.0))
+            for n in ray.nodes() if n.get("Alive")}
+
+
+def next_placement(ex: Execution, placed: Counter):
+    """Where the next worker goes: the live node with the most free slots (so a node that joins gets its own
+    workers, and each node one corpus replica shared by its workers); Ray's SPREAD once every slot is taken."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    free = {node: slots - placed[node] for node, slots in node_slots(ex).items()}
+    node = max(free, key=free.__getitem__, default=None)
+    if node is None or free[node] <= 0:
+        return "SPREAD"
+    placed[node] += 1
+    return NodeAffinitySchedulingStrategy(node, soft=True)
+
+
+def limiter_can_bind(cfg: RunConfig, plan: dict[str, Any]) -> bool:
     """An episode has at most one request in flight, so a concurrency cap at or above the number of episodes (plus
-    judge threads) can never bind: then the limiter, and its round trip per request, is skipped."""
+    judge threads) can never bind: then the limiter, and its round trip per request, is skipped -- unless the pool
+    may grow past the cap when nodes join."""
     ex = cfg.execution
-    if ex.requests_per_minute is not None:
+    if ex.requests_per_minute is not None or ex.tokens_per_minute is not None:
         return True
     if ex.max_concurrent_requests is None:
         return False
+    if plan["grows_with_cluster"] and ex.concurrency is None:
+        return True
     judge_threads = JUDGE_THREADS if cfg.judge.use_llm and cfg.judge.llm is None else 0
-    return ex.max_concurrent_requests < ex.actors * ex.episodes_per_actor + judge_threads
+    return ex.max_concurrent_requests < plan["concurrency"] + judge_threads
+
+
+def describe_plan(plan: dict[str, Any], limited: bool) -> str:
+    text = (f"{plan['concurrency']} episodes in flight on {plan['actors']} actors "
+            f"({plan['cluster_cpus']:g} CPUs on {plan['nodes']} node(s)"
+            f"{', more actors as nodes join' if plan['grows_with_cluster'] else ''})")
+    if limited and plan["request_cap"] is not None and plan["request_cap"] < plan["concurrency"]:
+        text += f"; LLM requests capped at {plan['request_cap']} (execution.max_concurrent_requests)"
+    if limited and plan["requests_per_minute"]:
+        text += f"; at most {plan['requests_per_minute']} requests a minute"
+    return text
 
 
 def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], tracker: Tracker | None,
             unjudged: list[tuple[dict, dict]] = (), quiet: bool = False) -> None:
-    """Run `todo` (question, attempt) pairs and judge them (and the `unjudged` pairs) on a pool of Ray workers."""
+    """Run `todo` (question, attempt) pairs and judge them (and the `unjudged` pairs) on a pool of Ray workers;
+    returns once every trace is exported (or has failed to export; `finish` retries those)."""
     import ray
+
+    from pipelines.engine.trace_export import TraceExportSink, start_exporter
+    from pipelines.engine.worker import EpisodeWorker, RayLimiterSlot, start_limiter
 
     meta = run_dir.update_meta(status="running", last_started=utc_now())
     init_ray(cfg.execution.ray_address)
     corpus = corpus_for(Path(meta["corpus"]))
     store = run_dir.store()
     stats = _stats_so_far(run_dir, store, {q["id"] for q, _ in todo})
+    exporter = start_exporter(run_dir, meta, trace_context(run_dir, cfg)) \
+        if tracker is not None and traces_wanted(cfg, meta) else None
     sinks: list = [RunFolderSink(run_dir, store)]
     if tracker is not None and meta.get("mlflow_run_id"):
-        sinks.append(MlflowSink(tracker, meta["mlflow_run_id"], cfg.tracking.traces, trace_context(run_dir, cfg)))
+        sinks.append(MlflowSink(tracker, meta["mlflow_run_id"]))
+    if exporter is not None:
+        sinks.append(TraceExportSink(exporter, run_dir))
     if not quiet:
         sinks.append(ConsoleProgress(run_dir.run_id))
-    from pipelines.engine.worker import EpisodeWorker, RayLimiterSlot, start_limiter
-
-    with open_endpoint(cfg.llm, cfg.local_model, run_dir.path) as llm_cfg:
+    workers: list = []
+    limiter = None
+    ex = cfg.execution
+    plan = execution_plan(ex)
+    in_flight = min(plan["concurrency"], ex.max_concurrent_requests or 1_000_000)
+    with open_endpoint(cfg.llm, cfg.local_model, run_dir.path, concurrency=in_flight) as llm_cfg:
         resources = _resources(run_dir, cfg, corpus, llm_cfg)
-        ex = cfg.execution
-        limiter = start_limiter(ex.max_concurrent_requests or 1_000_000, ex.requests_per_minute) \
-            if limiter_can_bind(cfg) else None
+        limiter = start_limiter(ex.max_concurrent_requests or 1_000_000, ex.requests_per_minute,
+                                ex.tokens_per_minute) if limiter_can_bind(cfg, plan) else None
+        run_dir.update_meta(execution={**plan, "limiter": limiter is not None})
+        if not quiet:
+            print(f"run {run_dir.run_id}: {describe_plan(plan, limiter is not None)}", file=sys.stderr)
         shared = RayLimiterSlot(limiter) if limiter is not None and cfg.judge.llm is None else None
         judge = JudgeStage(cfg.judge, llm_cfg, shared)
-        corpus_ref = ray.put(corpus)
+        corpus_ref = ray.put(corpus)  # one object; Ray keeps one copy per node that runs a worker
         resources_ref = ray.put(resources)
-        workers = [EpisodeWorker.options(max_restarts=ex.max_actor_restarts, max_concurrency=ex.episodes_per_actor,
-                                         num_cpus=ex.cpus_per_actor, scheduling_strategy="SPREAD").remote(
-            corpus_ref, resources_ref, cfg.variant, llm_cfg, cfg.agent, cfg.retrieval, limiter)
-            for _ in range(ex.actors)]
+
+        placed: Counter = Counter()  # workers started per node
+
+        def spawn() -> tuple[Any, Any]:
+            worker = EpisodeWorker.options(
+                max_restarts=ex.max_actor_restarts, max_concurrency=plan["episodes_per_actor"],
+                num_cpus=ex.cpus_per_actor, scheduling_strategy=next_placement(ex, placed)).remote(
+                corpus_ref, resources_ref, cfg.variant, llm_cfg, cfg.agent, cfg.retrieval, limiter)
+            workers.append(worker)
+            return worker, worker.ready.remote()
+
+        target = (lambda: auto_actors(ex)) if ex.actors == "auto" else (lambda: plan["actors"])
+        pool = WorkerPool([], ex.max_actor_restarts + 2, spawn=spawn, target=target)
         try:
-            startup = _wait_for_workers(workers)
             started = time.monotonic()
-            scheduler = Scheduler(WorkerPool(workers, ex.max_actor_restarts + 2), judge, sinks, stats,
-                                  capacity=ex.actors * ex.episodes_per_actor,
-                                  retries_on_death=ex.episode_retries_on_actor_death)
+            pool.grow()
+            scheduler = Scheduler(pool, judge, sinks, stats, capacity=plan["concurrency"],
+                                  retries_on_death=ex.episode_retries_on_actor_death,
+                                  episode_timeout_s=cfg.agent.episode_timeout_s,
+                                  capacity_per_worker=None if ex.concurrency else plan["episodes_per_actor"])
             scheduler.run(todo, list(unjudged))
+            ended = time.monotonic()
+            first = scheduler.first_dispatch or ended
             run_dir.update_meta(requeued=run_dir.read_meta().get("requeued", 0) + stats.requeued,
-                                worker_startup_s=round(startup, 3), episodes_wall_s=round(time.monotonic() - started, 3))
+                                worker_startup_s=round(first - started, 3), episodes_wall_s=round(ended - first, 3),
+                                first_episode_s=since_process_start(first),
+                                episodes_ended_at=time.time(), actors_final=len(pool.workers),
+                                corpus_replicas=corpus_replicas(corpus_ref), workers=workers_usage(workers))
         finally:
             judge.close()
             store.close()
@@ -229,6 +329,68 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
                 ray.kill(w)
             if limiter is not None:
                 ray.kill(limiter)
+    if exporter is not None:
+        _drain(run_dir, exporter, sinks)
+
+
+def since_process_start(monotonic_t: float) -> float | None:
+    """Seconds from this process's start (the command) to a `time.monotonic()` instant; None off Linux."""
+    import os
+
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22: start time
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    started = boot + ticks / os.sysconf("SC_CLK_TCK")
+    return round(time.time() - (time.monotonic() - monotonic_t) - started, 3)
+
+
+def workers_usage(workers: list) -> dict[str, Any]:
+    """CPU seconds and peak memory of the workers, summed and maximum (workers that do not answer are left out)."""
+    import ray
+
+    refs = [w.usage.remote() for w in workers]
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=10)
+    got = []
+    for ref in ready:
+        try:
+            got.append(ray.get(ref))
+        except ray.exceptions.RayError:
+            continue
+    return {"reported": len(got), "cpu_s": round(sum(u["cpu_s"] for u in got), 3),
+            "max_rss_mb": round(max((u["max_rss_mb"] for u in got), default=0.0), 1)}
+
+
+def traces_wanted(cfg: RunConfig, meta: dict[str, Any]) -> bool:
+    return cfg.tracking.traces and bool(meta.get("mlflow_run_id"))
+
+
+def corpus_replicas(ref) -> dict[str, Any]:
+    """How many copies of the corpus object Ray's object stores hold (one per node that ran a worker), and its
+    size."""
+    import ray
+
+    where = ray.experimental.get_object_locations([ref]).get(ref) or {}
+    nodes = sorted(where.get("node_ids") or [])
+    return {"count": len(nodes), "bytes": where.get("object_size"), "node_ids": nodes}
+
+
+def _drain(run_dir: RunDir, exporter, sinks: list) -> None:
+    """Wait for the export actor to write every trace handed to it, then stop it."""
+    import ray
+
+    for sink in sinks:
+        if hasattr(sink, "flush"):
+            sink.flush()
+    started = time.monotonic()
+    try:
+        result = ray.get(exporter.drain.remote(TRACE_DRAIN_TIMEOUT_S))
+    except ray.exceptions.RayError as e:  # the exporter died: `finish` exports what is missing
+        result = {"error": f"{type(e).__name__}: {e}"[:300]}
+    ray.kill(exporter)
+    run_dir.update_meta(trace_export={**result, "drain_s": round(time.monotonic() - started, 3)})
 
 
 def trace_context(run_dir: RunDir, cfg: RunConfig) -> TraceContext:
@@ -254,30 +416,27 @@ def _stats_so_far(run_dir: RunDir, store, redo: set[str]) -> RunStats:
     return stats
 
 
-def _wait_for_workers(workers: list, timeout_s: float = 600) -> float:
-    """Seconds until every worker has loaded its replica (a worker that fails to start is left to the scheduler)."""
-    import ray
-
-    started = time.monotonic()
-    ready, _ = ray.wait([w.ready.remote() for w in workers], num_returns=len(workers), timeout=timeout_s)
-    for ref in ready:
-        try:
-            ray.get(ref)
-        except Exception as e:
-            log.warning("a worker failed to start: %s", e)
-    return time.monotonic() - started
-
-
 def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
     """Summary, per-question table and plots, written to the run folder and logged to MLflow. Run again after a
     rerun or resume, it replaces them: the tables whole, and the summary metrics at step 0 again, where the later
     value is the one MLflow shows (MLflow cannot delete a metric value; one step keeps its charts bar charts)."""
     import pandas as pd
 
-    states = run_dir.store().states()
+    store = run_dir.store()
+    states = store.states()
     rows = question_rows(run_dir.read_questions(), states)
-    summary = summarize(rows)
-    meta = run_dir.update_meta(status="finished" if summary["missing"] == 0 else "incomplete", finished=utc_now())
+    summary = {**summarize(rows), "store_problems": store.problems}
+    meta = run_dir.read_meta()
+    traces_missing = 0
+    if tracker is not None and traces_wanted(load_run_config(run_dir), meta):
+        from pipelines.engine.trace_export import export_missing
+
+        cfg = load_run_config(run_dir)  # a run is not finished without its traces (and the verdicts on them)
+        traces_missing = export_missing(run_dir, tracker.client, meta, trace_context(run_dir, cfg))
+        summary["traces_missing"] = traces_missing
+    done = summary["missing"] == 0 and traces_missing == 0
+    meta = run_dir.update_meta(status="finished" if done else "incomplete", finished=utc_now(),
+                               store_problems=store.problems)
     (run_dir.path / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     frame = pd.DataFrame(rows)
     frame.to_parquet(run_dir.path / "results.parquet", index=False)
@@ -304,19 +463,32 @@ def open_tracker(cfg: RunConfig, runs_dir: Path) -> Tracker:
     return Tracker(tracking_uri(cfg.tracking.uri, runs_dir), cfg.tracking.experiment, runs_dir)
 
 
+def _start_together(cfg: RunConfig, runs_dir: Path, with_ray: bool) -> Tracker:
+    """Open the MLflow store on a thread while Ray starts (or connects) on this one: both take seconds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="mlflow-open") as pool:
+        opening = pool.submit(open_tracker, cfg, runs_dir)
+        if with_ray:
+            init_ray(cfg.execution.ray_address)
+        return opening.result()
+
+
 def run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | None = None,
             sweep_id: str | None = None, parent: str | None = None) -> dict[str, Any]:
     """A new run of `cfg`, start to finish; returns its summary."""
+    inputs = load_inputs(cfg)  # bad input fails here, before MLflow's store or Ray is started
     own_tracker = tracker is None
-    tracker = tracker or open_tracker(cfg, runs_dir)
+    tracker = tracker or _start_together(cfg, runs_dir, True)
     try:
-        run_dir = start_run(cfg, runs_dir, tracker, sweep_id=sweep_id, parent_mlflow_id=parent)
+        run_dir = start_run(cfg, runs_dir, tracker, sweep_id=sweep_id, parent_mlflow_id=parent, inputs=inputs)
         if not quiet:
             print(f"run {run_dir.run_id}: {cfg.variant} on {cfg.dataset or cfg.corpus} with {cfg.llm.model}",
                   file=sys.stderr)
-        todo, _ = pending_work(run_dir, None)
-        execute(run_dir, cfg, todo, tracker, quiet=quiet)
-        return finish(run_dir, tracker)
+        with run_dir.failure_recorded():
+            todo, _ = pending_work(run_dir, None)
+            execute(run_dir, cfg, todo, tracker, quiet=quiet)
+            return finish(run_dir, tracker)
     finally:
         if own_tracker:
             tracker.close()
@@ -326,13 +498,15 @@ def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool) -> di
     """Resume (`statuses` None: questions with no record) or rerun (questions whose latest status is in
     `statuses`) a run, then finish it again; returns its summary."""
     cfg = load_run_config(run_dir)
-    tracker = open_tracker(cfg, run_dir.path.parent)
+    todo, unjudged = pending_work(run_dir, statuses)
+    tracker = _start_together(cfg, run_dir.path.parent, bool(todo or unjudged))
     try:
-        todo, unjudged = pending_work(run_dir, statuses)
-        if not quiet:
-            print(f"run {run_dir.run_id}: {len(todo)} episodes to run, {len(unjudged)} to judge", file=sys.stderr)
-        if todo or unjudged:
-            execute(run_dir, cfg, todo, tracker, unjudged, quiet=quiet)
-        return finish(run_dir, tracker)
+        with run_dir.failure_recorded():
+            if not quiet:
+                print(f"run {run_dir.run_id}: {len(todo)} episodes to run, {len(unjudged)} to judge",
+                      file=sys.stderr)
+            if todo or unjudged:
+                execute(run_dir, cfg, todo, tracker, unjudged, quiet=quiet)
+            return finish(run_dir, tracker)
     finally:
         tracker.close()

@@ -3,28 +3,80 @@ function over tasks with a hard timeout per task (the sandbox that pattern disco
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections import deque
-from typing import Any, Callable, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
+from srag_core.discovery.sandbox import DEFAULT_MEMORY_LIMIT_MB, memory_capped
+
+log = logging.getLogger(__name__)
 DEFAULT_TASK_TIMEOUT_S = 90.0
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "MLFLOW_DISABLE_TELEMETRY": "true"}
 
 
 def init_ray(address: str | None) -> None:
-    """Connect to `address` (else RAY_ADDRESS), or start a local instance; no-op when already connected."""
-    import ray
-
-    if ray.is_initialized():
-        return
+    """Connect to `address` (else RAY_ADDRESS); else to this user's own local Ray if one is running (`ray start
+    --head --node-ip-address 127.0.0.1`: start it once, and every run skips Ray's start-up); else start a local
+    instance for this process. A local instance listens on loopback only: Ray's ports run code for whoever reaches
+    them. No-op when already connected."""
     address = address or os.environ.get("RAY_ADDRESS")
-    env = {"env_vars": dict(RAY_ENV)}
-    if address:
-        ray.init(address=address, runtime_env=env, log_to_driver=False)
-    else:
-        ray.init(include_dashboard=False, runtime_env=env, log_to_driver=False)
+    with _single_machine_mode(not address):
+        address = address or own_local_cluster()
+        import ray
+
+        if ray.is_initialized():
+            return
+        env = {"env_vars": dict(RAY_ENV)}
+        if address:
+            ray.init(address=address, runtime_env=env, log_to_driver=False)
+        else:  # "local": a new instance, never whatever cluster someone else started on this machine
+            ray.init(address="local", include_dashboard=False, runtime_env=env, log_to_driver=False)
+            if ray.util.get_node_ip_address() != LOOPBACK:
+                log.warning("local Ray did not start on loopback (it was imported before init_ray); its ports may "
+                            "be reachable from the network")
+
+
+@contextmanager
+def _single_machine_mode(on: bool) -> Iterator[None]:
+    """Ray's single-machine mode (the one it uses on macOS and Windows): node address 127.0.0.1, so its servers bind
+    loopback. Ray reads it when first imported and the processes `ray.init` starts inherit it; it is taken back
+    afterwards so that processes this one starts later (a `ray start` joining a real cluster) are not in it."""
+    key = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+    before = os.environ.get(key)
+    if on:
+        os.environ.setdefault(key, "0")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def own_local_cluster() -> str | None:
+    """The address of a running local Ray head that listens on loopback and was started by this user, else None.
+
+    `ray start` records its address in Ray's temp folder; a cluster on another interface, or one another user
+    started, is never joined (its workers would run our code under their account, or ours under theirs)."""
+    from ray._private import services, utils
+
+    try:
+        address = utils.read_ray_address()
+        if not address or not address.startswith(LOOPBACK + ":"):
+            return None
+        if os.stat(utils.get_ray_address_file(None)).st_uid != os.getuid():
+            return None
+        return address if address in services.find_gcs_addresses() else None  # a stale file: no such head
+    except (OSError, ValueError):
+        return None
 
 
 def ensure_ray() -> float:
@@ -35,7 +87,7 @@ def ensure_ray() -> float:
 
 
 class RayMapFn:
-    """A `sandbox.MapFn` over Ray tasks with a hard timeout per task.
+    """A `sandbox.MapFn` over Ray tasks with a hard timeout and a memory cap (`sandbox.memory_capped`) per task.
 
     At most as many tasks as the cluster has CPUs are in flight, so a task starts when it is submitted and its
     deadline (submission + task_timeout_s) bounds its own run time, worker start-up included (keep the timeout well
@@ -43,18 +95,20 @@ class RayMapFn:
     initialised on first use.
     """
 
-    def __init__(self, task_timeout_s: float = DEFAULT_TASK_TIMEOUT_S, max_in_flight: int | None = None) -> None:
+    def __init__(self, task_timeout_s: float = DEFAULT_TASK_TIMEOUT_S, max_in_flight: int | None = None,
+                 memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB) -> None:
         self.task_timeout_s = task_timeout_s
         self.max_in_flight = max_in_flight
-        self._remotes: dict[Callable, Any] = {}
+        self.memory_limit_mb = memory_limit_mb
+        self._remote = None
 
     def __call__(self, func: Callable[[Any], Any], chunks: Sequence[Any]) -> list[Any]:
         import ray
 
         ensure_ray()
-        remote = self._remotes.get(func)
-        if remote is None:
-            remote = self._remotes[func] = ray.remote(num_cpus=1, max_retries=0)(func)
+        if self._remote is None:  # every task runs under the sandbox's memory cap, as local workers do
+            self._remote = ray.remote(num_cpus=1, max_retries=0)(memory_capped)
+        remote = self._remote
         slots = self.max_in_flight or max(1, int(ray.cluster_resources().get("CPU", 1)))
         results: list[Any] = [None] * len(chunks)
         todo = deque(range(len(chunks)))
@@ -62,7 +116,8 @@ class RayMapFn:
         while todo or running:
             while todo and len(running) < slots:
                 i = todo.popleft()
-                running[remote.remote(chunks[i])] = (i, time.monotonic() + self.task_timeout_s)
+                running[remote.remote(func, chunks[i], self.memory_limit_mb)] = (i, time.monotonic() +
+                                                                                 self.task_timeout_s)
             wait_s = max(0.0, min(d for _, d in running.values()) - time.monotonic())
             ready, _ = ray.wait(list(running), num_returns=1, timeout=wait_s)
             for ref in ready:

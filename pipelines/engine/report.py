@@ -6,18 +6,16 @@ failed, not as wrong, and accuracy is the mean score over judged questions, repo
 
 from __future__ import annotations
 
-import math
-import random
 from collections import Counter, defaultdict
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from pipelines.engine.results import QuestionState
-from srag_core.agent import FINISHED
+from scipy import stats
 
-FAILED = ("llm_error", "timeout", "crashed")
-STATUSES = ("ok", "max_steps") + FAILED
+from car_baselines import bootstrap_mean_interval
+from pipelines.engine.results import QuestionState
+from srag_core.agent import FAILED, FINISHED, STATUSES
 
 
 def question_rows(questions: list[dict[str, Any]], states: dict[str, QuestionState]) -> list[dict[str, Any]]:
@@ -40,10 +38,16 @@ def question_rows(questions: list[dict[str, Any]], states: dict[str, QuestionSta
                      "spent_tokens": sum(u.get("total_tokens", 0) for u in spent),
                      "spent_cost_usd": sum(u.get("cost_usd", 0.0) for u in spent), "wall_s": ep.get("wall_s", 0.0),
                      "llm_s": ep.get("llm_s", 0.0), "tool_s": ep.get("tool_s", 0.0),
+                     **{k: usage.get(k, 0) for k in USAGE_DETAILS},
                      "score": j.get("score"), "em": j.get("em"), "f1": j.get("f1"),
                      "score_source": j.get("score_source"), "judge_error": j.get("judge_error"),
                      "rationale": j.get("rationale"), "trace_file": ep.get("trace_file")})
     return rows
+
+
+# Per-episode usage beside tokens and cost (srag_core.llm.Usage): hidden reasoning tokens, prompt tokens served from
+# the provider's cache, and replies cut at the completion limit.
+USAGE_DETAILS = ("reasoning_tokens", "cached_tokens", "length_stops")
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -65,6 +69,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "cost_usd": sum(r.get("spent_cost_usd", 0.0) for r in ran),
         "final_tokens": sum(r.get("tokens", 0) for r in ran),  # the attempts whose answers count
         "final_cost_usd": sum(r.get("cost_usd", 0.0) for r in ran),
+        **{k: sum(r.get(k, 0) for r in ran) for k in USAGE_DETAILS},
         "mean_wall_s": _mean(r["wall_s"] for r in ran),
         "latency": {f"{part}_p{q}": v for part in ("wall_s", "llm_s", "tool_s")
                     for q, v in percentiles([r.get(part, 0.0) for r in ran]).items()},
@@ -117,7 +122,7 @@ def _mean(values) -> float | None:
 def metrics_for_mlflow(summary: dict[str, Any]) -> dict[str, float]:
     """The final summary as flat metrics (the running metrics of a live run are named `live/...`)."""
     keys = ("accuracy", "em", "f1", "mean_steps", "tokens", "cost_usd", "final_tokens", "final_cost_usd",
-            "finished", "failed", "missing", "judged", "n_questions", "mean_wall_s")
+            "finished", "failed", "missing", "judged", "n_questions", "mean_wall_s", *USAGE_DETAILS)
     out = {k: summary[k] for k in keys if summary.get(k) is not None}
     out.update({k: v for k, v in summary["latency"].items() if v is not None})
     out.update(_interval("accuracy", summary.get("accuracy_ci95")))
@@ -161,21 +166,13 @@ def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, thres
 
 
 def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value: P of a split at least this uneven among b + c discordant pairs."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    k = min(b, c)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
+    """Two-sided exact McNemar p-value: the binomial test of b successes in b + c discordant pairs at p = 1/2."""
+    return 1.0 if b + c == 0 else float(stats.binomtest(b, b + c, 0.5).pvalue)
 
 
 def bootstrap_ci(diffs: list[float], resamples: int, seed: int, level: float = 0.95) -> list[float]:
-    rng = random.Random(seed)
-    n = len(diffs)
-    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
-    lo = means[int((1 - level) / 2 * resamples)]
-    hi = means[min(resamples - 1, int((1 + level) / 2 * resamples))]
+    """Percentile bootstrap interval of the mean paired difference, resampling questions (seeded)."""
+    lo, hi = bootstrap_mean_interval(diffs, level, resamples, seed)
     return [round(lo, 4), round(hi, 4)]
 
 

@@ -15,7 +15,14 @@ A run folder holds everything that reproduces and explains the run:
 
 Nothing is ever deleted or rewritten: a rerun appends attempt 2, 3, ... beside attempt 1. The state of a question is
 its latest attempt. Only the driver writes `results.jsonl`, so appends need no locking; each line is flushed and
-fsynced, so a killed driver loses at most the episodes still in flight, and a torn last line is skipped on load.
+fsynced, so a killed driver loses at most the episodes still in flight.
+
+The store never loses or doubles a record, whatever happened to the file:
+- a torn last line (a crash mid-write) is moved to `results.torn.jsonl` before the next append, so every append
+  starts on a fresh line and the first record after a resume is not glued onto the fragment;
+- every line is checked against its record schema on read; lines that are not valid JSON or not a valid record
+  (and bytes that are not UTF-8) are counted and reported in `ResultStore.problems`, never fatal;
+- a record with an unknown status, or missing its keys, is refused at write time.
 """
 
 from __future__ import annotations
@@ -27,14 +34,18 @@ import secrets
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import yaml
 
+from srag_core.agent import STATUSES, utc_now
+
 RESULTS = "results.jsonl"
+TORN = "results.torn.jsonl"  # torn tails moved out of results.jsonl, kept for inspection
 PACKAGES = ("ray", "mlflow", "openai", "regex", "pandas", "pyarrow", "pydantic", "numpy", "torch",
             "sentence-transformers", "scikit-learn", "xgboost-cpu", "bm25s", "scalablerag-eval")
 
@@ -42,6 +53,18 @@ PACKAGES = ("ray", "mlflow", "openai", "regex", "pandas", "pyarrow", "pydantic",
 def new_run_id(name: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()[:40] or "run"
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}-{secrets.token_hex(2)}"
+
+
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def check_run_id(run_id: str) -> str:
+    """`run_id` if it names a folder directly inside the runs directory (run and sweep ids), else a ValueError: an id
+    such as ../../etc or /tmp/x must not reach outside --runs-dir."""
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id) or ".." in run_id:
+        raise ValueError(f"invalid run id {str(run_id)[:80]!r}: expected letters, digits, '.', '_' and '-' only, "
+                         "as printed by srag run")
+    return run_id
 
 
 def git_revision(repo: Path | None = None) -> str | None:
@@ -80,13 +103,13 @@ class RunDir:
 
     @classmethod
     def create(cls, runs_dir: Path, run_id: str) -> "RunDir":
-        path = runs_dir / run_id
+        path = runs_dir / check_run_id(run_id)
         (path / "traces").mkdir(parents=True, exist_ok=False)
         return cls(path)
 
     @classmethod
     def open(cls, runs_dir: Path, run_id: str) -> "RunDir":
-        path = runs_dir / run_id
+        path = runs_dir / check_run_id(run_id)
         if not (path / "run.json").is_file():
             raise FileNotFoundError(f"no run {run_id!r} under {runs_dir} (expected {path / 'run.json'})")
         return cls(path)
@@ -103,6 +126,16 @@ class RunDir:
         meta = {**self.read_meta(), **changes}
         self.write_meta(meta)
         return meta
+
+    @contextmanager
+    def failure_recorded(self) -> Iterator[None]:
+        """Whatever stops the run early (an error, a start-up failure, Ctrl-C) leaves run.json `failed`, with why."""
+        try:
+            yield
+        except BaseException as e:
+            reason = f"{type(e).__name__}: {e}".strip().rstrip(":")
+            self.update_meta(status="failed", error=reason.splitlines()[0][:500], stopped=utc_now())
+            raise
 
     def write_config(self, config: dict[str, Any]) -> None:
         _atomic_write(self.path / "config.yaml", yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
@@ -150,18 +183,55 @@ class QuestionState:
 
 
 class ResultStore:
-    """Append-only JSONL of episode and judgement records."""
+    """Append-only JSONL of episode and judgement records. `problems` lists, after `records()`, what was wrong with
+    the file: torn tails moved aside, lines skipped and why."""
 
     def __init__(self, path: Path):
         self.path = path
         self._fh = None
+        self.problems: list[str] = []
 
     def append(self, record: dict[str, Any]) -> None:
+        if (problem := record_problem(record)) is not None:
+            raise ValueError(f"refusing to store a bad record for {record.get('question_id')!r}: {problem}")
+        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         if self._fh is None:
+            self._move_torn_tail()
             self._fh = open(self.path, "a", encoding="utf-8")
-        self._fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        self._fh.write(line)
         self._fh.flush()
         os.fsync(self._fh.fileno())
+
+    def _move_torn_tail(self) -> None:
+        """A last line with no newline was cut by a crash mid-write: move it to TORN so the next append starts on a
+        fresh line (the episode it held counts as not recorded and is run again)."""
+        if not self.path.is_file() or self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb+") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 1))
+            if fh.read(1) == b"\n":
+                return
+            start = size
+            while start > 0:  # find where the torn line starts, reading backwards in blocks
+                block = min(65536, start)
+                fh.seek(start - block)
+                chunk = fh.read(block)
+                cut = chunk.rfind(b"\n")
+                if cut >= 0:
+                    start = start - block + cut + 1
+                    break
+                start -= block
+            fh.seek(start)
+            fragment = fh.read()
+            with open(self.path.with_name(TORN), "ab") as torn:
+                torn.write(fragment + b"\n")
+                torn.flush()
+                os.fsync(torn.fileno())
+            fh.truncate(start)
+            fh.flush()
+            os.fsync(fh.fileno())
 
     def close(self) -> None:
         if self._fh is not None:
@@ -169,14 +239,35 @@ class ResultStore:
             self._fh = None
 
     def records(self) -> list[dict[str, Any]]:
+        """Every valid record, in file order; what was skipped is in `problems`."""
+        torn = self.path.with_name(TORN)
+        self.problems = []
+        if torn.is_file():
+            n = torn.read_bytes().count(b"\n")
+            self.problems.append(f"{n} torn line(s) left by a crash were moved to {TORN} (their episodes ran again)")
         if not self.path.is_file():
             return []
         out = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        lines = self.path.read_bytes().split(b"\n")
+        for lineno, raw in enumerate(lines, 1):
+            if not raw.strip():
+                continue
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line torn by a crash mid-write: that episode counts as not recorded
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                text = raw.decode("utf-8", errors="replace")
+                self.problems.append(f"line {lineno}: bytes that are not UTF-8 (offset {e.start}), replaced")
+            try:
+                rec = json.loads(text)
+            except json.JSONDecodeError as e:
+                torn = lineno == len(lines)  # the last piece, with no newline after it
+                self.problems.append(f"line {lineno}: " + ("torn by a crash mid-write" if torn else
+                                                           f"not valid JSON ({e.msg})") + ", skipped")
+                continue
+            if (problem := record_problem(rec)) is not None:
+                self.problems.append(f"line {lineno}: {problem}, skipped")
+                continue
+            out.append(rec)
         return out
 
     def states(self) -> dict[str, QuestionState]:
@@ -188,6 +279,31 @@ class ResultStore:
             else:
                 st.attempts.append(rec)
         return {qid: st for qid, st in states.items() if st.attempts}
+
+
+def record_problem(rec: Any) -> str | None:
+    """Why `rec` is not a valid episode or judgement record, or None. Only what readers rely on is checked."""
+    if not isinstance(rec, dict):
+        return f"a record must be a JSON object, not {type(rec).__name__}"
+    kind = rec.get("type", "episode")
+    if kind not in ("episode", "judgement"):
+        return f"unknown record type {kind!r}"
+    if not isinstance(rec.get("question_id"), str) or not rec["question_id"]:
+        return "no question_id string"
+    attempt = rec.get("attempt")
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
+        return f"attempt must be a whole number from 1, not {attempt!r}"
+    if kind == "judgement":
+        score = rec.get("score")
+        if score is not None and (not isinstance(score, (int, float)) or isinstance(score, bool)):
+            return f"score must be a number or null, not {score!r}"
+        return None
+    if rec.get("status") not in STATUSES:
+        return f"unknown status {rec.get('status')!r} (known: {', '.join(STATUSES)})"
+    for key, types in (("steps", int), ("usage", dict), ("wall_s", (int, float))):
+        if key in rec and not isinstance(rec[key], types):
+            return f"{key} has the wrong type ({type(rec[key]).__name__})"
+    return None
 
 
 def _atomic_write(path: Path, text: str) -> None:

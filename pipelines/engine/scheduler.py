@@ -7,6 +7,11 @@ It knows nothing of where records go: each finished episode, each verdict and ea
 Fault tolerance: a worker that dies is restarted by Ray and reloads its replica; the episodes it was running are put
 back in the queue under the same attempt number (they never produced a record), up to a limit, after which the
 question is recorded as crashed with the reason. Every question ends with exactly one record per attempt.
+
+Deadline: `episode_timeout_s` is enforced from here as well as inside the episode. An episode with no result
+`grace_s` after its limit is recorded as `timeout` and its slot is reclaimed (a late result is ignored). Its thread
+may still be stuck inside the worker, so the slot stays counted against that worker until the worker holds only
+stuck episodes; then the worker is restarted (its other episodes, if any, are requeued as after a death).
 """
 
 from __future__ import annotations
@@ -16,13 +21,17 @@ import time
 from collections import Counter, deque
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from pipelines.engine.progress import RunStats
 from srag_core.agent import FINISHED, utc_now
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 5.0
+# Past episode_timeout_s, how long the driver still waits for the episode's own record: longer than the last tool
+# call an episode may start before its limit, and than a worker restart that delays the start of an episode.
+EPISODE_GRACE_S = 60.0
+GROW_EVERY_S = 10.0  # how often the cluster's CPUs are read, to add workers when nodes have joined
 
 
 class RunSink(Protocol):
@@ -52,20 +61,63 @@ class _Slot:
     question: dict[str, Any]
     attempt: int
     worker: int
+    deadline: float = float("inf")  # monotonic time after which the driver gives up on this episode
 
 
 class WorkerPool:
-    """The episode workers and their health. A worker that just failed cools down briefly (Ray is restarting it);
-    one that keeps failing (restarts exhausted) is retired."""
+    """The episode workers and their health. A worker gets episodes once it has started (its `ready` call returned),
+    so the first episodes run while the others still start. A worker that just failed cools down briefly (Ray is
+    restarting it); one that keeps failing (restarts exhausted) is retired. With `spawn` and `target`, `grow` adds
+    workers when the cluster can hold more of them (nodes joined)."""
 
     COOLDOWN_S = 2.0
 
-    def __init__(self, workers: list, max_failures: int):
-        self.workers = workers
-        self.load = [0] * len(workers)
-        self.cool_until = [0.0] * len(workers)
-        self.failures = [0] * len(workers)
+    def __init__(self, workers: list, max_failures: int, *, spawn: Callable[[], tuple[Any, Any]] | None = None,
+                 target: Callable[[], int] | None = None):
+        self.workers: list = []
+        self.load: list[int] = []
+        self.cool_until: list[float] = []
+        self.failures: list[int] = []
+        self.stuck: list[int] = []  # reclaimed episodes whose thread may still be running in the worker
+        self.booting: dict[Any, int] = {}  # `ready` ref -> worker still starting
         self.max_failures = max_failures
+        self.spawn, self.target = spawn, target
+        for w in workers:
+            self.add(w)
+
+    def add(self, worker, ready_ref=None) -> None:
+        self.workers.append(worker)
+        self.load.append(0)
+        self.failures.append(0)
+        self.stuck.append(0)
+        self.cool_until.append(float("inf") if ready_ref is not None else 0.0)
+        if ready_ref is not None:
+            self.booting[ready_ref] = len(self.workers) - 1
+
+    def grow(self) -> int:
+        """Start workers up to `target()`; returns how many were added."""
+        if self.spawn is None or self.target is None:
+            return 0
+        added = max(0, self.target() - len(self.workers))
+        for _ in range(added):
+            self.add(*self.spawn())
+        return added
+
+    def check_booting(self) -> None:
+        """Workers whose start finished become available; one that failed to start counts a failure."""
+        import ray
+
+        if not self.booting:
+            return
+        ready, _ = ray.wait(list(self.booting), num_returns=len(self.booting), timeout=0)
+        for ref in ready:
+            w = self.booting.pop(ref)
+            self.cool_until[w] = 0.0
+            try:
+                ray.get(ref)
+            except Exception as e:
+                log.warning("a worker failed to start: %s", e)
+                self.failed(w)
 
     def alive(self, w: int) -> bool:
         return self.failures[w] <= self.max_failures
@@ -88,44 +140,66 @@ class WorkerPool:
 
 class Scheduler:
     def __init__(self, pool: WorkerPool, judge: Judge, sinks: list[RunSink], stats: RunStats, *, capacity: int,
-                 retries_on_death: int, progress_every_s: float = PROGRESS_EVERY_S):
+                 retries_on_death: int, episode_timeout_s: float = float("inf"), grace_s: float = EPISODE_GRACE_S,
+                 progress_every_s: float = PROGRESS_EVERY_S, capacity_per_worker: int | None = None):
+        """`capacity`: episodes in flight; with `capacity_per_worker` it grows with the pool."""
         self.pool, self.judge, self.sinks, self.stats = pool, judge, sinks, stats
         self.capacity = capacity
+        self.capacity_per_worker = capacity_per_worker
+        self.episode_timeout_s, self.grace_s = episode_timeout_s, grace_s
         self.retries_on_death = retries_on_death
         self.progress_every_s = progress_every_s
         self.pending: deque[tuple[dict, int]] = deque()
         self.inflight: dict[Any, _Slot] = {}
         self.judging: dict[Future, dict] = {}
         self.deaths: Counter = Counter()
+        self.first_dispatch: float | None = None  # monotonic time the first episode went to a worker
 
     def run(self, todo: list[tuple[dict, int]], unjudged: list[tuple[dict, dict]] = ()) -> None:
         """Run every (question, attempt) of `todo` and judge it; judge `unjudged` (question, record) pairs."""
         self.pending.extend(todo)
         self.judging.update({self.judge.submit(q, rec): rec for q, rec in unjudged})
-        last_report = 0.0
+        last_report, last_grow = 0.0, time.monotonic()
         while self.pending or self.inflight or self.judging:
+            if time.monotonic() - last_grow > GROW_EVERY_S:
+                last_grow = time.monotonic()
+                self._grow()
+            self.pool.check_booting()
             self._dispatch()
             for ref in _wait_ready(self.inflight):
                 self._settle(ref)
+            self._reclaim_overdue()
             self._collect_judgements()
             if time.monotonic() - last_report > self.progress_every_s or not self._busy():
                 last_report = time.monotonic()
                 for sink in self.sinks:
                     sink.progress(self.stats)
 
+    def _grow(self) -> None:
+        added = self.pool.grow()
+        if added:
+            log.info("the cluster grew: %d more workers (%d in all)", added, len(self.pool.workers))
+            if self.capacity_per_worker:
+                self.capacity += added * self.capacity_per_worker
+
     def _busy(self) -> bool:
         return bool(self.pending or self.inflight or self.judging)
 
     def _dispatch(self) -> None:
         pool = self.pool
-        while self.pending and len(self.inflight) < self.capacity and (w := pool.pick()) is not None:
+        while self.pending and self._room() and (w := pool.pick()) is not None:
             q, attempt = self.pending.popleft()
-            self.inflight[pool.workers[w].run_episode.remote(q, attempt)] = _Slot(q, attempt, w)
+            deadline = time.monotonic() + self.episode_timeout_s + self.grace_s
+            self.inflight[pool.workers[w].run_episode.remote(q, attempt)] = _Slot(q, attempt, w, deadline)
             pool.load[w] += 1
+            self.first_dispatch = self.first_dispatch or time.monotonic()
         if self.pending and not self.inflight and not pool.any_alive():  # every worker is gone: record, don't drop
             while self.pending:
                 q, attempt = self.pending.popleft()
                 self._record(failed_record(q, attempt, "crashed", "no live workers left to run this question"))
+
+    def _room(self) -> bool:
+        return len(self.inflight) + sum(self.pool.stuck) < self.capacity
 
     def _settle(self, ref) -> None:
         import ray
@@ -155,6 +229,36 @@ class Scheduler:
         self._record(record)
         if record["status"] in FINISHED:
             self.judging[self.judge.submit(slot.question, record)] = record
+
+    def _reclaim_overdue(self) -> None:
+        """Record as `timeout` every episode past its deadline plus grace, and take its slot back."""
+        import ray
+
+        now = time.monotonic()
+        for ref, slot in [(r, s) for r, s in self.inflight.items() if now >= s.deadline]:
+            del self.inflight[ref]
+            ray.cancel(ref)  # best effort: a running thread of a threaded actor cannot be interrupted
+            self.pool.stuck[slot.worker] += 1  # keeps its place in pool.load until the worker is restarted
+            self._record(failed_record(slot.question, slot.attempt, "timeout",
+                                       f"no result {self.episode_timeout_s + self.grace_s:g}s after it started "
+                                       f"(episode_timeout_s {self.episode_timeout_s:g} + {self.grace_s:g}s grace): "
+                                       "the driver gave up on it and reclaimed its slot"))
+            if self.pool.stuck[slot.worker] >= self._per_worker() or self.pool.load[slot.worker] == \
+                    self.pool.stuck[slot.worker]:
+                self._restart(slot.worker)
+
+    def _restart(self, w: int) -> None:
+        """Kill a worker whose threads are stuck; Ray restarts it (a fresh replica) and its other episodes, if any,
+        fail with RayActorError and are requeued."""
+        import ray
+
+        ray.kill(self.pool.workers[w], no_restart=False)
+        self.pool.load[w] -= self.pool.stuck[w]
+        self.pool.stuck[w] = 0
+        self.pool.failed(w)  # cool down while Ray restarts it
+
+    def _per_worker(self) -> int:
+        return self.capacity_per_worker or max(1, self.capacity // max(1, len(self.pool.workers)))
 
     def _requeue(self, slot: _Slot) -> None:
         self.pending.appendleft((slot.question, slot.attempt))

@@ -129,9 +129,10 @@ def _write_sweep(sweep_dir: Path, info: dict[str, Any]) -> None:
 def run_report(runs_dir: Path, run_id: str) -> dict[str, Any]:
     run_dir = RunDir.open(runs_dir, run_id)
     meta = run_dir.read_meta()
-    rows = question_rows(run_dir.read_questions(), run_dir.store().states())
+    store = run_dir.store()
+    rows = question_rows(run_dir.read_questions(), store.states())
     return {"run_id": run_id, "name": meta["name"], "variant": meta["variant"], "model": meta["model"],
-            "status": meta.get("status"), **summarize(rows)}
+            "status": meta.get("status"), **summarize(rows), "store_problems": store.problems}
 
 
 def compare_runs(runs_dir: Path, run_a: str, run_b: str) -> dict[str, Any]:

@@ -99,17 +99,17 @@ def build_system(variant: str, corpus: Corpus, llm, agent: AgentConfig, retrieva
 
 def limited_ingestion_agent(corpus: Corpus, llm, agent: AgentConfig, resources: dict[str, Any],
                             on_event: Callable[[dict], None] | None) -> Agent:
-    from srag_core.tools.embedding_tools import embedding_extensions
-    from srag_core.tools.patterns import corpus_profile, pattern_routing, register_pattern_sets
+    from srag_core.modules import Modules
+    from srag_core.tools.embedding_tools import embedding_modules
+    from srag_core.tools.patterns import corpus_profile, pattern_routing
 
     if "coarse_index" not in resources or "pattern_index" not in resources:
         raise ConfigError("limited_ingestion needs the coarse chunk index and the pattern index (prepare_resources)")
     index = resources["pattern_index"]
-    extensions = {**embedding_extensions(resources["coarse_index"], llm), "pattern_index": index,
-                  "init_workspace": register_pattern_sets}
+    modules = embedding_modules(resources["coarse_index"], base=Modules(pattern_index=index))
 
     def sections(question: str) -> list[str]:
         return [corpus_profile(index), pattern_routing(index, question)]
 
-    return Agent(corpus, llm, effective_agent("limited_ingestion", agent), extensions=extensions,
+    return Agent(corpus, llm, effective_agent("limited_ingestion", agent), modules=modules,
                  extra_sections=sections, on_event=on_event)

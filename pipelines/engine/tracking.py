@@ -2,9 +2,9 @@
 the end summary metrics, the per-question table, traces, the resolved config and plots.
 
 All MLflow writes happen off the driver loop, so it never waits on the tracking server: run metadata, metrics and
-artifacts on one writer thread (in order), episode traces on a small pool (order does not matter, and each trace is
-a few round trips), and the judge's verdicts on the traces on their own thread (each waits for its trace). `close()`
-waits for all three. Params are the flattened effective config; it never contains secrets (only the *name* of the
+artifacts on one writer thread (in order). Episode traces and the judge's verdicts on them are exported by
+`trace_export` (its own process, batched, exactly once across a killed driver), with the content built here.
+`close()` waits for the writer. Params are the flattened effective config; it never contains secrets (only the *name* of the
 variable holding an API key), and a key named like a secret is dropped anyway.
 
 What a trace holds (`episode_trace`): a root AGENT span for the question; a CHAT_MODEL span per LLM call with the
@@ -23,7 +23,6 @@ import os
 import queue
 import re
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -31,10 +30,10 @@ from typing import Any, Callable
 from srag_core.agent import FINISHED
 
 log = logging.getLogger(__name__)
-# A key's last part naming a secret; `max_tokens` and `context_tokens` are settings, `api_key_env` only a name.
-SECRET_KEY = re.compile(r"api_?key$|secret|password|(^|_)token$", re.IGNORECASE)
+# A config key whose last part names a secret: api_key, hf_token, client_secret... but not max_tokens,
+# context_tokens or token_budget (counts, which belong in MLflow), nor api_key_env (the *name* of a variable).
+SECRET_KEY = re.compile(r"(?:^|_)(?:api_?key|token|secret|password|passwd|credentials?)$", re.IGNORECASE)
 MAX_PARAM_CHARS = 6000
-TRACE_WRITERS = 4
 TABLES_TAG = "mlflow.loggedArtifacts"  # how the MLflow UI finds a run's tables (what `log_table` sets)
 RIGHT = 0.5  # a score at least this counts as a right answer (as in `report.compare`)
 
@@ -54,6 +53,20 @@ def flatten(data: Any, prefix: str = "") -> dict[str, str]:
         return out
     out[key] = str(data)[:MAX_PARAM_CHARS]
     return out
+
+
+def mlflow_client(uri: str):
+    """An MlflowClient for `uri`, in a process set up for our writers (the driver's Tracker, the trace exporter)."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # stdout carries --json output
+    # Traces are exported by our own writer threads already; MLflow's exporter writing each one synchronously means a
+    # trace exists on the server when its assessments are logged, and is marked exported only once MLflow has it.
+    os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+    import mlflow
+    from mlflow import MlflowClient
+
+    mlflow.set_tracking_uri(uri)  # the trace exporter writes to the process-wide URI, not the client's
+    return MlflowClient(tracking_uri=uri)
 
 
 def run_name(variant: str, dataset: str, model: str, extra: str = "") -> str:
@@ -76,25 +89,13 @@ class Tracker:
     """Writes to MLflow from background threads. Methods return at once; `close()` waits for the writes."""
 
     def __init__(self, uri: str, experiment: str, runs_dir: Path):
-        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # stdout carries --json output
-        # Traces are written by our own writer threads already; exporting them synchronously there means a trace
-        # exists on the server when its assessments are logged, and needs no flush at exit.
-        os.environ.setdefault("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
-        import mlflow
-        from mlflow import MlflowClient
-
         self.uri = uri
-        self.client = MlflowClient(tracking_uri=uri)
-        mlflow.set_tracking_uri(uri)  # the trace exporter writes to the process-wide URI, not the client's
+        self.client = mlflow_client(uri)
         self.experiment_id = self._experiment(experiment, runs_dir)
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._errors: list[str] = []
         self._thread = threading.Thread(target=self._drain, name="mlflow-writer", daemon=True)
         self._thread.start()
-        self._trace_pool = ThreadPoolExecutor(max_workers=TRACE_WRITERS, thread_name_prefix="mlflow-traces")
-        self._verdict_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-verdicts")
-        self._traces: dict[tuple[str, str, int], Future] = {}  # (run, question, attempt) -> its trace id
 
     def _experiment(self, name: str, runs_dir: Path) -> str:
         found = self.client.get_experiment_by_name(name)
@@ -162,37 +163,9 @@ class Tracker:
         inputs = [DatasetInput(dataset, [InputTag(k, v) for k, v in tags.items()])]
         self.submit(lambda: self.client.log_inputs(run_id, datasets=inputs))
 
-    def log_episode_trace(self, run_id: str, record: dict[str, Any], context: TraceContext | None = None) -> None:
-        key = (run_id, record["question_id"], int(record.get("attempt", 1)))
-
-        def export() -> str:
-            trace_id = episode_trace(self.client, self.experiment_id, run_id, record, context)
-            if key[2] > 1:  # a rerun: the earlier attempt's trace says it no longer counts
-                earlier = find_trace(self.client, self.experiment_id, run_id, key[1], key[2] - 1)
-                if earlier:
-                    self.client.set_trace_tag(earlier, "srag.superseded_by", str(key[2]))
-            return trace_id
-
-        self._traces[key] = self._trace_pool.submit(self._guarded, export)
-
-    def log_verdict(self, run_id: str, verdict: dict[str, Any]) -> None:
-        """The judge's verdict as feedback on the episode's trace, once the trace exists (a trace from an earlier
-        process, for a resumed run, is looked up by its tags)."""
-        trace = self._traces.get((run_id, verdict["question_id"], int(verdict["attempt"])))
-
-        def attach() -> None:
-            trace_id = trace.result() if trace is not None else find_trace(self.client, self.experiment_id, run_id,
-                                                                           verdict["question_id"], verdict["attempt"])
-            if trace_id:
-                attach_verdict(self.client, trace_id, verdict)
-
-        self._verdict_pool.submit(self._guarded, attach)
-
     def close(self) -> list[str]:
         """Wait for every queued write; returns the errors seen (logged, never raised: tracking is best effort and
         the run's own folder is the record of truth)."""
-        self._trace_pool.shutdown(wait=True)
-        self._verdict_pool.shutdown(wait=True)
         self._queue.put(None)
         self._thread.join()
         return self._errors
@@ -262,6 +235,11 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
                                source=AssessmentSource(source_type="CODE", source_id="srag.question_set"),
                                metadata={"aliases": question.get("answer_aliases") or [],
                                          "answer_kind": question.get("answer_kind") or "text"})
+    attempt = int(record.get("attempt", 1))
+    if attempt > 1:  # a rerun: the earlier attempt's trace says it no longer counts
+        earlier = find_trace(client, experiment_id, run_id, record["question_id"], attempt - 1)
+        if earlier:
+            client.set_trace_tag(earlier, "srag.superseded_by", str(attempt))
     return trace_id
 
 
@@ -367,21 +345,18 @@ def _ns(iso: str | None) -> int:
 
 
 class MlflowSink:
-    """The scheduler's sink into one MLflow run: a trace per episode (when the run asks for traces), the judge's
-    verdict on it, and the running metrics at each progress tick (step = episodes done, names under `live/` so they
-    never mix with the final summary metrics)."""
+    """The scheduler's sink into one MLflow run: the running metrics at each progress tick (step = episodes done,
+    names under `live/` so they never mix with the final summary metrics). Traces and verdicts go through
+    `trace_export.TraceExportSink`."""
 
-    def __init__(self, tracker: Tracker, mlflow_run_id: str, traces: bool, context: TraceContext | None = None):
-        self.tracker, self.run_id, self.traces = tracker, mlflow_run_id, traces
-        self.context = context or TraceContext()
+    def __init__(self, tracker: Tracker, mlflow_run_id: str):
+        self.tracker, self.run_id = tracker, mlflow_run_id
 
     def episode(self, record: dict[str, Any]) -> None:
-        if self.traces:
-            self.tracker.log_episode_trace(self.run_id, record, self.context)
+        pass
 
     def judgement(self, verdict: dict[str, Any]) -> None:
-        if self.traces:
-            self.tracker.log_verdict(self.run_id, verdict)
+        pass
 
     def progress(self, stats) -> None:
         self.tracker.log_metrics(self.run_id, {f"live/{k}": v for k, v in stats.metrics().items()}, step=stats.done)

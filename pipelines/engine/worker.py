@@ -10,11 +10,9 @@ replica from the object store; the driver re-queues the episodes it was running.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import socket
 import time
-from collections import deque
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -24,65 +22,51 @@ from pipelines.config import RetrievalSettings
 from pipelines.engine.systems import build_system
 from srag_core.agent import AgentConfig
 from srag_core.llm import LLMClient, LLMConfig
+from srag_core.ratelimit import Window
 
 
 @ray.remote(num_cpus=0)
 class RequestLimiter:
-    """Caps concurrent requests (and optionally requests per minute) to one endpoint across the whole cluster.
+    """Caps concurrent requests, requests per minute and tokens per minute to one endpoint across the whole cluster,
+    and holds every request back while the server has asked for a pause (the bookkeeping is
+    `srag_core.ratelimit.Window`).
 
     Slots are leases: a worker that dies while holding one cannot leak it, because leases older than `lease_s`
     (longer than any request may take) are reclaimed on the next acquire.
     """
 
-    def __init__(self, max_concurrent: int, per_minute: int | None = None, lease_s: float = 900.0):
-        self.max_concurrent, self.per_minute, self.lease_s = max_concurrent, per_minute, lease_s
-        self.held: dict[int, float] = {}
-        self.ids = itertools.count()
-        self.recent: deque[float] = deque()
+    def __init__(self, max_concurrent: int, per_minute: int | None = None, tokens_per_minute: int | None = None,
+                 lease_s: float = 900.0):
+        self.window = Window(max_concurrent, per_minute, tokens_per_minute, lease_s)
         self.changed = asyncio.Condition()
 
-    async def acquire(self) -> int:
+    async def acquire(self, tokens: int = 0) -> int:
         async with self.changed:
-            while True:
-                self._reclaim()
-                wait = self._rate_wait()
-                if len(self.held) < self.max_concurrent and wait == 0:
-                    lease = next(self.ids)
-                    self.held[lease] = time.monotonic()
-                    self.recent.append(time.monotonic())
-                    return lease
+            while (wait := self.window.wait(time.monotonic(), tokens)) > 0:
                 try:
-                    await asyncio.wait_for(self.changed.wait(), timeout=wait or 1.0)
+                    await asyncio.wait_for(self.changed.wait(), timeout=wait)
                 except asyncio.TimeoutError:
                     pass
+            return self.window.grant(time.monotonic(), tokens)
 
     async def release(self, lease: int) -> None:
         async with self.changed:
-            self.held.pop(lease, None)
+            self.window.release(lease)
             self.changed.notify()
 
-    def _reclaim(self) -> None:
-        stale = [k for k, t in self.held.items() if time.monotonic() - t > self.lease_s]
-        for k in stale:
-            del self.held[k]
-
-    def _rate_wait(self) -> float:
-        if not self.per_minute:
-            return 0.0
-        now = time.monotonic()
-        while self.recent and now - self.recent[0] > 60:
-            self.recent.popleft()
-        return 0.0 if len(self.recent) < self.per_minute else 60 - (now - self.recent[0]) + 0.01
+    async def pause(self, seconds: float) -> None:
+        async with self.changed:
+            self.window.pause(time.monotonic(), seconds)
 
 
-def start_limiter(max_concurrent: int, per_minute: int | None):
+def start_limiter(max_concurrent: int, per_minute: int | None, tokens_per_minute: int | None = None):
     """The limiter lives on the driver's node and is restarted (and its calls retried) if it ever dies, so losing a
     worker node never takes the limiter with it."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
     return RequestLimiter.options(max_restarts=-1, max_task_retries=-1, scheduling_strategy=here).remote(
-        max_concurrent, per_minute)
+        max_concurrent, per_minute, tokens_per_minute)
 
 
 class RayLimiterSlot:
@@ -92,17 +76,22 @@ class RayLimiterSlot:
     def __init__(self, handle):
         self.handle = handle
 
+    def pause(self, seconds: float) -> None:
+        self.handle.pause.remote(seconds)  # fire and forget
+
     @contextmanager
-    def slot(self) -> Iterator[None]:
+    def slot(self, tokens: int = 0) -> Iterator[None]:
         try:
-            lease = ray.get(self.handle.acquire.remote())
+            lease = ray.get(self.handle.acquire.remote(tokens))
         except ray.exceptions.RayActorError:
             lease = None
         try:
             yield
         finally:
             if lease is not None:
-                self.handle.release.remote(lease)  # fire and forget: the next acquire sees it
+                # fire and forget, not retried: a limiter that died (or was stopped at the end of a run) has lost
+                # its leases anyway
+                self.handle.release.options(max_task_retries=0).remote(lease)
 
 
 @ray.remote
@@ -119,8 +108,15 @@ class EpisodeWorker:
     def ready(self) -> dict[str, Any]:
         return {**self.where, "startup_s": round(time.time() - self.started, 3)}
 
+    def usage(self) -> dict[str, float]:
+        """This worker process's CPU seconds and peak memory so far (run.json's `workers` entry)."""
+        import resource
+
+        return {"cpu_s": time.process_time(), "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
     def run_episode(self, question: dict[str, Any], attempt: int) -> dict[str, Any]:
+        cpu = time.thread_time()  # each episode runs on a thread of its own: this is its CPU, tools included
         episode = self.system.run(question["question"], question["id"])
         record = episode.model_dump()
-        record.update(attempt=attempt, worker=self.where)
+        record.update(attempt=attempt, worker=self.where, worker_cpu_s=round(time.thread_time() - cpu, 4))
         return record

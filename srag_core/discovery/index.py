@@ -268,8 +268,12 @@ def build_index(corpus: "Corpus", patterns: list[RegexPattern], semantic: list[S
     """Run every pattern over every scan window and compute the gap catalog; returns the index and build stats."""
     windows = windows if windows is not None else [scan_window(d.text, cfg.window_chars) for d in corpus.docs]
     matches, timeouts, failures = scan_all(patterns, windows, map_fn or inline_map, cfg)
+    # A pattern that timed out on any window is not indexed: its matches are incomplete, and tools that rerun it
+    # would meet the same runaway.
+    unsafe = [p.name for p in patterns if timeouts.get(p.name)]
+    patterns = [p for p in patterns if p.name not in unsafe]
     postings = token_postings(windows) if patterns else {}
-    stats: dict[str, Any] = {"patterns": {}, "failed_jobs": failures}
+    stats: dict[str, Any] = {"patterns": {}, "failed_jobs": failures, "not_indexed_timeouts": unsafe}
     gaps: dict[str, dict[str, list[tuple[int, str]]]] = {}
     for p in patterns:
         per_doc = matches.get(p.name, {})
@@ -279,8 +283,9 @@ def build_index(corpus: "Corpus", patterns: list[RegexPattern], semantic: list[S
         gaps[p.name], gap_stats = pattern_gaps(per_doc, windows, postings, cfg)
         stats["patterns"][p.name] = {"docs_matched": p.docs_matched, "timeouts": len(timeouts.get(p.name, ())),
                                      "matches": sum(len(m) for m in per_doc.values()), **gap_stats}
+    kept = {k: v for k, v in matches.items() if k not in unsafe}
     index = PatternIndex(corpus_hash=corpus.content_hash, n_docs=len(corpus), window_chars=cfg.window_chars,
-                         patterns=patterns, semantic=semantic, matches=matches, gaps=gaps)
+                         patterns=patterns, semantic=semantic, matches=kept, gaps=gaps)
     return index, stats
 
 

@@ -8,14 +8,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol, Sequence
 
-from srag_core.llm import DEFAULT_CONTEXT_TOKENS, ChatResult, LLMError
-from srag_core.turns import first_json_object
+from srag_core.jsontext import first_json_object
+from srag_core.llm import ANY_JSON_OBJECT, DEFAULT_CONTEXT_TOKENS, ChatResult, LLMError
 
 MAX_PROMPT_CHARS = 60_000
 
 
 class ChatClient(Protocol):
-    def chat(self, messages: Sequence[dict[str, Any]], *, max_tokens: int | None = None) -> ChatResult: ...
+    def chat(self, messages: Sequence[dict[str, Any]], *, json_schema: dict[str, Any] | None = None,
+             max_tokens: int | None = None) -> ChatResult: ...
 
 
 @dataclass
@@ -49,7 +50,7 @@ class StageLLM:
         self.log.calls[stage] += 1
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         try:
-            result = self.client.chat(messages, max_tokens=max_tokens)
+            result = self.client.chat(messages, json_schema=ANY_JSON_OBJECT, max_tokens=max_tokens)
         except LLMError as e:
             self.log.failures[stage] += 1
             return None, f"LLM call failed ({e.kind})"

@@ -21,7 +21,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from srag_core.corpus import Corpus
 from srag_core.discovery.curation import MIN_UTILITY, curate, kept
@@ -130,7 +130,8 @@ def discover(corpus: Corpus, llm: ChatClient | None = None, *, sample_size: int 
                                                       max_patterns=cfg.max_llm_patterns)
                 dropped += rejected
             with stages.stage("validate"):
-                llm_patterns, rejected = _validate_all(proposed, windows, corpus, stage_llm, sandbox, cfg, progress)
+                llm_patterns, rejected = _validate_all(proposed, windows, corpus, stage_llm, sandbox, cfg, progress,
+                                                       sample)
                 dropped += rejected
             with stages.stage("semantic"):
                 semantic, rejected = propose_semantic(stage_llm, corpus, sample,
@@ -182,13 +183,14 @@ def llm_call_bound(cfg: DiscoveryConfig, curation_batch: int = 40) -> int:
 
 
 def _validate_all(proposed: list[RegexPattern], windows: list[str], corpus: Corpus, llm: StageLLM, sandbox: MapFn,
-                  cfg: DiscoveryConfig, progress: Callable[[str], None] | None
+                  cfg: DiscoveryConfig, progress: Callable[[str], None] | None, sample: Sequence[int] = ()
                   ) -> tuple[list[RegexPattern], list[Dropped]]:
     accepted, rejected = [], []
     filenames = [d.filename for d in corpus.docs]
+    samples = [(corpus.docs[i].filename, corpus.docs[i].text) for i in sample]  # what the proposals were made from
     for p in proposed:
         original = p.template
-        validate_pattern(p, windows, filenames, llm, sandbox, cfg.validation)
+        validate_pattern(p, windows, filenames, llm, sandbox, cfg.validation, samples)
         if progress:
             progress(f"  {p.name}: {p.validation.status} ({p.validation.reason})")
         twin = next((q.name for q in accepted if q.template == p.template), None)

@@ -7,8 +7,10 @@ Three layers bound the cost of one pattern:
 2. Per job: a job (a chunk of documents) has a soft wall-clock budget and, by default, stops at its first timeout:
    a pattern that times out once is rejected anyway, so there is no point paying for the rest of the chunk.
 3. Per task: the caller's `map_fn` runs jobs in separate worker processes (or Ray tasks) with a hard timeout and
-   kills the ones that overrun it. `LocalProcessMap` is the local implementation (persistent workers, address-space
-   limit, SIGKILL on timeout); `pipelines.engine.ray_utils.RayMapFn` is a Ray one.
+   kills the ones that overrun it, and caps the memory they may add. `LocalProcessMap` is the local implementation
+   (persistent workers, address-space limit, SIGKILL on timeout); `pipelines.engine.ray_utils.RayMapFn` is a Ray one,
+   whose tasks run through `memory_capped` (the same address-space limit, lifted again when the task ends, because
+   Ray reuses its worker processes).
 
 `MapFn` contract: `map_fn(func, chunks)` returns one entry per chunk, in order: `func(chunk)`'s result, or an
 exception instance when the chunk failed, was killed or timed out. `func` must be a picklable top-level function.
@@ -147,16 +149,42 @@ def _address_space_bytes() -> int:
         return 0
 
 
-def _worker_main(conn: Connection, memory_limit_mb: int | None) -> None:
-    if memory_limit_mb:
-        try:
+DEFAULT_MEMORY_LIMIT_MB = 2048
+
+
+def _limit_address_space(memory_limit_mb: int, hard: bool) -> tuple[int, int] | None:
+    """Let this process map at most `memory_limit_mb` more than it maps now (room to grow beyond whatever its parent
+    had loaded); returns the previous (soft, hard) limits, or None where a process cannot lower its limit. A soft-only
+    limit can be lifted again afterwards; a hard one cannot."""
+    try:
+        import resource
+
+        before = resource.getrlimit(resource.RLIMIT_AS)
+        limit = _address_space_bytes() + memory_limit_mb * 1024 * 1024
+        if before[1] != resource.RLIM_INFINITY:
+            limit = min(limit, before[1])
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit if hard else before[1]))
+        return before
+    except (ImportError, ValueError, OSError):
+        return None
+
+
+def memory_capped(func: Callable[[Any], Any], chunk: Any, memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB) -> Any:
+    """`func(chunk)` with the process's address space capped for the duration of the call (for map_fns whose workers
+    are reused, such as Ray tasks): a pattern that tries to allocate past the cap fails with MemoryError."""
+    before = _limit_address_space(memory_limit_mb, hard=False)
+    try:
+        return func(chunk)
+    finally:
+        if before is not None:
             import resource
 
-            # Room to grow beyond what the worker already maps, whatever its parent had loaded.
-            limit = _address_space_bytes() + memory_limit_mb * 1024 * 1024
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        except (ImportError, ValueError, OSError):  # not every platform lets a process lower its limit
-            pass
+            resource.setrlimit(resource.RLIMIT_AS, before)
+
+
+def _worker_main(conn: Connection, memory_limit_mb: int | None) -> None:
+    if memory_limit_mb:
+        _limit_address_space(memory_limit_mb, hard=True)
     while True:
         try:
             task = conn.recv()
@@ -186,7 +214,7 @@ class LocalProcessMap:
 
     workers: int = 2
     task_timeout_s: float = 60.0
-    memory_limit_mb: int | None = 2048  # address space a worker may add to what it maps at start
+    memory_limit_mb: int | None = DEFAULT_MEMORY_LIMIT_MB  # address space a worker may add to what it maps at start
     start_method: str = "forkserver"
     _pool: list[_Worker] = field(default_factory=list, repr=False)
 

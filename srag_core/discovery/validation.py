@@ -11,14 +11,16 @@ caller's `map_fn`), then asks the LLM to judge a fixed-size sample:
 While precision or recall is below its target the LLM rewrites the template from the false negatives it was shown,
 up to `max_rounds` times; the best-scoring template (F1 of the estimates) is kept. A template that times out on a
 document, fails to compile or overruns its budget gets no judge call: the round records why, and the rewrite is
-asked to fix it. A pattern is accepted when its best score reaches `min_score`.
+asked to fix it. A pattern is accepted when its best score reaches `min_score` and its template, run over the whole
+text of the sample documents the proposals were made from (not just their scan windows), never times out: a pattern
+that times out anywhere it is checked is rejected whatever the judge said.
 
 The LLM calls are at most 2 x max_rounds + 1 per pattern whatever the corpus size: samples have a fixed size.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from srag_core.diagnostics import spread
@@ -138,9 +140,11 @@ def scan_template(template: str, windows: Sequence[str], map_fn: MapFn, cfg: Val
 
 
 def validate_pattern(pattern: RegexPattern, windows: Sequence[str], filenames: Sequence[str], llm: StageLLM,
-                     map_fn: MapFn, cfg: ValidationConfig = ValidationConfig()) -> RegexPattern:
+                     map_fn: MapFn, cfg: ValidationConfig = ValidationConfig(),
+                     samples: Sequence[tuple[str, str]] = ()) -> RegexPattern:
     """Validate (and refine) one LLM pattern in place: its template becomes the best one found, and
-    `pattern.validation` says whether it was accepted and why."""
+    `pattern.validation` says whether it was accepted and why. `samples` are (filename, full text) of documents the
+    accepted template must also scan without a timeout."""
     template, parameters = pattern.template, list(pattern.parameters)
     best: tuple[str, list[str], Estimate, TemplateScan] | None = None
     history: list[dict[str, Any]] = []
@@ -175,6 +179,10 @@ def validate_pattern(pattern: RegexPattern, windows: Sequence[str], filenames: S
             break
         template, parameters = revised
     pattern.validation = _verdict(best[2] if best else None, history, last_problem, cfg)
+    if best is not None and pattern.validation.status == "accepted" and samples:
+        problem = sample_problem(best[0], samples, map_fn, cfg)
+        if problem is not None:
+            pattern.validation = replace(pattern.validation, status="rejected", reason=problem)
     if best is not None:
         pattern.template, pattern.parameters, est, best_scan = best
         pattern.score = round(est.score, 4)
@@ -185,6 +193,17 @@ def validate_pattern(pattern: RegexPattern, windows: Sequence[str], filenames: S
                   if g == first and v.strip()]
         pattern.sample_values = [clip(v, 120) for v in spread(values, 5)]
     return pattern
+
+
+def sample_problem(template: str, samples: Sequence[tuple[str, str]], map_fn: MapFn,
+                   cfg: ValidationConfig) -> str | None:
+    """Why `template` is unsafe on the sample documents' full text (a timeout, an unfinished scan), or None."""
+    scan = scan_template(template, [text for _, text in samples], map_fn, cfg)
+    if scan.timeouts:
+        return (f"timed out (>{cfg.per_doc_timeout_s:g}s) on sample document {samples[scan.timeouts[0]][0]}: the "
+                "regex backtracks catastrophically")
+    problem = scan.problem(cfg.per_doc_timeout_s)
+    return None if problem in (None, "captured nothing in any document") else f"on the sample documents: {problem}"
 
 
 def _verdict(est: Estimate | None, history: list[dict[str, Any]], last_problem: str,

@@ -3,7 +3,10 @@
 Allowed: numbers, + - * / // % **, parentheses, the functions in FUNCTIONS, the constants pi and e, caller-given
 variables, and names of earlier steps in a multi-step calculation. Anything else (attributes, subscripts, strings,
 lambdas, dunder names) is refused with a message. Powers and factorials are bounded before they are computed, so a
-request like 9**9**9 is refused instead of hanging the worker.
+request like 9**9**9 is refused instead of hanging the worker, and every intermediate value is bounded after it is
+computed: integers by their digits, lists by their elements and nesting. Arithmetic takes numbers only (no list
+repetition such as [0]*1000), so one value never holds more than MAX_ELEMENTS numbers of at most MAX_INT_DIGITS
+digits, whatever a document tells the model to compute.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from srag_core.tools._base import Args, ToolError, tool
 
 MAX_EXPR_CHARS = 1000
 MAX_NODES = 300
-MAX_RESULT_DIGITS = 300
+MAX_RESULT_DIGITS = 300  # what a power may produce (checked before computing it)
+MAX_INT_DIGITS = 400  # any integer value (factorial(170) has 307 digits)
+MAX_ELEMENTS = 1000  # numbers in one value, across all its nested lists
+MAX_DEPTH = 3  # nesting of lists
 
 
 def _log(x: float, base: float | None = None) -> float:
@@ -67,6 +73,8 @@ def evaluate(expr: str, names: dict[str, Any]) -> Any:
         raise ToolError("expression is too complex")
     try:
         return _eval(tree.body, names)
+    except ToolError:
+        raise
     except ZeroDivisionError:
         raise ToolError(f"division by zero in {expr!r}") from None
     except (OverflowError, ValueError, TypeError) as e:
@@ -74,17 +82,48 @@ def evaluate(expr: str, names: dict[str, Any]) -> Any:
 
 
 def _eval(node: ast.AST, names: dict[str, Any]) -> Any:
+    return _bounded(_eval_node(node, names))
+
+
+def _bounded(value: Any) -> Any:
+    """`value` if it stays within the size limits, else a ToolError; cheap, and it stops counting at the limit."""
+    budget = [MAX_ELEMENTS]
+
+    def walk(v: Any, depth: int) -> None:
+        if isinstance(v, list):
+            if depth >= MAX_DEPTH:
+                raise ToolError(f"lists nest deeper than {MAX_DEPTH} levels")
+            for x in v:
+                walk(x, depth + 1)
+            return
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise ToolError(f"a value holds more than {MAX_ELEMENTS} numbers")
+        if isinstance(v, int) and v.bit_length() > MAX_INT_DIGITS * 3.33:  # 3.33 bits per decimal digit
+            raise ToolError(f"a result has more than {MAX_INT_DIGITS} digits; that is too large to compute")
+
+    walk(value, 0)
+    return value
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, list):
+        raise ToolError("arithmetic operators take numbers, not lists; use sum(), min() or max() on a list")
+    return value
+
+
+def _eval_node(node: ast.AST, names: dict[str, Any]) -> Any:
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return node.value
     if isinstance(node, ast.BinOp):
         if isinstance(node.op, ast.Pow):
-            return _power(_eval(node.left, names), _eval(node.right, names))
+            return _power(_number(_eval(node.left, names)), _number(_eval(node.right, names)))
         if isinstance(node.op, ast.BitXor):
             raise ToolError("'^' is not a power here: write ** (for example 2**3)")
         if type(node.op) in _BINARY:
-            return _BINARY[type(node.op)](_eval(node.left, names), _eval(node.right, names))
+            return _BINARY[type(node.op)](_number(_eval(node.left, names)), _number(_eval(node.right, names)))
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_eval(node.operand, names))
+        return _UNARY[type(node.op)](_number(_eval(node.operand, names)))
     if isinstance(node, ast.Name):
         if node.id in names:
             return names[node.id]

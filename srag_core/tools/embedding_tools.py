@@ -1,19 +1,19 @@
 """Embedding tools (limited-ingestion module 1): cosine_search and the label -> train -> apply classifier path.
 
-The tools read what the run attached to the workspace (`ws.extensions`): the corpus ChunkIndex under "chunk_index"
-and an LLM (anything with `.chat(messages, json_schema=...)` returning an object with `.text`) under "llm".
-`embedding_extensions(chunk_index, llm)` returns those two entries plus the hooks the core tools call:
-"classifier_filter" (apply_filter with filter_type="classifier") and "list_extra" (list_sets).
+The tools read the modules the run attached to the workspace (`ws.modules`): the corpus ChunkIndex (`chunk_index`)
+and, for labelling, an LLM (`llm`: anything with `.chat(messages, json_schema=...)` returning an object with
+`.text`). `embedding_modules(chunk_index, llm)` returns those plus the `classifier` module that the core tools call
+(apply_filter with filter_type="classifier", and list_sets).
 
-Label batches and trained classifiers belong to one workspace (created lazily in its extensions), so every episode
-starts with none and nothing leaks between questions.
+Label batches and trained classifiers belong to one workspace (its `EmbeddingState`, created on first use), so every
+episode starts with none and nothing leaks between questions.
 """
 
 from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -21,14 +21,14 @@ from pydantic import Field
 
 from srag_core import diagnostics as dx
 from srag_core.embeddings import ChunkIndex
-from srag_core.tools._base import Args, ToolError, slug, tool
-from srag_core.turns import first_json_object
+from srag_core.jsontext import first_json_object
+from srag_core.modules import MISSING, Modules
+from srag_core.tools._base import MAX_QUERY_CHARS, Args, ToolError, slug, tool
 from srag_core.workspace import ALL, Workspace
 
 log = logging.getLogger(__name__)
 
 ModelName = Literal["xgboost", "logistic_regression", "random_forest"]
-STATE_KEY = "embedding_state"
 SEED = 0
 MIN_PER_CLASS = 3  # fewer examples of a class make both the cross-validation and the model itself meaningless
 MAX_FOLDS = 5
@@ -81,14 +81,13 @@ class EmbeddingState:
 
 
 def workspace_state(ws: Workspace) -> EmbeddingState:
-    return ws.extensions.setdefault(STATE_KEY, EmbeddingState())
+    return ws.state(EmbeddingState)
 
 
 def chunk_index(ws: Workspace) -> ChunkIndex:
-    index = ws.extensions.get("chunk_index")
-    if index is None:
-        raise ToolError("this run has no embeddings (only limited-ingestion variants build a chunk index); use "
-                        "apply_filter or search_filenames instead")
+    index = ws.modules.chunk_index
+    if index is None:  # run_tool checks the tools' needs; the classifier module is the one way here without it
+        raise ToolError(f"the classifier path needs {MISSING['chunk_index']}")
     if index.n_docs != len(ws.corpus):
         raise ToolError(f"the chunk index covers {index.n_docs} documents but the corpus has {len(ws.corpus)}; "
                         "it was built for another corpus")
@@ -99,15 +98,26 @@ def chunk_index(ws: Workspace) -> ChunkIndex:
 # Wiring
 
 
-def embedding_extensions(index: ChunkIndex, llm: Any | None) -> dict[str, Any]:
-    """The Agent/Workspace extensions that switch the embeddings module on (enable tool family "embeddings" too)."""
-    return {"chunk_index": index, "llm": llm, "classifier_filter": classifier_filter,
-            "list_extra": embedding_listing}
+class EmbeddingClassifier:
+    """The `classifier` module: apply_filter's classifier mode and the classifier listing of list_sets."""
+
+    def apply(self, args: Any, ws: Workspace) -> dict:
+        return classifier_filter(args, ws)
+
+    def listing(self, ws: Workspace) -> dict[str, Any]:
+        return embedding_listing(ws)
+
+
+def embedding_modules(index: ChunkIndex, llm: Any | None = None, base: Modules | None = None) -> Modules:
+    """`base` (or no modules) with the embeddings module switched on (enable tool family "embeddings" too). Without
+    `llm`, an Agent gives label_docs its own model."""
+    base = base or Modules()
+    return replace(base, chunk_index=index, classifier=EmbeddingClassifier(), llm=base.llm if llm is None else llm)
 
 
 def install(ws: Workspace, index: ChunkIndex, llm: Any | None) -> Workspace:
     """Attach the embeddings module to an existing workspace."""
-    ws.extensions.update(embedding_extensions(index, llm))
+    ws.modules = embedding_modules(index, llm, ws.modules)
     return ws
 
 
@@ -116,7 +126,7 @@ def install(ws: Workspace, index: ChunkIndex, llm: Any | None) -> Workspace:
 
 
 class CosineSearchArgs(Args):
-    query: str = Field(min_length=1)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     top_k: int = Field(10, ge=1, le=200)
     create_set: str = "cosine_top_k"
 
@@ -124,7 +134,8 @@ class CosineSearchArgs(Args):
 @tool("cosine_search", "Semantic search: the documents holding the top_k chunks closest in meaning to a plain "
                        "description become a named set. Use it when keywords find nothing for a key entity; then "
                        "read the set, learn how the corpus words it, and build regex filters.",
-      family="embeddings", examples=({"query": "description", "top_k": 10, "create_set": "my_cosine"},))
+      family="embeddings", needs=("chunk_index",),
+      examples=({"query": "description", "top_k": 10, "create_set": "my_cosine"},))
 def cosine_search(a: CosineSearchArgs, ws: Workspace) -> dict:
     index = chunk_index(ws)
     hits = index.top_chunks(a.query, a.top_k)
@@ -166,12 +177,10 @@ class LabelDocsArgs(Args):
 
 @tool("label_docs", "The LLM reads a sample of a set (spread over it, up to max_docs) and labels each document 0/1 "
                     "for each condition; returns a label_batch_id for train_classifier.",
-      family="embeddings", deterministic=False,
+      family="embeddings", deterministic=False, needs=("chunk_index", "llm"),
       examples=({"set_name": "working", "labels": ["condition"], "max_docs": 20},))
 def label_docs(a: LabelDocsArgs, ws: Workspace) -> dict:
-    llm = ws.extensions.get("llm")
-    if llm is None:
-        raise ToolError("label_docs needs an LLM attached to the run, and none is (replay runs offline)")
+    llm = ws.modules.llm
     conditions = _distinct_conditions(a.labels)
     target = ws.get_set(a.set_name)
     if not len(target):
@@ -286,6 +295,7 @@ class TrainClassifierArgs(Args):
                           "embeddings and the labels from label_docs; reports cross-validated accuracy and returns "
                           "a classifier_id for apply_filter(filter_type='classifier').",
       family="embeddings", deterministic=False,  # registers a classifier: never run it as a preview
+      needs=("chunk_index",),
       examples=({"label_batch_id": "label_0", "label_key": "condition"},))
 def train_classifier(a: TrainClassifierArgs, ws: Workspace) -> dict:
     from sklearn.model_selection import StratifiedKFold, cross_val_score  # heavy imports only when training
@@ -416,7 +426,7 @@ class ListClassifiersArgs(Args):
 
 
 @tool("list_classifiers", "Trained classifiers (model, condition, class balance, accuracy) and label batches.",
-      family="embeddings")
+      family="embeddings", needs=("chunk_index",))
 def list_classifiers(a: ListClassifiersArgs, ws: Workspace) -> dict:
     return embedding_listing(ws)
 

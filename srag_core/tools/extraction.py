@@ -15,6 +15,7 @@ from srag_core.tools.values import parse_value
 from srag_core.workspace import ALL, Workspace
 
 MAX_LIST_ITEMS_SHOWN = 200
+MAX_GROUP_MEMBERS = 20  # documents listed per group_by_value group
 MAX_ITEMS_PER_DOC = 2000  # a pattern that matches every word pair should not build millions of items
 
 
@@ -264,11 +265,25 @@ def _list_op(ws: Workspace, values: dict[int, Any], op: str) -> dict:
     if op == "value_counts":
         counts = Counter(flat).most_common()
         return {"result": [[v, c] for v, c in counts[:MAX_LIST_ITEMS_SHOWN]], "n_unique": len(counts)}
-    groups: dict[str, list[int]] = defaultdict(list)  # group_by_value: which documents share each value
+    return _group_by_value(ws, per_doc)
+
+
+def _group_by_value(ws: Workspace, per_doc: dict[int, list[str]]) -> dict:
+    """Which documents share each value: every group's size, largest first, so "which value occurs in the most
+    documents" is read off the first row; member lists and the number of groups shown are cut, and the cut is said."""
+    groups: dict[str, list[int]] = defaultdict(list)
     for i in sorted(per_doc):
         for v in dict.fromkeys(per_doc[i]):
             groups[v].append(i)
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    shown = {v: [ws.corpus.docs[i].filename for i in docs[:20]] for v, docs in ordered[:MAX_LIST_ITEMS_SHOWN]}
-    return {"result": shown, "n_unique": len(groups),
-            "shared_values": sum(1 for _, docs in ordered if len(docs) > 1)}
+    rows = [{"value": v, "n_docs": len(docs), "docs": [ws.corpus.docs[i].filename for i in docs[:MAX_GROUP_MEMBERS]]}
+            for v, docs in ordered[:MAX_LIST_ITEMS_SHOWN]]
+    out: dict[str, Any] = {"result": rows, "n_unique": len(groups),
+                           "shared_values": sum(1 for _, docs in ordered if len(docs) > 1)}
+    cut = ["groups are sorted by n_docs, largest first"]
+    if any(len(docs) > MAX_GROUP_MEMBERS for _, docs in ordered[:MAX_LIST_ITEMS_SHOWN]):
+        cut.append(f"each group lists at most its first {MAX_GROUP_MEMBERS} documents (n_docs is the full size)")
+    if len(ordered) > MAX_LIST_ITEMS_SHOWN:
+        cut.append(f"only the {MAX_LIST_ITEMS_SHOWN} largest of {len(ordered)} groups are shown")
+    out["note"] = "; ".join(cut)
+    return out

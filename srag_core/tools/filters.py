@@ -8,7 +8,7 @@ from pydantic import Field
 
 from srag_core import diagnostics as dx
 from srag_core.regex_engine import Budget, RegexTimeout, compile_untrusted, pure_literal
-from srag_core.tools._base import Args, ToolError, resolve_pattern, slug, tool
+from srag_core.tools._base import Args, Mode, ToolError, resolve_pattern, slug, tool
 from srag_core.tools.values import compare_values, parse_threshold
 from srag_core.workspace import ALL, Workspace
 
@@ -25,15 +25,12 @@ class ApplyFilterArgs(Args):
 @tool("apply_filter", "Split a set by a regex over section-normalized text into <prefix>_pos and <prefix>_neg.",
       examples=({"filter_type": "regex", "pattern": "term", "target_set": "all", "output_prefix": "has_term"},
                 {"filter_type": "regex", "pattern": "precise", "target_set": "broad_pos", "output_prefix": "refined"}),
-      module_examples=(("embeddings", {"filter_type": "classifier", "filter_id": "clf_1", "target_set": "working",
-                                       "output_prefix": "refined"}),))
+      modes=(Mode("classifier", args=("filter_id",), selector=("filter_type", "classifier"),
+                  examples=({"filter_type": "classifier", "filter_id": "clf_1", "target_set": "working",
+                             "output_prefix": "refined"},)),))
 def apply_filter(a: ApplyFilterArgs, ws: Workspace) -> dict:
     if a.filter_type == "classifier":
-        hook = ws.extensions.get("classifier_filter")
-        if hook is None:
-            raise ToolError("filter_type 'classifier' needs the embeddings module (limited-ingestion variant) and a "
-                            "classifier trained with train_classifier")
-        return hook(a, ws)
+        return ws.modules.classifier.apply(a, ws)  # run_tool has checked that the module is present
     if not a.pattern:
         raise ToolError("filter_type 'regex' needs a 'pattern'")
     pattern = resolve_pattern(ws, a.pattern)

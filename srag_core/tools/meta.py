@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from srag_core import diagnostics as dx
 from srag_core.regex_engine import Budget, compile_untrusted
-from srag_core.tools._base import Args, ToolError, tool
+from srag_core.tools._base import Args, Mode, ToolError, tool
 from srag_core.workspace import ALL, Workspace, check_name
 
 
@@ -34,9 +34,8 @@ def list_sets(a: ListSetsArgs, ws: Workspace) -> dict:
     values = [{"name": v.name, "kind": v.kind, "n_values": len(v), "source": v.source, "tool": v.tool}
               for v in ws.values.values()]
     obs = {"sets": sets, "value_sets": values, "regexes": dict(ws.regexes)}
-    extra = ws.extensions.get("list_extra")
-    if extra is not None:
-        obs.update(extra(ws))
+    if ws.modules.classifier is not None:
+        obs.update(ws.modules.classifier.listing(ws))
     return obs
 
 
@@ -47,25 +46,27 @@ class CreateRegexArgs(Args):
     sample_set_name: str | None = None
 
 
-@tool("create_regex", "Register a regex under a name for reuse as @name, or ask the LLM to propose one for a "
-                      "condition from sample documents.",
-      examples=({"pattern": "your_regex"}, {"condition": "what to detect", "sample_set_name": "working"}))
+@tool("create_regex", "Register a regex under a name for reuse as @name, or have the LLM write one for a "
+                      "condition after reading sample documents of a set.",
+      deterministic=False,  # the condition mode calls the LLM: never run it as a preview
+      examples=({"pattern": "your_regex", "name": "my_regex"},),
+      modes=(Mode("regex_proposer", args=("condition", "sample_set_name"),
+                  examples=({"condition": "what to detect", "sample_set_name": "working"},)),))
 def create_regex(a: CreateRegexArgs, ws: Workspace) -> dict:
-    pattern = a.pattern
+    if (a.pattern is None) == (a.condition is None):
+        raise ToolError("create_regex takes either a 'pattern' to register or a 'condition' for the LLM to turn "
+                        "into one, not both and not neither")
     proposal = None
-    if pattern is None:
-        if not a.condition:
-            raise ToolError("create_regex needs a 'pattern' to register, or a 'condition' for the LLM to turn into one")
-        proposer = ws.extensions.get("regex_proposer")
-        if proposer is None:
-            raise ToolError("proposing a regex from a condition needs an LLM; none is attached (replay runs offline)")
-        proposal = proposer(a.condition, ws.get_set(a.sample_set_name or ALL), ws)
-        pattern = proposal["pattern"]
-    compiled = compile_untrusted(pattern)
+    if a.condition is not None:
+        sample = ws.get_set(a.sample_set_name or ALL)
+        proposal = ws.modules.regex_proposer.propose(a.condition, sample, ws)  # run_tool checked it is present
+    pattern = a.pattern if proposal is None else proposal["pattern"]
+    compiled = compile_untrusted(pattern)  # a proposed pattern is untrusted like any other: same limits
     name = check_name(a.name or f"regex_{len(ws.regexes) + 1}")
+    hits = ws.corpus.search.filter(compiled, None, Budget(ws.regex_budget_s))  # a pattern that fails is not kept
     ws.regexes[name] = pattern
-    hits = ws.corpus.search.filter(compiled, None, Budget(ws.regex_budget_s))
     obs = {"registered": name, "pattern": pattern, "use_as": f"@{name}", "matches_in_all": len(hits)}
-    if proposal:
+    if proposal is not None:
+        obs["matches_in_sample_set"] = len(sample.members.intersection(hits))
         obs["proposal"] = {k: v for k, v in proposal.items() if k != "pattern"}
     return obs

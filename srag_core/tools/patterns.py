@@ -1,9 +1,9 @@
 """pattern_search and the other ways the agent sees the pattern index (limited-ingestion module 2).
 
-The index (`srag_core.discovery.PatternIndex`) is attached as `ws.extensions["pattern_index"]`. Besides the tool,
-this module gives the integration three functions:
+The index (`srag_core.discovery.PatternIndex`) is the workspace's `modules.pattern_index`. Besides the tool, this
+module gives the integration three functions:
 
-- `register_pattern_sets(ws)`: pre-registers `pat_{name}` document sets (use as `extensions["init_workspace"]`);
+- `register_pattern_sets(ws)`: pre-registers `pat_{name}` document sets (the Agent calls it when the index is present);
 - `corpus_profile(index)`: the compact profile prepended to the first user message;
 - `pattern_routing(index, question)`: the patterns the question points at, computed before the first LLM call.
 
@@ -33,14 +33,6 @@ PROFILE_LABELS = 8
 MAX_LABEL_SETS = 30
 
 
-def _index(ws: Workspace) -> "PatternIndex":
-    index = ws.extensions.get("pattern_index")
-    if index is None:
-        raise ToolError("pattern_search needs the pattern index, which only the limited-ingestion variant with "
-                        "pattern discovery attaches; use apply_filter or extract_field instead")
-    return index
-
-
 class PatternSearchArgs(Args):
     pattern: str
     params: dict[str, str | int | float] = Field(default_factory=dict)
@@ -51,10 +43,10 @@ class PatternSearchArgs(Args):
 @tool("pattern_search", "Query the precomputed extraction index: documents whose captured region of a pattern "
                         "contains each keyword in params (confirmed), plus gap clusters where the keyword appears "
                         "outside the captured region (explore_set holds those documents).",
-      family="pattern_search",
+      family="pattern_search", needs=("pattern_index",),
       examples=({"pattern": "name", "params": {"key": "value"}, "target_set": "some_set", "create_set": "result"},))
 def pattern_search(a: PatternSearchArgs, ws: Workspace) -> dict:
-    index = _index(ws)
+    index = ws.modules.pattern_index
     p = _pattern(index, a.pattern)
     params = {str(k): str(v).strip() for k, v in a.params.items()}
     for group, keyword in params.items():
@@ -128,7 +120,7 @@ def register_pattern_sets(ws: Workspace, *, max_label_sets: int = MAX_LABEL_SETS
     """Add a `pat_{name}` set (documents where the pattern captured something) for every LLM structural pattern
     and for the `max_label_sets` most useful label patterns (rated first, then most frequent). Does nothing without
     an index. Returns the set names."""
-    index = ws.extensions.get("pattern_index")
+    index = ws.modules.pattern_index
     if index is None:
         return []
     labels = sorted((p for p in index.patterns if p.kind == "label"),

@@ -12,7 +12,7 @@ from pydantic import Field
 from srag_core import diagnostics as dx
 from srag_core.landscape import question_keywords
 from srag_core.regex_engine import Budget, compile_untrusted, finditer, search
-from srag_core.tools._base import Args, ToolError, tool
+from srag_core.tools._base import MAX_QUERY_CHARS, Args, ToolError, tool
 from srag_core.tools.values import parse_number
 from srag_core.workspace import Workspace
 
@@ -28,7 +28,7 @@ class ReadDocsArgs(Args):
     doc_ids: list[str] | None = None
     max_docs: int = Field(3, ge=1, le=MAX_READ_DOCS)
     offset: int = 0
-    query: str | None = None
+    query: str | None = Field(None, max_length=MAX_QUERY_CHARS)
     full_text: bool = False
     chunk_idx: int | None = Field(None, ge=0)
     start_char: int | None = Field(None, ge=0)
@@ -126,7 +126,7 @@ class FindInDocArgs(Args):
     pattern: str | None = None
     use_regex: bool = False
     case_sensitive: bool = False
-    query: str | None = None
+    query: str | None = Field(None, max_length=MAX_QUERY_CHARS)
     max_matches: int = Field(10, ge=1, le=100)
 
 

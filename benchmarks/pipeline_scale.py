@@ -1,0 +1,173 @@
+"""Pipeline at scale: many questions of 4-5 LLM calls each against a loopback endpoint with a fixed delay, then a
+model of the same run on clusters of 1 to 64 nodes.
+
+Part 1 (measured). The endpoint (tests/fake_llm.py, in its own process so it does not share the driver's CPU) plays
+an agent that filters the sample corpus (300 passages) by a regex, counts the set, reads two documents, on odd
+questions also searches filenames, then answers: 4 or 5 LLM calls and 3 or 4 real tool calls per episode. The run
+is a normal one: `actors: auto`, MLflow (local SQLite) with a trace per episode, deterministic judging. Printed:
+- the LLM-bound ideal (episodes x calls x delay / episodes in flight), the CPU-bound ideal (measured CPU per episode
+  -- driver, workers, trace export -- x episodes / cores) and the wall time, with the ratio to the larger ideal;
+- driver and worker CPU per episode (worker CPU inside the episode threads, and the part spent outside tool calls);
+- the time from the last episode to "finished" (trace export drained, summary, MLflow artifacts);
+- traces in MLflow / episodes.
+
+Part 2 (model). Wall time and memory of a run of Q questions on N nodes, from the per-episode costs measured in
+part 1: the run takes as long as its slowest resource -- the LLM endpoint (calls x delay / requests in flight), the
+workers' CPU (spread over every core), the driver's CPU (one process), the trace export (one process per node) --
+plus start-up and the tail after the last episode. Memory per node is the corpus replica plus each worker's heap;
+the driver's grows with the number of questions.
+
+Run: `.venv/bin/python -m benchmarks.pipeline_scale [--episodes 1000] [--delay 0.2] [--concurrency 64]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+from pipelines.config import validate_run
+from pipelines.engine import lifecycle
+from pipelines.engine.ray_utils import init_ray
+from pipelines.engine.trace_export import exported
+from tests.fake_llm import FakeLLM
+from tests.pipeline_helpers import QUESTION, run_config, write_benchmark
+
+SAMPLE = Path(__file__).resolve().parents[1] / "pipelines" / "samples" / "twowiki" / "corpus"
+
+
+class ToolAgent:
+    """Question n: filter, count, read, (odd n: search filenames,) answer n."""
+
+    def __init__(self, delay: float):
+        self.delay = delay
+
+    def __call__(self, request: dict) -> str:
+        first_user = next(m["content"] for m in request["messages"] if m["role"] == "user")
+        n = int(QUESTION.search(first_user).group(1))
+        turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        time.sleep(self.delay)
+        script = [("apply_filter", {"pattern": "born", "output_prefix": "born"}),
+                  ("count_set", {"set_name": "born_pos"}),
+                  ("read_docs", {"set_name": "born_pos", "max_docs": 2})]
+        if n % 2:
+            script.append(("search_filenames", {"pattern": "an", "create_set": "names"}))
+        if turn < len(script):
+            tool, args = script[turn]
+            return json.dumps({"thought": "step", "tool": tool, "args": args})
+        return json.dumps({"thought": "done", "answer": str(n)})
+
+
+def serve(delay: float, conn) -> None:
+    with FakeLLM(responder=ToolAgent(delay)) as server:
+        conn.send(server.base_url)
+        conn.recv()
+
+
+def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay: float) -> dict:
+    corpus, questions = write_benchmark(workdir / "bench", SAMPLE, episodes)
+    data = run_config(corpus, questions, base_url, tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}", name="scale",
+                      **{"execution.actors": "auto", "execution.concurrency": concurrency,
+                         "execution.max_concurrent_requests": None, "agent.max_steps": 8,
+                         "llm.timeout_s": delay * 10 + 5})
+    cfg = validate_run(data, "benchmark")
+    tracker = lifecycle.open_tracker(cfg, workdir / "runs")
+    run_dir = lifecycle.start_run(cfg, workdir / "runs", tracker)
+    todo, _ = lifecycle.pending_work(run_dir, None)
+    cpu0, t0 = time.process_time(), time.monotonic()
+    lifecycle.execute(run_dir, cfg, todo, tracker, quiet=True)
+    cpu_exec = time.process_time() - cpu0
+    summary = lifecycle.finish(run_dir, tracker)
+    tracker.close()
+    finished_at, wall = time.time(), time.monotonic() - t0
+    meta = run_dir.read_meta()
+    records = [r for r in run_dir.store().records() if r.get("type") == "episode"]
+    calls = sum(r["llm_calls"] for r in records)
+    plan, export, workers = meta["execution"], meta.get("trace_export", {}), meta["workers"]
+    cores = os.cpu_count() or 1
+    worker_cpu = sum(r.get("worker_cpu_s", 0.0) for r in records) / episodes
+    tool_s = sum(r.get("tool_s", 0.0) for r in records) / episodes
+    per_episode_cpu = (cpu_exec + workers["cpu_s"] + export.get("cpu_s", 0.0)) / episodes
+    llm_ideal = calls * delay / plan["concurrency"]
+    cpu_ideal = per_episode_cpu * episodes / cores
+    return {
+        "episodes": episodes, "ok": summary["status_counts"]["ok"], "llm_calls": calls, "cores": cores,
+        "actors": plan["actors"], "concurrency": plan["concurrency"], "delay_s": delay,
+        "llm_bound_ideal_s": round(llm_ideal, 1), "cpu_bound_ideal_s": round(cpu_ideal, 1),
+        "wall_s": round(wall, 1), "episodes_wall_s": meta["episodes_wall_s"],
+        "ratio_to_larger_ideal": round(wall / max(llm_ideal, cpu_ideal), 2),
+        "driver_cpu_per_episode_s": round(cpu_exec / episodes, 4),
+        "worker_process_cpu_per_episode_s": round(workers["cpu_s"] / episodes, 4),
+        "episode_thread_cpu_s": round(worker_cpu, 4), "tool_wall_per_episode_s": round(tool_s, 4),
+        "worker_cpu_outside_tools_s": round(max(0.0, worker_cpu - tool_s), 4),
+        "export_cpu_per_trace_s": round(export.get("cpu_s", 0.0) / max(1, export.get("exported", 1)), 4),
+        "last_episode_to_finished_s": round(finished_at - meta["episodes_ended_at"], 1),
+        "traces_in_mlflow": len(exported(run_dir)), "worker_startup_s": meta["worker_startup_s"],
+        "driver_max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "worker_max_rss_mb": workers["max_rss_mb"], "corpus_replica_mb": round(meta["corpus_replicas"]["bytes"] / 2**20, 2),
+    }
+
+
+# -- part 2: the model ------------------------------------------------------------------------------------------
+
+
+def model(m: dict, nodes: int, questions: int, *, cores_per_node: int = 8, calls: float = 4.5, delay: float = 2.0,
+          llm_slots: int = 512, startup_s: float = 60.0) -> dict:
+    """Wall time and memory of `questions` on `nodes` nodes of `cores_per_node` cores, with the measured costs in
+    `m` (CPU per episode; memory) and an endpoint that serves `llm_slots` requests at once, `delay` s each."""
+    cores = nodes * cores_per_node
+    episodes_in_flight = min(questions, llm_slots)
+    bounds = {
+        "llm": questions * calls * delay / episodes_in_flight,
+        "worker_cpu": questions * m["worker_process_cpu_per_episode_s"] / cores,
+        "driver_cpu": questions * m["driver_cpu_per_episode_s"],
+        "trace_export": questions * m["export_cpu_per_trace_s"] / nodes,
+    }
+    slowest = max(bounds, key=bounds.__getitem__)
+    driver_mb = 300 + questions * 4 / 1024  # ~4 KB of state per question (rows, stats, the summary table)
+    node_mb = m["corpus_replica_mb"] + cores_per_node * m["worker_max_rss_mb"]
+    return {"nodes": nodes, "questions": questions, "wall_h": round((max(bounds.values()) + startup_s) / 3600, 2),
+            "bound_by": slowest, "driver_mb": round(driver_mb), "per_node_mb": round(node_mb)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=1000)
+    ap.add_argument("--delay", type=float, default=0.2)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--from-json", type=Path, help="skip part 1: model from a saved measurement")
+    ap.add_argument("--json-out", type=Path)
+    args = ap.parse_args()
+    if args.from_json:
+        m = json.loads(args.from_json.read_text())
+    else:
+        parent, child = multiprocessing.Pipe()
+        server = multiprocessing.Process(target=serve, args=(args.delay, child), daemon=True)
+        server.start()
+        base_url = parent.recv()
+        init_ray(None)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                m = measure(base_url, Path(tmp), args.episodes, args.concurrency, args.delay)
+        finally:
+            parent.send("stop")
+            server.join(timeout=10)
+        if args.json_out:
+            args.json_out.write_text(json.dumps(m, indent=2))
+    print("| measure | value |\n|---|---|")
+    for k, v in m.items():
+        print(f"| {k} | {v} |")
+    rows = [model(m, n, q) for q in (1_000, 10_000, 100_000) for n in (1, 4, 16, 32, 64)]
+    cols = list(rows[0])
+    print("\n| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+
+
+if __name__ == "__main__":
+    main()

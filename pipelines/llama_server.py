@@ -1,0 +1,80 @@
+"""The local model's server process: llama.cpp's own HTTP server, from the prebuilt `xllamacpp` wheel.
+
+    python -m pipelines.llama_server --model FILE.gguf --port N [--host 127.0.0.1] [--ctx-size 8192]
+        [--threads N] [--parallel N] [--alias NAME] [--cache-ram-mib N]
+
+It serves the OpenAI-compatible API (/v1/models, /v1/chat/completions, /health, /props, /slots) until SIGTERM or
+SIGINT. `LocalModelServer` (pipelines/local_llm.py) runs it as a child in its own process group and sends its output
+to a log file; it is a separate process so that a stuck server can always be killed without touching the pipeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.llama_server", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, required=True, help="GGUF file")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--ctx-size", type=int, default=8192, help="context tokens of each parallel slot")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads for prompt processing and generation")
+    parser.add_argument("--parallel", type=int, default=1, help="requests decoded together (llama.cpp slots)")
+    parser.add_argument("--alias", default="local", help="the model name /v1/models lists")
+    parser.add_argument("--cache-ram-mib", type=int, default=1024,
+                        help="RAM for prompts kept between requests (0: off)")
+    return parser.parse_args(argv)
+
+
+def server_params(args: argparse.Namespace):
+    """llama.cpp's CommonParams for the arguments (the fields its `llama-server` flags set)."""
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(args.model)
+    params.model_alias = {args.alias}
+    params.hostnames = [args.host]
+    params.port = args.port
+    params.n_parallel = args.parallel
+    # Each slot gets the whole context: llama.cpp splits n_ctx evenly among slots unless the KV cache is unified, and
+    # an agent's conversation needs the model's full window whatever the other slots hold.
+    params.n_ctx = args.ctx_size * args.parallel
+    params.kv_unified = False
+    for cpu in (params.cpuparams, params.cpuparams_batch):
+        cpu.n_threads = args.threads
+        cpu.poll = 0  # wait for work without spinning: spinning threads starve each other on a shared machine
+    params.cache_ram_mib = args.cache_ram_mib
+    params.ui = False  # no web chat page: the pipeline only needs the API
+    return params
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not args.model.is_file():
+        print(f"llama_server: error: no model file at {args.model}", file=sys.stderr)
+        return 2
+    # Block the stop signals before llama.cpp starts its threads (they inherit the mask), so sigwait below receives
+    # them and the server is shut down in order instead of dying inside a decode.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    import xllamacpp
+
+    try:
+        server = xllamacpp.Server(server_params(args))
+    except RuntimeError as e:  # llama.cpp has logged why (bad file, out of memory) just before
+        print(f"llama_server: error: {e}", file=sys.stderr)
+        return 1
+    print(f"llama_server: serving {args.alias} on {server.listening_address}", flush=True)
+    signal.sigwait(STOP_SIGNALS)
+    print("llama_server: stopping", flush=True)
+    del server  # waits for llama.cpp's loop to exit
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

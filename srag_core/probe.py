@@ -1,0 +1,206 @@
+"""`srag probe`: find out with a handful of tiny requests what an OpenAI-compatible endpoint accepts, and write the
+provider profile that follows from it.
+
+The probes, in order (each a two-message chat; all but the first two send no completion limit):
+1. `max_completion_tokens: 16` on a prompt asking for a long count: accepted and honoured (cut, or short anyway);
+2. `max_tokens: 16`, the same way;
+3. `temperature: 0`: accepted;
+4. `response_format: json_object` (the messages say JSON): accepted and the reply is a JSON object;
+5. a strict `json_schema`: accepted and the reply fits;
+6. a strict function with `tool_choice: "required"` and `parallel_tool_calls: false`: a tool call comes back (if the
+   flag is refused, once more without it);
+7. `tool_choice` naming a second function the prompt does not ask for: that function is called (an endpoint that
+   reads the object as "auto", as llama.cpp's server does, fails this).
+
+A 401/403, a 404 or an unreachable endpoint stops the probe at once with a one-line error naming the base URL and
+the model (never the key). Any other refusal marks that capability as missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import httpx2
+import openai
+
+from srag_core.llm import PLACEHOLDER_API_KEY
+from srag_core.profiles import Profile
+
+LIMIT = 16
+_COUNT = [{"role": "system", "content": "You follow instructions exactly."},
+          {"role": "user", "content": "Count from 1 to 200, separated by spaces."}]
+_JSON = [{"role": "system", "content": "You reply with JSON only."},
+         {"role": "user", "content": 'Reply with the JSON object {"word": "ok"}.'}]
+_WORD_SCHEMA = {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"],
+                "additionalProperties": False}
+_PING = {"type": "function", "function": {"name": "ping", "description": "Answer with a word.",
+                                          "parameters": _WORD_SCHEMA, "strict": True}}
+_CALL = [{"role": "user", "content": "Call the ping function with the word ok."}]
+
+
+class ProbeError(Exception):
+    """The endpoint cannot be probed at all (auth, unknown model or path, unreachable)."""
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class ProbeResult:
+    base_url: str
+    model: str
+    checks: list[Check] = field(default_factory=list)
+    tokens: int = 0
+    requests: int = 0
+    profile: Profile | None = None
+
+    def ok(self, name: str) -> bool:
+        return any(c.ok for c in self.checks if c.name == name)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"base_url": self.base_url, "model": self.model, "checks": [asdict(c) for c in self.checks],
+                "tokens": self.tokens, "requests": self.requests,
+                "profile": self.profile.model_dump() if self.profile else None}
+
+
+class _Prober:
+    def __init__(self, base_url: str, model: str, api_key_env: str, timeout_s: float) -> None:
+        self.result = ProbeResult(base_url, model)
+        self.key = os.environ.get(api_key_env) or PLACEHOLDER_API_KEY
+        self.client = openai.OpenAI(api_key=self.key, base_url=base_url, timeout=timeout_s, max_retries=0)
+
+    def send(self, **body: Any) -> tuple[dict[str, Any] | None, str]:
+        """(the response body, "") on 200, (None, the server's reason) on another refusal; raises ProbeError when
+        probing cannot go on."""
+        self.result.requests += 1
+        try:
+            response = self.client.post("/chat/completions", body={"model": self.result.model, **body},
+                                        cast_to=httpx2.Response)
+        except openai.APIStatusError as error:
+            if error.status_code in (401, 403, 404):
+                raise self._fatal(f"HTTP {error.status_code}") from None
+            return None, self._reason(error)
+        except openai.APIConnectionError as error:
+            raise self._fatal(f"unreachable ({type(error).__name__})") from None
+        try:
+            data = response.json()
+        except ValueError:
+            return None, "the reply is not JSON"
+        self.result.tokens += int((data.get("usage") or {}).get("total_tokens") or 0)
+        return data, ""
+
+    def _fatal(self, what: str) -> ProbeError:
+        return ProbeError(f"cannot probe model {self.result.model!r} at {self.result.base_url}: {what}")
+
+    def _reason(self, error: openai.APIStatusError) -> str:
+        body = error.body if isinstance(error.body, dict) else {}
+        message = str((body.get("error") if isinstance(body.get("error"), dict) else body).get("message") or "")
+        return f"HTTP {error.status_code}: {' '.join(message.split())[:120]}".replace(self.key, "***")
+
+    def check(self, name: str, ok: bool, detail: str) -> bool:
+        self.result.checks.append(Check(name, ok, detail))
+        return ok
+
+    # -- the probes --------------------------------------------------------------------------------------------
+
+    def limit(self, field_name: str) -> bool:
+        data, reason = self.send(messages=_COUNT, **{field_name: LIMIT})
+        if data is None:
+            return self.check(field_name, False, reason)
+        choice = data["choices"][0]
+        completion = int((data.get("usage") or {}).get("completion_tokens") or 0)
+        honoured = choice.get("finish_reason") == "length" or completion <= LIMIT
+        return self.check(field_name, honoured, "accepted and honoured" if honoured else
+                          f"accepted but ignored ({completion} completion tokens)")
+
+    def temperature(self) -> bool:
+        data, reason = self.send(messages=_COUNT[:1] + [{"role": "user", "content": "Say ok."}], temperature=0)
+        return self.check("temperature", data is not None, "accepted" if data is not None else reason)
+
+    def json_object(self) -> bool:
+        data, reason = self.send(messages=_JSON, response_format={"type": "json_object"})
+        return self.check("json_object", *self._json_reply(data, reason, None))
+
+    def json_schema(self) -> bool:
+        data, reason = self.send(messages=_JSON, response_format={"type": "json_schema", "json_schema": {
+            "name": "word", "schema": _WORD_SCHEMA, "strict": True}})
+        return self.check("json_schema", *self._json_reply(data, reason, "word"))
+
+    @staticmethod
+    def _json_reply(data: dict | None, reason: str, key: str | None) -> tuple[bool, str]:
+        if data is None:
+            return False, reason
+        try:
+            reply = json.loads(data["choices"][0]["message"].get("content") or "")
+        except ValueError:
+            return False, "accepted, but the reply is not JSON"
+        fits = isinstance(reply, dict) and (key is None or key in reply)
+        return fits, "accepted, the reply fits" if fits else "accepted, but the reply does not fit"
+
+    def tools(self) -> tuple[bool, bool | None]:
+        """(tools work, parallel_tool_calls: false accepted)."""
+        data, reason = self.send(messages=_CALL, tools=[_PING], tool_choice="required", parallel_tool_calls=False)
+        parallel: bool | None = data is not None
+        if data is None:
+            data, reason = self.send(messages=_CALL, tools=[_PING], tool_choice="required")
+            parallel = None
+        if data is None:
+            return self.check("tools", False, reason), None
+        calls = data["choices"][0]["message"].get("tool_calls") or []
+        ok = bool(calls) and calls[0].get("function", {}).get("name") == "ping"
+        return self.check("tools", ok, "a ping call came back" if ok else "accepted, but no tool call came back"), \
+            parallel
+
+    def named_choice(self) -> bool:
+        pong = {"type": "function", "function": {**_PING["function"], "name": "pong"}}
+        data, reason = self.send(messages=_CALL, tools=[_PING, pong],
+                                 tool_choice={"type": "function", "function": {"name": "pong"}})
+        if data is None:
+            return self.check("tool_choice_named", False, reason)
+        calls = data["choices"][0]["message"].get("tool_calls") or []
+        ok = bool(calls) and calls[0].get("function", {}).get("name") == "pong"
+        return self.check("tool_choice_named", ok, "the named function was called" if ok else
+                          "accepted, but the named function was not called")
+
+
+def probe(base_url: str, model: str, *, api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 60.0) -> ProbeResult:
+    """Run the probes and derive a profile; raises ProbeError when the endpoint cannot be probed at all."""
+    prober = _Prober(base_url, model, api_key_env, timeout_s)
+    try:
+        completion_limit = prober.limit("max_completion_tokens")
+        plain_limit = prober.limit("max_tokens")
+        temperature = prober.temperature()
+        json_object = prober.json_object()
+        json_schema = prober.json_schema()
+        tools, parallel = prober.tools()
+        named = prober.named_choice() if tools else False
+    finally:
+        prober.client.close()
+    result = prober.result
+    result.profile = Profile(
+        name=f"probed {model}",
+        protocol="tools" if tools else "json",
+        limit_field="max_completion_tokens" if completion_limit or not plain_limit else "max_tokens",
+        temperature=temperature,
+        response_format="json_schema" if json_schema else "json_object" if json_object else "none",
+        strict=json_schema,
+        parallel_tool_calls=False if parallel else None,
+        tool_choice=named,
+        reasoning_tokens=0 if temperature else 8192,  # only the default temperature: most likely a reasoning model
+    )
+    return result
+
+
+def capability_table(result: ProbeResult) -> str:
+    width = max(len(c.name) for c in result.checks)
+    lines = [f"{result.model} at {result.base_url}"]
+    lines += [f"  {c.name:<{width}}  {'yes' if c.ok else 'no ':<3}  {c.detail}" for c in result.checks]
+    lines.append(f"  {result.requests} requests, {result.tokens:,} tokens")
+    return "\n".join(lines)
