@@ -443,9 +443,8 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
         traces_missing = export_missing(run_dir, tracker.client, meta, trace_context(run_dir, cfg))
         summary["traces_missing"] = traces_missing
     done = summary["missing"] == 0 and traces_missing == 0
-    finishes = meta.get("finishes", 0)
     meta = run_dir.update_meta(status="finished" if done else "incomplete", finished=utc_now(),
-                               finishes=finishes + 1, store_problems=store.problems)
+                               store_problems=store.problems)
     (run_dir.path / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     frame = pd.DataFrame(rows)
     frame.to_parquet(run_dir.path / "results.parquet", index=False)
