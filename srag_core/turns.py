@@ -97,7 +97,7 @@ def turn_schema(tool_names: Iterable[str], answer_allowed: bool = True,
         defs: dict[str, Any] = {}  # the argument schemas' shared definitions: their $refs resolve from the root
         calls = []
         for name in sorted(tool_names):
-            args = dict((tool_args or {}).get(name, {"type": "object"}))
+            args = bounded_strings((tool_args or {}).get(name, {"type": "object"}), text_chars or FIRST_THOUGHT_CHARS)
             for key, definition in args.pop("$defs", {}).items():
                 if defs.setdefault(key, definition) != definition:
                     raise ValueError(f"two tools define {key!r} differently; rename one of the argument models")
@@ -110,6 +110,19 @@ def turn_schema(tool_names: Iterable[str], answer_allowed: bool = True,
         "tool": {"anyOf": [{"type": "string", "enum": sorted(tool_names)}, {"type": "null"}]},
         "args": {"type": "object"},
         "answer": {"anyOf": [text, {"type": "null"}]}}, "required": ["thought"]}
+
+
+def bounded_strings(schema: Any, chars: int) -> Any:
+    """A copy of a JSON schema in which every string without a length bound gets `maxLength` chars: a small model
+    looping inside a string argument then ends it instead of running into max_tokens."""
+    if isinstance(schema, list):
+        return [bounded_strings(item, chars) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    copy = {key: bounded_strings(value, chars) for key, value in schema.items()}
+    if copy.get("type") == "string" and "maxLength" not in copy and "enum" not in copy:
+        copy["maxLength"] = chars
+    return copy
 
 
 def turn_functions(tools: Iterable[Any], present: Collection[str] | None = None) -> list[FunctionSpec]:

@@ -167,6 +167,7 @@ def test_first_turn_tool_leaves_the_answer_out_of_the_first_schema_only(fake_llm
                and alt["properties"]["thought"]["maxLength"] == 150 for alt in calls.values())
     # each tool's arguments are held to its own schema, so the forced call can run
     assert calls["count_set"]["properties"]["args"]["required"] == ["set_name"]
+    assert calls["count_set"]["properties"]["args"]["properties"]["set_name"]["maxLength"] == 150  # strings end
     assert "Step" in first["$defs"] and "$defs" not in calls["calculate"]["properties"]["args"]  # refs from the root
     assert second["required"] == ["thought"] and second["properties"]["thought"]["maxLength"] == 150
     assert {"type": "string", "maxLength": 150} in second["properties"]["answer"]["anyOf"]
