@@ -259,19 +259,19 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
             unjudged: list[tuple[dict, dict]] = (), quiet: bool = False) -> None:
     """Run `todo` (question, attempt) pairs and judge them (and the `unjudged` pairs) on a pool of Ray workers;
     returns once every trace is exported (or has failed to export; `finish` retries those)."""
-    import ray
-
-    from pipelines.engine.trace_export import TraceExportSink, start_exporter
-    from pipelines.engine.worker import EpisodeWorker, RayLimiterSlot, start_limiter
-
     meta = run_dir.update_meta(status="running", last_started=utc_now())
 
     def say(message: str) -> None:  # the long phases before the first episode, one line each
         if not quiet:
             print(f"[{run_dir.run_id}] {message}", file=sys.stderr, flush=True)
 
-    say("Ray is running" if ray.is_initialized() else "starting Ray")
-    init_ray(cfg.execution.ray_address)
+    say("connecting to Ray")
+    init_ray(cfg.execution.ray_address)  # before anything imports Ray: a local instance must start on loopback
+    import ray
+
+    from pipelines.engine.trace_export import TraceExportSink, start_exporter
+    from pipelines.engine.worker import EpisodeWorker, RayLimiterSlot, start_limiter
+
     corpus = corpus_for(Path(meta["corpus"]))
     store = run_dir.store()
     stats = _stats_so_far(run_dir, store, {q["id"] for q, _ in todo})
