@@ -82,7 +82,7 @@ class DocTable(Sequence):
 
     def __init__(self, table, path: str | None = None):
         self.path = path  # the cache file the table is mapped from, if any
-        self.columns = {name: table.column(name).combine_chunks() for name in _COLUMNS}
+        self.columns = {name: _one_array(table.column(name)) for name in _COLUMNS}
 
     @classmethod
     def of(cls, docs: Sequence[Document]) -> "DocTable":
@@ -120,6 +120,11 @@ class DocTable(Sequence):
         # The columns travel as Arrow buffers (with pickle protocol 5, as Ray uses, without copying them into the
         # pickle); a receiving process on the same node could map the cache file instead (see issue 15).
         return DocTable, (self.table(),)
+
+
+def _one_array(column):
+    """The column as one array: its only chunk as it is (combine_chunks would copy it out of the mapped file)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _utf8_column(values: list[str | None]):
