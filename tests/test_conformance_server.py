@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
+import httpx2 as httpx  # the HTTP client the project declares (under openai)
 import pytest
 
 from tests.conformance_server import ConformanceLLM, minimal_instance

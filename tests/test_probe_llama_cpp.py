@@ -4,7 +4,7 @@ calls come back depends on the model, so that row is not compared."""
 
 from __future__ import annotations
 
-import httpx
+import httpx2 as httpx  # the HTTP client the project declares (under openai)
 import pytest
 
 from pipelines.local_llm import LocalModelServer
