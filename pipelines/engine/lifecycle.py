@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import sys
 import time
@@ -266,12 +267,16 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
             print(f"[{run_dir.run_id}] {message}", file=sys.stderr, flush=True)
 
     say("connecting to Ray")
-    init_ray(cfg.execution.ray_address)  # before anything imports Ray: a local instance must start on loopback
+    if not (cfg.execution.ray_address or os.environ.get("RAY_ADDRESS")):
+        init_ray(None)  # before anything imports Ray: a local instance must start on loopback
+    # In a Ray Job's driver the engine's modules are imported before connecting: seen here, modules first imported
+    # after ray.init there were missing from the job's working directory.
     import ray
 
     from pipelines.engine.trace_export import TraceExportSink, start_exporter
     from pipelines.engine.worker import EpisodeWorker, RayLimiterSlot, start_limiter
 
+    init_ray(cfg.execution.ray_address)  # no-op when connected above
     corpus = corpus_for(Path(meta["corpus"]))
     store = run_dir.store()
     stats = _stats_so_far(run_dir, store, {q["id"] for q, _ in todo})
