@@ -190,13 +190,20 @@ SLICE_S = 0.1  # CPU seconds; on a loaded machine a slice can take several times
 
 
 def _bounded(call, budget: Budget):
-    """`call(timeout)` in-process for one slice, else in a child killed at the budget's deadline."""
+    """`call(timeout)` in-process for one slice, else in a child killed at the budget's deadline. A call that runs
+    out of time is called catastrophic only if it started with a fair share of the budget; one that started with
+    little left just found the budget spent (ordinary work, too much of it)."""
     left = budget.remaining()
+    fair = left >= min(SLICE_S, budget.seconds / 2)
+
+    def out_of_time() -> RegexTimeout:
+        return Catastrophic(budget) if fair else BudgetSpent(budget)
+
     if not killable.CAN_FORK:  # no fork (Windows): the regex module's own clock is the only guard
         try:
             return call(left)
         except TimeoutError:
-            raise Catastrophic(budget) from None
+            raise out_of_time() from None
     try:
         return call(min(left, SLICE_S))
     except TimeoutError:
@@ -204,7 +211,7 @@ def _bounded(call, budget: Budget):
     try:
         return killable.run_until(lambda: call(None), budget.deadline)
     except killable.Killed:
-        raise Catastrophic(budget) from None
+        raise out_of_time() from None
 
 
 class SpanMatch:
