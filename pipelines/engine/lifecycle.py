@@ -441,10 +441,11 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
     summary = {**summarize(rows), "store_problems": store.problems}
     meta = run_dir.read_meta()
     traces_missing = 0
-    if tracker is not None and traces_wanted(load_run_config(run_dir), meta):
+    cfg = load_run_config(run_dir)
+    if tracker is not None and traces_wanted(cfg, meta):
         from pipelines.engine.trace_export import export_missing
 
-        cfg = load_run_config(run_dir)  # a run is not finished without its traces (and the verdicts on them)
+        # a run is not finished without its traces (and the verdicts on them)
         traces_missing = export_missing(run_dir, tracker.client, meta, trace_context(run_dir, cfg))
         summary["traces_missing"] = traces_missing
     done = summary["missing"] == 0 and traces_missing == 0
