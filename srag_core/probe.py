@@ -1,7 +1,10 @@
 """`srag probe`: find out with a handful of tiny requests what an OpenAI-compatible endpoint accepts, and write the
 provider profile that follows from it.
 
-The probes, in order (each a two-message chat; all but the first two send no completion limit):
+The probes, in order (each a two-message chat). From the third on, each request carries a completion cap in the
+field the first two found honoured: 256 tokens, or 4,096 when the endpoint refuses `temperature: 0` (most likely a
+reasoning model, whose hidden tokens count against the cap). Without a cap a small local model under a grammar can
+write until its context is full.
 1. `max_completion_tokens: 16` on a prompt asking for a long count: accepted and honoured (cut, or short anyway);
 2. `max_tokens: 16`, the same way;
 3. `temperature: 0`: accepted;
@@ -13,7 +16,8 @@ The probes, in order (each a two-message chat; all but the first two send no com
    reads the object as "auto", as llama.cpp's server does, fails this).
 
 A 401/403, a 404 or an unreachable endpoint stops the probe at once with a one-line error naming the base URL and
-the model (never the key). Any other refusal marks that capability as missing.
+the model (never the key). Any other refusal, or a timeout once the endpoint has answered, marks that capability as
+missing.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from srag_core.llm import PLACEHOLDER_API_KEY
 from srag_core.profiles import Profile
 
 LIMIT = 16
+CAP, REASONING_CAP = 256, 4096
 _COUNT = [{"role": "system", "content": "You follow instructions exactly."},
           {"role": "user", "content": "Count from 1 to 200, separated by spaces."}]
 _JSON = [{"role": "system", "content": "You reply with JSON only."},
@@ -75,20 +80,28 @@ class _Prober:
         self.result = ProbeResult(base_url, model)
         self.key = os.environ.get(api_key_env) or PLACEHOLDER_API_KEY
         self.client = openai.OpenAI(api_key=self.key, base_url=base_url, timeout=timeout_s, max_retries=0)
+        self.timeout_s = timeout_s
+        self.cap: dict[str, int] = {}  # the completion cap sent with every capability probe once limits are known
+        self.answered = False
 
     def send(self, **body: Any) -> tuple[dict[str, Any] | None, str]:
         """(the response body, "") on 200, (None, the server's reason) on another refusal; raises ProbeError when
         probing cannot go on."""
         self.result.requests += 1
         try:
-            response = self.client.post("/chat/completions", body={"model": self.result.model, **body},
+            response = self.client.post("/chat/completions", body={"model": self.result.model, **self.cap, **body},
                                         cast_to=httpx2.Response)
         except openai.APIStatusError as error:
             if error.status_code in (401, 403, 404):
                 raise self._fatal(f"HTTP {error.status_code}") from None
             return None, self._reason(error)
+        except openai.APITimeoutError:
+            if not self.answered:
+                raise self._fatal(f"unreachable (no answer in {self.timeout_s:g} s)") from None
+            return None, f"no answer in {self.timeout_s:g} s"
         except openai.APIConnectionError as error:
             raise self._fatal(f"unreachable ({type(error).__name__})") from None
+        self.answered = True
         try:
             data = response.json()
         except ValueError:
@@ -123,6 +136,11 @@ class _Prober:
     def temperature(self) -> bool:
         data, reason = self.send(messages=_COUNT[:1] + [{"role": "user", "content": "Say ok."}], temperature=0)
         return self.check("temperature", data is not None, "accepted" if data is not None else reason)
+
+    def set_cap(self, completion_limit: bool, plain_limit: bool, temperature: bool) -> None:
+        limit_field = "max_completion_tokens" if completion_limit else "max_tokens" if plain_limit else None
+        if limit_field:
+            self.cap = {limit_field: CAP if temperature else REASONING_CAP}
 
     def json_object(self) -> bool:
         data, reason = self.send(messages=_JSON, response_format={"type": "json_object"})
@@ -177,6 +195,7 @@ def probe(base_url: str, model: str, *, api_key_env: str = "OPENAI_API_KEY", tim
         completion_limit = prober.limit("max_completion_tokens")
         plain_limit = prober.limit("max_tokens")
         temperature = prober.temperature()
+        prober.set_cap(completion_limit, plain_limit, temperature)
         json_object = prober.json_object()
         json_schema = prober.json_schema()
         tools, parallel = prober.tools()

@@ -13,7 +13,7 @@ from pipelines.cli import main
 from srag_core.llm import FunctionSpec, LLMClient, LLMConfig
 from srag_core.probe import ProbeError, probe
 from srag_core.profiles import SHIPPED
-from tests.conformance_server import PROFILES, ConformanceLLM
+from tests.conformance_server import PROFILES, ConformanceLLM, obedient_reply
 
 SECRET = "sk-probe-SECRET-93c1d"
 CHECKS = ["max_completion_tokens", "max_tokens", "temperature", "json_object", "json_schema", "tools",
@@ -84,3 +84,20 @@ def test_an_unreachable_endpoint_is_one_line() -> None:
         port = s.getsockname()[1]
     with pytest.raises(ProbeError, match=rf"cannot probe model 'm' at http://127.0.0.1:{port}/v1: unreachable"):
         probe(f"http://127.0.0.1:{port}/v1", "m", timeout_s=5)
+
+
+@pytest.mark.parametrize("profile", ["llama.cpp", "openai-reasoning"])
+def test_a_capability_probe_that_never_answers_is_a_missing_capability(profile: str) -> None:
+    """Every request after the limit probes carries a cap in the honoured field (a small model under a grammar can
+    otherwise write until its context is full), and one that times out marks its capability missing."""
+    def hang_on_tools(request: dict) -> object:
+        reply = obedient_reply(request, named_choice=profile != "llama.cpp")
+        return {"delay": 30, "content": "late"} if request.get("tools") else reply
+
+    with ConformanceLLM(profile, responder=hang_on_tools) as server:
+        result = probe(server.base_url, server.model, timeout_s=2)
+        sent = server.requests
+    rows = {c.name: (c.ok, c.detail) for c in result.checks}
+    assert rows["tools"] == (False, "no answer in 2 s") and rows["json_schema"][0]
+    cap = 256 if profile == "llama.cpp" else 4096  # a reasoning model's hidden tokens count against it
+    assert all(r.get("max_completion_tokens") == cap for r in sent[3:]) and result.profile.protocol == "json"
