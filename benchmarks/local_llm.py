@@ -1,15 +1,17 @@
 """The local model's speed (SmolLM2-135M on llama.cpp's server from the xllamacpp wheel), as the pipeline sees it.
 
-    .venv/bin/python -m benchmarks.local_llm [--threads 1 2] [--slots 1 2 4] [--episodes 4] [--prompt-tokens 2000]
+    .venv/bin/python -m benchmarks.local_llm [--threads 1 2] [--slots 1 2 4] [--episodes 4] [--prompt-tokens 2600]
 
 Two tables (markdown):
 
-1. Prompt processing and generation speed per thread count, from the `timings` the server reports for each request
-   (one slot): a fresh ~N-token prompt with `max_tokens` 1, then 64 generated tokens on the same, now cached, prompt
-   with end-of-sequence suppressed, plain and with the agent's turn schema as a grammar. Median of `--repeats`.
-2. Agent episodes per minute at 1, 2 and 4 parallel slots: the demo's agent (configs/quickstart.yaml: first turn a
-   tool call, core tools, 3 steps, JSON turns with the schema) on the first `--episodes` sample questions, run by as
-   many threads as there are slots, against one server with the default threads. Also the tool calls per episode.
+1. Prompt processing and generation speed per thread count and flash-attention setting, from the `timings` the
+   server reports for each request (one slot): a fresh ~N-token prompt with `max_tokens` 1, then 64 generated tokens
+   on the same, now cached, prompt with end-of-sequence suppressed, plain and with the agent's turn schema as a
+   grammar. Median of `--repeats`.
+2. Agent episodes per minute at 1, 2 and 4 parallel slots: the demo's agent and model settings (read from
+   configs/quickstart.yaml: first turn a tool call, core tools, 3 steps, JSON turns held to each tool's schema, its
+   thread count) on the first `--episodes` sample questions, run by as many threads as there are slots. Also the
+   tool calls per episode.
 
 On a shared machine the figures move with whatever else runs: the load average is printed with each table.
 """
@@ -25,6 +27,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import yaml
+
 from pipelines.local_llm import LocalModelServer, machine_cores
 from srag_core import load_corpus
 from srag_core.agent import Agent, AgentConfig
@@ -35,7 +39,9 @@ SAMPLE = Path(__file__).resolve().parents[1] / "pipelines" / "samples" / "twowik
 EOS_TOKEN_ID = 2  # SmolLM2's <|im_end|>
 FILLER = ("The archive holds letters, ledgers and court filings from the river towns; each record names a clerk, "
           "a date and the parties involved. ")
-DEMO_AGENT = AgentConfig(max_steps=3, first_turn_tool=True, tool_families=["core"])
+QUICKSTART = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml").read_text())["base"]
+DEMO_AGENT = AgentConfig(**QUICKSTART["agent"])
+DEMO_THREADS = QUICKSTART["local_model"].get("n_threads")
 
 
 def load() -> str:
@@ -64,14 +70,15 @@ def speeds(base_url: str, prompt_tokens: int, nonce: int) -> dict[str, float]:
 
 
 def speed_table(threads: list[int], prompt_tokens: int, repeats: int) -> str:
-    rows = ["| threads | prompt tokens | prompt tokens/s | generation tokens/s | generation with the turn schema |",
-            "|---|---|---|---|---|"]
+    rows = ["| threads | flash attention | prompt tokens | prompt tokens/s | generation tokens/s | "
+            "generation with the turn schema |", "|---|---|---|---|---|---|"]
     for n in threads:
-        with LocalModelServer(n_threads=n, n_parallel=1) as server:
-            runs = [speeds(server.base_url, prompt_tokens, nonce=1000 * n + i) for i in range(repeats)]
-        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-        rows.append(f"| {n} | {med['prompt_n']:.0f} | {med['prompt_tok_s']:.0f} | {med['gen_tok_s']:.0f} | "
-                    f"{med['json_gen_tok_s']:.0f} |")
+        for flash in ("off", "on"):
+            with LocalModelServer(n_threads=n, n_parallel=1, flash_attn=flash) as server:
+                runs = [speeds(server.base_url, prompt_tokens, nonce=1000 * n + i) for i in range(repeats)]
+            med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+            rows.append(f"| {n} | {flash} | {med['prompt_n']:.0f} | {med['prompt_tok_s']:.0f} | "
+                        f"{med['gen_tok_s']:.0f} | {med['json_gen_tok_s']:.0f} |")
     return "\n".join(rows) + f"\n\n({load()}, {machine_cores()} cores)"
 
 
@@ -81,9 +88,9 @@ def episode_table(slots: list[int], episodes: int) -> str:
     rows = ["| parallel slots | episodes | wall s | episodes/minute | LLM calls | tool calls per episode | "
             "tokens per episode |", "|---|---|---|---|---|---|---|"]
     for n in slots:
-        with LocalModelServer(n_parallel=n) as server:
+        with LocalModelServer(n_parallel=n, n_threads=DEMO_THREADS) as server:
             config = LLMConfig(base_url=server.base_url, model=server.model, response_format="json_object_schema",
-                               max_tokens=200, timeout_s=600, max_retries=0)
+                               max_tokens=QUICKSTART["llm"]["max_tokens"], timeout_s=600, max_retries=0)
             with LLMClient(config) as llm, ThreadPoolExecutor(n) as pool:
                 agent = Agent(corpus, llm, DEMO_AGENT)
                 started = time.monotonic()
@@ -95,7 +102,7 @@ def episode_table(slots: list[int], episodes: int) -> str:
         rows.append(f"| {n} | {len(done)} | {wall:.0f} | {60 * len(done) / wall:.2f} | {calls} | "
                     f"{min(tools)} to {max(tools)} | {tokens:.0f} |")
         print(f"  {n} slots: {wall:.0f} s, statuses {[e.status for e in done]}", flush=True)
-    return "\n".join(rows) + f"\n\n({load()}, {machine_cores()} cores, default threads)"
+    return "\n".join(rows) + f"\n\n({load()}, {machine_cores()} cores, {DEMO_THREADS or 'default'} threads)"
 
 
 def main() -> int:
@@ -103,7 +110,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--slots", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--episodes", type=int, default=4)
-    parser.add_argument("--prompt-tokens", type=int, default=2000)
+    parser.add_argument("--prompt-tokens", type=int, default=2600)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-episodes", action="store_true")

@@ -103,6 +103,7 @@ class LocalModelServer:
         n_parallel: int = 1,
         model_alias: str = DEFAULT_MODEL_ALIAS,
         cache_ram_mib: int = DEFAULT_CACHE_RAM_MIB,
+        flash_attn: str = "off",
         env: Mapping[str, str] | None = None,
         python: str = sys.executable,
         log_path: str | Path | None = None,
@@ -119,6 +120,7 @@ class LocalModelServer:
         self.n_parallel = n_parallel
         self.model_alias = model_alias
         self.cache_ram_mib = cache_ram_mib
+        self.flash_attn = flash_attn  # auto / on / off; off: see pipelines/llama_server.py
         self.env = dict(env or {})
         self.python = python
         self.log_path = Path(log_path) if log_path is not None else None
@@ -197,7 +199,8 @@ class LocalModelServer:
             raise LocalModelError(f"no model file at {model_path}")
         return [self.python, "-m", f"{__package__}.llama_server", "--model", str(model_path), "--alias", self.model_alias,
                 "--host", host, "--port", str(port), "--ctx-size", str(self.n_ctx), "--threads", str(self.n_threads),
-                "--parallel", str(self.n_parallel), "--cache-ram-mib", str(self.cache_ram_mib)]
+                "--parallel", str(self.n_parallel), "--cache-ram-mib", str(self.cache_ram_mib),
+                "--flash-attn", self.flash_attn]
 
     def wait_until_ready(self) -> str:
         """Poll GET /v1/models until it lists a model; return that model's id."""

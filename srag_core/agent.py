@@ -65,6 +65,10 @@ class AgentConfig(BaseModel):
     # json protocol: bound the thought and the answer to this many characters in the turn schema; for small models,
     # which can repeat one phrase until max_tokens cuts the reply (None: no bound, as most providers want).
     max_text_chars: int | None = Field(None, ge=20)
+    # json protocol: hold every turn's tool arguments to the tool's own schema, with strings bounded to this many
+    # characters (first_turn_tool alone does that for the first turn, bounded by max_text_chars). For small models,
+    # which can fill a string argument with digits until max_tokens cuts the reply.
+    max_arg_chars: int | None = Field(None, ge=8)
     regex_budget_s: float = Field(10.0, gt=0)
     episode_timeout_s: float = Field(1800.0, gt=0)
     # Spending caps of one episode (every LLM call it makes, tools' included); past either it ends as over_budget.
@@ -149,11 +153,13 @@ class Agent:
         tools = prompts.enabled_tools(families, present)
         self.tool_names = [t.name for t in tools]
         self.functions = turn_functions(tools, present) if self.protocol == "tools" else []
-        chars = self.config.max_text_chars
-        self.schema = turn_schema(self.tool_names, text_chars=chars) \
+        chars, arg_chars = self.config.max_text_chars, self.config.max_arg_chars
+        tool_args = {t.name: t.schema(present) for t in tools}
+        self.schema = turn_schema(self.tool_names, text_chars=chars, arg_chars=arg_chars,
+                                  tool_args=tool_args if arg_chars else None) \
             if self.config.structured_turns and not self.functions else None
-        self.first_schema = turn_schema(self.tool_names, answer_allowed=False, text_chars=chars,
-                                        tool_args={t.name: t.schema(present) for t in tools}) \
+        self.first_schema = turn_schema(self.tool_names, answer_allowed=False, text_chars=chars, arg_chars=arg_chars,
+                                        tool_args=tool_args) \
             if self.schema is not None and self.config.first_turn_tool else self.schema
         # Tool definitions travel with every request: the conversation budget leaves room for them.
         self.definition_chars = len(json.dumps([asdict(f) for f in self.functions])) if self.functions else 0

@@ -81,35 +81,41 @@ def answer_turn(thought: str, answer: Any, **call: Any) -> Turn:
 
 def turn_schema(tool_names: Iterable[str], answer_allowed: bool = True,
                 tool_args: Mapping[str, dict[str, Any]] | None = None,
-                text_chars: int | None = None) -> dict[str, Any]:
+                text_chars: int | None = None, arg_chars: int | None = None) -> dict[str, Any]:
     """JSON schema of one JSON-protocol turn, for endpoints that constrain output (`response_format`).
 
     One object with an optional `answer` beside `tool`/`args`: strict structured outputs need an object root. Under
     strict mode `args` (a free-form object) travels as a JSON string, which `parse_turn` accepts.
 
-    Without `answer_allowed` (the agent's `first_turn_tool`, for small models) the turn must be a tool call: one
-    alternative per tool, its `args` held to that tool's argument schema when `tool_args` gives it, so the call can
-    run; and a short thought, since small models can repeat one phrase until max_tokens cuts the JSON.
+    With `tool_args` (each tool's argument schema) the turn is instead one alternative per tool, its `args` held to
+    that tool's schema so the call can run, and its strings bounded to `arg_chars` (else `text_chars`, else
+    FIRST_THOUGHT_CHARS): small models can repeat one character until max_tokens cuts the JSON. Without
+    `answer_allowed` (the agent's `first_turn_tool`) those alternatives are all there is: the turn must be a tool
+    call; with it, a final-answer alternative joins them.
     `text_chars` bounds the thought and the answer in every turn (AgentConfig.max_text_chars). Length bounds and
     alternatives are left out unless asked for: not every provider's structured outputs accept them."""
-    if not answer_allowed:
-        thought = {"type": "string", "maxLength": text_chars or FIRST_THOUGHT_CHARS}
-        defs: dict[str, Any] = {}  # the argument schemas' shared definitions: their $refs resolve from the root
-        calls = []
-        for name in sorted(tool_names):
-            args = bounded_strings((tool_args or {}).get(name, {"type": "object"}), text_chars or FIRST_THOUGHT_CHARS)
-            for key, definition in args.pop("$defs", {}).items():
-                if defs.setdefault(key, definition) != definition:
-                    raise ValueError(f"two tools define {key!r} differently; rename one of the argument models")
-            properties = {"thought": thought, "tool": {"type": "string", "enum": [name]}, "args": args}
-            calls.append({"type": "object", "properties": properties, "required": ["thought", "tool", "args"]})
-        return {"title": "tool_call", "anyOf": calls, **({"$defs": defs} if defs else {})}
-    text = {"type": "string", **({"maxLength": text_chars} if text_chars else {})}
-    return {"title": "turn", "type": "object", "properties": {
-        "thought": text,
-        "tool": {"anyOf": [{"type": "string", "enum": sorted(tool_names)}, {"type": "null"}]},
-        "args": {"type": "object"},
-        "answer": {"anyOf": [text, {"type": "null"}]}}, "required": ["thought"]}
+    if tool_args is None and answer_allowed:
+        text = {"type": "string", **({"maxLength": text_chars} if text_chars else {})}
+        return {"title": "turn", "type": "object", "properties": {
+            "thought": text,
+            "tool": {"anyOf": [{"type": "string", "enum": sorted(tool_names)}, {"type": "null"}]},
+            "args": {"type": "object"},
+            "answer": {"anyOf": [text, {"type": "null"}]}}, "required": ["thought"]}
+    thought = {"type": "string", "maxLength": text_chars or FIRST_THOUGHT_CHARS}
+    defs: dict[str, Any] = {}  # the argument schemas' shared definitions: their $refs resolve from the root
+    turns = []
+    for name in sorted(tool_names):
+        args = bounded_strings((tool_args or {}).get(name, {"type": "object"}),
+                               arg_chars or text_chars or FIRST_THOUGHT_CHARS)
+        for key, definition in args.pop("$defs", {}).items():
+            if defs.setdefault(key, definition) != definition:
+                raise ValueError(f"two tools define {key!r} differently; rename one of the argument models")
+        properties = {"thought": thought, "tool": {"type": "string", "enum": [name]}, "args": args}
+        turns.append({"type": "object", "properties": properties, "required": ["thought", "tool", "args"]})
+    if answer_allowed:
+        turns.append({"type": "object", "properties": {"thought": thought, "answer": thought},
+                      "required": ["thought", "answer"]})
+    return {"title": "turn" if answer_allowed else "tool_call", "anyOf": turns, **({"$defs": defs} if defs else {})}
 
 
 def bounded_strings(schema: Any, chars: int) -> Any:

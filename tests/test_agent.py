@@ -173,6 +173,20 @@ def test_first_turn_tool_leaves_the_answer_out_of_the_first_schema_only(fake_llm
     assert {"type": "string", "maxLength": 150} in second["properties"]["answer"]["anyOf"]
 
 
+def test_max_arg_chars_holds_every_turns_arguments_to_each_tools_schema(fake_llm):
+    fake_llm.script([call("count_set", set_name="all"), answer("10")])
+    ep = make_agent(fake_llm, response_format="json_object_schema", first_turn_tool=True, max_text_chars=150,
+                    max_arg_chars=40).run(QUESTION)
+    assert ep.status == "ok" and ep.answer == "10"
+    first, second = (r["response_format"]["schema"] for r in fake_llm.requests)
+    for schema, answers in ((first, False), (second, True)):
+        tools = {alt["properties"]["tool"]["enum"][0]: alt for alt in schema["anyOf"] if "tool" in alt["properties"]}
+        assert tools["count_set"]["properties"]["args"]["properties"]["set_name"]["maxLength"] == 40
+        assert tools["count_set"]["properties"]["thought"]["maxLength"] == 150
+        final = [alt for alt in schema["anyOf"] if "answer" in alt["properties"]]
+        assert len(final) == answers and all(alt["required"] == ["thought", "answer"] for alt in final)
+
+
 def test_first_turn_tool_rejects_an_answer_the_endpoint_let_through(fake_llm):
     fake_llm.script([answer("straight away"), call("count_set", set_name="all"), answer("10")])
     ep = make_agent(fake_llm, first_turn_tool=True).run(QUESTION)

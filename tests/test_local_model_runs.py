@@ -14,7 +14,9 @@ import pytest
 import yaml
 
 from pipelines.cli import main
+from pipelines.engine.endpoints import CORES_PER_SLOT
 from pipelines.engine.results import RunDir
+from pipelines.local_llm import machine_cores
 from srag_core.tools import REGISTRY
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "local_smollm2.yaml"
@@ -70,6 +72,7 @@ def test_run_records_four_episodes_and_the_server_log(ray_local, tmp_path, capsy
     for record in episodes:
         assert_agent_at_work(json.loads((run_dir.path / record["trace_file"]).read_text()))
     log = (run_dir.path / "local_model.log").read_text()
-    # two slots: the run has one actor with two episodes at a time
-    assert "--parallel 2" in log.splitlines()[0] and "llama_server: serving" in log
+    # the run has one actor with two episodes at a time: two slots where there are cores for them (one per two)
+    slots = max(1, min(2, machine_cores() // CORES_PER_SLOT))
+    assert f"--parallel {slots} " in log.splitlines()[0] and "llama_server: serving" in log
     assert "llama_server: stopping" in log  # stopped at the end of the run
