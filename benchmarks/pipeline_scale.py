@@ -13,8 +13,9 @@ is a normal one: `actors: auto`, MLflow (local SQLite) with a trace per episode,
 
 Part 2 (model). Wall time and memory of a run of Q questions on N nodes, from the per-episode costs measured in
 part 1: the run takes as long as its slowest resource -- the LLM endpoint (calls x delay / requests in flight), the
-workers' CPU (spread over every core), the driver's CPU (one process), the trace export (one actor per run, at the
-wall time per trace measured here) -- plus start-up. Memory per node is the corpus replica plus each worker's heap;
+workers' CPU (spread over every core), the driver's CPU (one process), the trace export (`export_actors` actors on
+the driver's node, each at the actor-seconds per trace measured here, against an MLflow server that takes their
+writes in parallel) -- plus start-up. Memory per node is the corpus replica plus each worker's heap;
 the driver's grows with the number of questions.
 
 Run: `.venv/bin/python -m benchmarks.pipeline_scale [--episodes 1000] [--delay 0.2] [--concurrency 64]`.
@@ -34,7 +35,6 @@ from pathlib import Path
 from pipelines.config import validate_run
 from pipelines.engine import lifecycle
 from pipelines.engine.ray_utils import init_ray
-from pipelines.engine.trace_export import exported
 from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import QUESTION, run_config, write_benchmark
 
@@ -72,6 +72,8 @@ def serve(delay: float, conn) -> None:
 
 
 def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay: float) -> dict:
+    from pipelines.engine.trace_export import exported  # imports Ray: after init_ray, which binds it to loopback
+
     corpus, questions = write_benchmark(workdir / "bench", SAMPLE, episodes)
     data = run_config(corpus, questions, base_url, tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}", name="scale",
                       **{"execution.actors": "auto", "execution.concurrency": concurrency,
@@ -112,8 +114,9 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
         "episode_thread_cpu_s": round(worker_cpu, 4), "tool_wall_per_episode_s": round(tool_s, 4),
         "worker_cpu_outside_tools_s": round(max(0.0, worker_cpu - tool_s), 4),
         "export_cpu_per_trace_s": round(export.get("cpu_s", 0.0) / max(1, export.get("exported", 1)), 4),
-        # the one export actor works from the first episode until the drain ends: its wall time per trace
-        "export_wall_per_trace_s": round((meta["episodes_wall_s"] + (tail["drain_s"] or 0.0))
+        "export_actors": export.get("actors", 1),
+        # the export actors work from the first episode until the drain ends: actor-seconds per trace
+        "export_wall_per_trace_s": round((meta["episodes_wall_s"] + (tail["drain_s"] or 0.0)) * export.get("actors", 1)
                                          / max(1, export.get("exported", 1)), 4),
         "last_episode_to_finished_s": round(finished_at - meta["episodes_ended_at"], 1), "tail": tail,
         "traces_in_mlflow": len(exported(run_dir)), "worker_startup_s": meta["worker_startup_s"],
@@ -178,16 +181,17 @@ def startup(base_url: str, workdir: Path) -> dict:
 
 
 def model(m: dict, nodes: int, questions: int, *, cores_per_node: int = 8, calls: float = 4.5, delay: float = 2.0,
-          llm_slots: int = 512, startup_s: float = 60.0) -> dict:
+          llm_slots: int = 512, startup_s: float = 60.0, export_actors: int = 8) -> dict:
     """Wall time and memory of `questions` on `nodes` nodes of `cores_per_node` cores, with the measured costs in
-    `m` (CPU per episode; memory) and an endpoint that serves `llm_slots` requests at once, `delay` s each."""
+    `m` (CPU per episode; memory), an endpoint that serves `llm_slots` requests at once, `delay` s each, and
+    `export_actors` trace writers on the driver's node."""
     cores = nodes * cores_per_node
     episodes_in_flight = min(questions, llm_slots)
     bounds = {
         "llm": questions * calls * delay / episodes_in_flight,
         "worker_cpu": questions * m["worker_process_cpu_per_episode_s"] / cores,
         "driver_cpu": questions * m["driver_cpu_per_episode_s"],
-        "trace_export": questions * m["export_wall_per_trace_s"],  # one export actor per run, whatever the nodes
+        "trace_export": questions * m["export_wall_per_trace_s"] / export_actors,  # on the driver's node only
     }
     slowest = max(bounds, key=bounds.__getitem__)
     driver_mb = 300 + questions * 4 / 1024  # ~4 KB of state per question (rows, stats, the summary table)

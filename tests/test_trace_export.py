@@ -4,10 +4,12 @@ export left behind (written but not marked, marked, or not written)."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
+from urllib.parse import urlparse
 
 from pipelines.engine.results import RunDir, RunFolderSink
-from pipelines.engine.trace_export import MARKERS, TraceExporter, export_missing, missing_traces
+from pipelines.engine.trace_export import MARKERS, TraceExporter, export_missing, missing_traces, whole_traces_only
 from pipelines.engine.tracking import Tracker, episode_trace
 
 
@@ -30,8 +32,11 @@ def test_export_missing_writes_each_trace_once_whatever_was_left(tmp_path):
         sink.episode(rec)
     store.close()
     assert len(missing_traces(run_dir)) == 4
-    # an export killed after MLflow took q0's trace but before its marker; q1 exported and marked
-    episode_trace(tracker.client, tracker.experiment_id, mlflow_run, record("q0"))
+    # an export killed after MLflow took q0's trace but before its marker, and before its span data (MLflow writes
+    # the trace's row first); q1 exported and marked
+    whole_traces_only()  # as the exporter writes them: the span data goes to the artifact store after the row
+    partial = episode_trace(tracker.client, tracker.experiment_id, mlflow_run, record("q0"))
+    shutil.rmtree(urlparse(tracker.client.get_trace(partial).info.tags["mlflow.artifactLocation"]).path)
     TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run, client=tracker.client).export(
         [(("q1", 1), "traces/q1.1.json")])
     assert set(missing_traces(run_dir)) == {("q0", 1), ("q2", 1), ("q2", 2)}
@@ -41,9 +46,28 @@ def test_export_missing_writes_each_trace_once_whatever_was_left(tmp_path):
     traces = tracker.client.search_traces(locations=[tracker.experiment_id], run_id=mlflow_run, max_results=100)
     keys = Counter((t.info.tags["srag.question_id"], t.info.tags["srag.attempt"]) for t in traces)
     assert keys == Counter({("q0", "1"): 1, ("q1", "1"): 1, ("q2", "1"): 1, ("q2", "2"): 1})
+    assert all(tracker.client.get_trace(t.info.trace_id).data.spans for t in traces)  # q0's was written again
     marked = [json.loads(line) for line in (run_dir.path / MARKERS).read_text().splitlines()]
     assert sorted((m["question_id"], m["attempt"]) for m in marked) == [("q0", 1), ("q1", 1), ("q2", 1), ("q2", 2)]
     assert all(m["trace_id"] for m in marked)
     assert export_missing(run_dir, tracker.client, meta) == 0  # nothing left: no MLflow query, no new trace
     assert len(tracker.client.search_traces(locations=[tracker.experiment_id], run_id=mlflow_run)) == 4
+    tracker.close()
+
+
+def test_a_trace_mlflow_failed_to_write_is_deleted_and_left_for_a_retry(tmp_path):
+    """MLflow's exporter logs a failed write and carries on; the export must not mark that trace as written."""
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
+    (tmp_path / "blocker").write_text("a file where the artifact folder should be")
+    broken = tracker.client.create_experiment("broken", artifact_location=(tmp_path / "blocker" / "art").as_uri())
+    mlflow_run = tracker.client.create_run(broken).info.run_id
+    run_dir = RunDir.create(tmp_path / "runs", "r1")
+    store = run_dir.store()
+    RunFolderSink(run_dir, store).episode(record("q0"))
+    store.close()
+    exporter = TraceExporter(run_dir.path, tracker.uri, broken, mlflow_run, client=tracker.client)
+    assert exporter.export([(("q0", 1), "traces/q0.1.json")]) == [(("q0", 1), "traces/q0.1.json")]
+    assert "Failed to send trace" in exporter.errors[0] and exporter.exported == 0
+    assert set(missing_traces(run_dir)) == {("q0", 1)}  # unmarked: `--resume` tries again
+    assert tracker.client.search_traces(locations=[broken], run_id=mlflow_run) == []  # the broken one is gone
     tracker.close()

@@ -280,7 +280,7 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
     corpus = corpus_for(Path(meta["corpus"]))
     store = run_dir.store()
     stats = _stats_so_far(run_dir, store, {q["id"] for q, _ in todo})
-    exporter = start_exporter(run_dir, meta, trace_context(run_dir, cfg)) \
+    exporter = start_exporter(run_dir, meta, trace_context(run_dir, cfg), cfg.tracking.export_actors) \
         if tracker is not None and traces_wanted(cfg, meta) else None
     sinks: list = [RunFolderSink(run_dir, store)]
     if tracker is not None and meta.get("mlflow_run_id"):
@@ -391,7 +391,7 @@ def corpus_replicas(ref) -> dict[str, Any]:
 
 
 def _drain(run_dir: RunDir, exporter, sinks: list) -> None:
-    """Wait for the export actor to write every trace handed to it, then stop it."""
+    """Wait for the export actors to write every trace handed to them, then stop them."""
     import ray
 
     for sink in sinks:
@@ -399,10 +399,10 @@ def _drain(run_dir: RunDir, exporter, sinks: list) -> None:
             sink.flush()
     started = time.monotonic()
     try:
-        result = ray.get(exporter.drain.remote(TRACE_DRAIN_TIMEOUT_S))
-    except ray.exceptions.RayError as e:  # the exporter died: `finish` exports what is missing
+        result = exporter.drain(TRACE_DRAIN_TIMEOUT_S)
+    except ray.exceptions.RayError as e:  # an exporter died: `finish` exports what is missing
         result = {"error": f"{type(e).__name__}: {e}"[:300]}
-    ray.kill(exporter)
+    exporter.kill()
     run_dir.update_meta(trace_export={**result, "drain_s": round(time.monotonic() - started, 3)})
 
 

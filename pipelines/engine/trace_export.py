@@ -2,17 +2,18 @@
 
 The run folder is the record of truth. The driver writes each episode's full record to `traces/<qid>.<attempt>.json`
 before the episode's row goes into `results.jsonl` (`results.RunFolderSink`), so every recorded episode has its
-trace file. The export reads those files. During a run it happens in `TraceExportActor`, a Ray actor on the
-driver's node (it reads the same folder) with a process of its own, so the MLflow client's CPU (a tenth of a second
-or more per trace) is not taken from the driver; the scheduler's `TraceExportSink` only hands it file names, in
-batches. What is still missing at the end (an earlier invocation was killed, MLflow was down) is exported by the
+trace file. The export reads those files. During a run it happens in `TraceExportActor`s (`tracking.export_actors`
+of them, each with the questions whose id hashes to it), Ray actors on the driver's node (they read the same folder)
+with processes of their own, so the MLflow client's CPU (0.02 CPU-s per trace) is not taken from the driver; the
+scheduler's `TraceExportSink` only hands them file names, in batches. What is still missing at the end (an earlier invocation was killed, MLflow was down) is exported by the
 driver itself (`export_missing`), which `lifecycle.finish` calls before it reports a run finished.
 
 Each exported trace gets a marker line in `mlflow_traces.jsonl` (question, attempt, MLflow trace id), appended and
 fsynced once per batch. A driver killed between an export and its marker leaves a trace that MLflow has and the
-markers do not; so before exporting what an earlier invocation left unmarked, the exporter asks MLflow which traces
-the run already has (by the `srag.question_id` / `srag.attempt` tags that `tracking.episode_trace` sets) and marks
-those instead of exporting them twice.
+markers do not, and it may be partial (MLflow writes a trace's row, then its span data); so before exporting what an
+earlier invocation left unmarked, the exporter asks MLflow which of those traces the run already has (by the
+`srag.question_id` / `srag.attempt` tags that `tracking.episode_trace` sets) and deletes them, then exports them
+whole. MLflow's own exporter logs a failed write instead of raising; such a trace is deleted and retried too.
 
 The judge's verdicts follow the same path: `TraceExportSink` hands them to the actor, which attaches each as a
 feedback (`tracking.attach_verdict`) once its episode's trace is in MLflow and marks it in `mlflow_verdicts.jsonl`;
@@ -26,6 +27,9 @@ import logging
 import os
 import threading
 import time
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -87,18 +91,22 @@ class TraceExporter:
         self.experiment_id, self.mlflow_run_id = experiment_id, mlflow_run_id
         self.context = context or TraceContext()
         self.done = exported(self.run_dir)  # (question, attempt) -> trace id
-        self.judged = set(exported(self.run_dir, VERDICT_MARKERS))
+        self.judged = exported(self.run_dir, VERDICT_MARKERS)  # (question, attempt) -> the trace it is attached to
         self.exported = 0
         self.errors: list[str] = []
 
     def reconcile(self, unmarked: dict[Key, str]) -> dict[Key, str]:
-        """Of traces an earlier invocation left unmarked, the ones MLflow does not have; marks the ones it has."""
+        """The traces an earlier invocation left unmarked, to export again. Any of them MLflow already has is deleted
+        first: a kill between MLflow's trace row and its span data leaves a trace that cannot be loaded, and the
+        marker is the only sign that a trace was written whole."""
         unmarked = {k: f for k, f in unmarked.items() if k not in self.done}
         if not unmarked:
             return {}
         have = self._in_mlflow()
-        self._mark([(k, have[k]) for k in unmarked if k in have])
-        return {k: f for k, f in unmarked.items() if k not in have}
+        stale = [have[k] for k in unmarked if k in have]
+        for i in range(0, len(stale), 100):
+            self.client.delete_traces(self.experiment_id, trace_ids=stale[i:i + 100])
+        return unmarked
 
     def export(self, batch: list[tuple[Key, str]]) -> list[tuple[Key, str]]:
         """Export a batch; returns the items that failed (they stay unmarked)."""
@@ -108,7 +116,12 @@ class TraceExporter:
                 continue
             try:
                 record = json.loads((self.run_dir.path / trace_file).read_text(encoding="utf-8"))
-                trace_id = episode_trace(self.client, self.experiment_id, self.mlflow_run_id, record, self.context)
+                with _mlflow_export_failures() as failures:
+                    trace_id = episode_trace(self.client, self.experiment_id, self.mlflow_run_id, record,
+                                             self.context)
+                if failures:  # MLflow logs a failed write of the trace and carries on: that trace is unusable
+                    self._forget(trace_id)
+                    raise RuntimeError(failures[0])
                 done.append((key, trace_id))
                 if earlier := self.done.get((key[0], key[1] - 1)):  # a rerun: the replaced attempt no longer counts
                     self.client.set_trace_tag(earlier, "srag.superseded_by", str(key[1]))
@@ -129,6 +142,12 @@ class TraceExporter:
                 break
         return len(todo)
 
+    def _forget(self, trace_id: str) -> None:
+        try:
+            self.client.delete_traces(self.experiment_id, trace_ids=[trace_id])
+        except Exception as e:  # left for `reconcile`, which finds it by its tags
+            self.errors.append(f"delete {trace_id}: {type(e).__name__}: {e}"[:300])
+
     def _mark(self, entries: list[tuple[Key, str | None]]) -> None:
         if not entries:
             return
@@ -142,8 +161,8 @@ class TraceExporter:
         waiting, done = [], []
         for verdict in verdicts:
             key = (verdict["question_id"], int(verdict["attempt"]))
-            if key in self.judged:
-                continue
+            if key in self.judged and self.judged[key] == self.done.get(key):
+                continue  # attached to the trace MLflow has now (a trace exported again needs its verdict again)
             if not self.done.get(key):
                 waiting.append(verdict)
                 continue
@@ -153,7 +172,7 @@ class TraceExporter:
             except Exception as e:
                 self.errors.append(f"verdict {key[0]}.{key[1]}: {type(e).__name__}: {e}"[:300])
         _append_markers(self.run_dir.path / VERDICT_MARKERS, done)
-        self.judged.update(k for k, _ in done)
+        self.judged.update(done)
         return waiting
 
     def _in_mlflow(self) -> dict[Key, str]:
@@ -171,14 +190,45 @@ class TraceExporter:
                 return have
 
 
+class _Failures(logging.Handler):
+    """Collects, per thread, the warnings MLflow's trace exporter logs when it fails to write a trace (it logs them
+    instead of raising)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.local = threading.local()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sink = getattr(self.local, "sink", None)
+        if sink is not None:
+            sink.append(record.getMessage()[:300])
+
+
+_FAILURES = _Failures()
+logging.getLogger("mlflow.tracing.export").addHandler(_FAILURES)
+
+
+@contextmanager
+def _mlflow_export_failures() -> Iterator[list[str]]:
+    _FAILURES.local.sink = sink = []
+    try:
+        yield sink
+    finally:
+        _FAILURES.local.sink = None
+
+
 def _append_markers(path: Path, entries: list[tuple[Key, str | None]]) -> None:
+    """Append marker lines in one write(2) on an O_APPEND descriptor: several export actors append to the same file,
+    and one write of a local file is not interleaved with another's."""
     if not entries:
         return
     lines = "".join(json.dumps({"question_id": q, "attempt": a, "trace_id": t}) + "\n" for (q, a), t in entries)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(lines)
-        fh.flush()
-        os.fsync(fh.fileno())
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, lines.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def whole_traces_only() -> None:
@@ -261,23 +311,63 @@ class TraceExportActor:
                 self.verdicts = waiting + self.verdicts
 
 
-def start_exporter(run_dir: RunDir, meta: dict[str, Any], context: TraceContext | None = None):
-    """The export actor of a run, pinned to this node (it reads the run folder); it first settles what earlier
-    invocations left unmarked."""
+def shard(question_id: str, n: int) -> int:
+    """The export actor of a question: stable across processes and invocations (a verdict must reach the actor that
+    exported its trace)."""
+    return zlib.crc32(question_id.encode("utf-8")) % n
+
+
+class ExportPool:
+    """The run's export actors, each with the questions that hash to it; `add`, `drain` and `kill` span them all."""
+
+    def __init__(self, actors: list) -> None:
+        self.actors = actors
+        self.pending: list = []  # `add` calls not known to have run yet
+
+    def add(self, items: list[tuple[Key, str]], verdicts: list[dict[str, Any]] = ()) -> None:
+        n = len(self.actors)
+        for i, actor in enumerate(self.actors):
+            mine = [item for item in items if shard(item[0][0], n) == i]
+            judged = [v for v in verdicts if shard(v["question_id"], n) == i]
+            if mine or judged:
+                self.pending.append(actor.add.remote(mine, judged))
+        self.pending = ray.wait(self.pending, num_returns=len(self.pending), timeout=0)[1] if self.pending else []
+
+    def drain(self, timeout_s: float | None = None) -> dict[str, Any]:
+        """Wait for every actor; their results summed (CPU is the export's whole cost, errors the last few)."""
+        # An actor runs its calls in several threads, so a `drain` sent after an `add` may run first: wait for the
+        # adds, or the drain could find an empty queue and the actor be stopped in the middle of a trace.
+        ray.get(self.pending, timeout=timeout_s)
+        results = ray.get([actor.drain.remote(timeout_s) for actor in self.actors])
+        errors = [e for r in results for e in r["errors"]]
+        return {"actors": len(results), "exported": sum(r["exported"] for r in results),
+                "queued": sum(r["queued"] for r in results), "errors": errors[-5:],
+                "n_errors": sum(r["n_errors"] for r in results), "cpu_s": round(sum(r["cpu_s"] for r in results), 3)}
+
+    def kill(self) -> None:
+        for actor in self.actors:
+            ray.kill(actor)
+
+
+def start_exporter(run_dir: RunDir, meta: dict[str, Any], context: TraceContext | None = None,
+                   actors: int = 1) -> ExportPool:
+    """The run's export actors, pinned to this node (they read the run folder); each first settles what earlier
+    invocations left unmarked among its questions."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    return TraceExportActor.options(scheduling_strategy=here).remote(
+    unmarked = missing_traces(run_dir)
+    return ExportPool([TraceExportActor.options(scheduling_strategy=here).remote(
         str(run_dir.path.resolve()), meta["mlflow_uri"], meta["mlflow_experiment_id"], meta["mlflow_run_id"],
-        missing_traces(run_dir), context)
+        {k: f for k, f in unmarked.items() if shard(k[0], actors) == i}, context) for i in range(actors)])
 
 
 class TraceExportSink:
-    """The scheduler's sink that hands each recorded episode's trace file to the export actor, in batches (after
+    """The scheduler's sink that hands each recorded episode's trace file to the export actors, in batches (after
     `RunFolderSink`, which writes the file)."""
 
-    def __init__(self, actor, run_dir: RunDir):
-        self.actor, self.run_dir = actor, run_dir
+    def __init__(self, pool: ExportPool, run_dir: RunDir):
+        self.pool, self.run_dir = pool, run_dir
         self.batch: list[tuple[Key, str]] = []
         self.verdicts: list[dict[str, Any]] = []
         self.since = time.monotonic()
@@ -296,7 +386,7 @@ class TraceExportSink:
 
     def flush(self) -> None:
         if self.batch or self.verdicts:
-            self.actor.add.remote(self.batch, self.verdicts)
+            self.pool.add(self.batch, self.verdicts)
             self.batch, self.verdicts = [], []
         self.since = time.monotonic()
 
@@ -307,8 +397,8 @@ def export_missing(run_dir: RunDir, client, meta: dict[str, Any], context: Trace
     missing."""
     missing = missing_traces(run_dir)
     verdicts = recorded_verdicts(run_dir)
-    judged = {(v["question_id"], v["attempt"]) for v in verdicts}
-    if not missing and set(exported(run_dir, VERDICT_MARKERS)) >= judged:
+    traces, attached = exported(run_dir), exported(run_dir, VERDICT_MARKERS)
+    if not missing and all(attached.get(k := (v["question_id"], v["attempt"])) == traces.get(k) for v in verdicts):
         return 0
     exporter = TraceExporter(run_dir.path, meta["mlflow_uri"], meta["mlflow_experiment_id"], meta["mlflow_run_id"],
                              context, client=client)
