@@ -127,7 +127,7 @@ def apply_filter_diagnostics(ws: Workspace, compiled: regex.Pattern, target: Doc
 def _decomposition(ws: Workspace, tokens: list[str], target: DocSet, n_pos: int) -> dict[str, Any]:
     n_target = max(1, len(target))
     members = sorted(target.members)
-    hits = ws.corpus.search.docs_with_words(tokens, members)  # one pass over the corpus for all the tokens
+    hits = ws.corpus.search.docs_with_words(tokens, members)
     rows = [{"keyword": t, "matches": len(hits[t]), "pct": round(100 * len(hits[t]) / n_target, 1)} for t in tokens]
     out: dict[str, Any] = {"keyword_decomposition": rows}
     counts = [r["matches"] for r in rows]

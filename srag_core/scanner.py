@@ -171,13 +171,11 @@ class CorpusSearch:
 
     def docs_with_words(self, words: Sequence[str], indices: Sequence[int] | None = None,
                         field: TextField = "norm") -> dict[str, list[int]]:
-        """{word: documents containing it, ignoring case} in one pass over the corpus for all the words, then one
-        pass per word over the documents that contain any of them (usually few)."""
-        unique = list(dict.fromkeys(w for w in words if w))
-        union = self.docs_containing(unique, indices, field)
-        if len(unique) <= 1:
-            return {w: union for w in unique}
-        return {w: self.docs_containing([w], union, field) for w in unique}
+        """{word: documents containing it, ignoring case}, one scan per word. One scan for the alternation of all the
+        words is slower: RE2 finds a single literal with a fast skip loop but an alternation ignoring case without it
+        (on 40 MB of passages, 15 ms per word against 63 ms for `chuck|berry`), and a single word's answer is
+        kept for the next call that asks for it."""
+        return {w: self.docs_containing([w], indices, field) for w in dict.fromkeys(w for w in words if w)}
 
     def docs_with_word(self, word: str, indices: Sequence[int] | None = None, field: TextField = "norm") -> list[int]:
         """Documents containing `word`, ignoring case (substring inclusion)."""
