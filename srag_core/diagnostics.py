@@ -16,6 +16,10 @@ from srag_core.regex_engine import Budget, search
 from srag_core.workspace import DocSet, Workspace
 
 SNIPPET_CHARS = 400
+# Snippets are looked for in a document's first HEAD_CHARS characters first; a match that ends within HEAD_MARGIN of
+# that cut (it might run on, or a `\b` or `$` might hold only at the cut) is looked for again in the whole text.
+HEAD_CHARS, HEAD_MARGIN = 20_000, 2_000
+_LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
 MAX_DECOMPOSITION = 5
 # Escapes (\b, \d, \p{L}), group names and counted repeats are syntax, not words: drop them before tokenizing.
 _REGEX_SYNTAX = regex.compile(r"\\[pPN]\{[^}]*\}|\\[A-Za-z]|\(\?P?<[^>]*>|\{\d*,?\d*\}")
@@ -48,32 +52,52 @@ def sample_refs(ws: Workspace, members: Sequence[int], head: int = 4, tail: int 
     return [ws.doc_ref(i) for i in picked]
 
 
-def excerpt(text: str, start: int, end: int, width: int = SNIPPET_CHARS) -> str:
+def excerpt(text: str, start: int, end: int, width: int = SNIPPET_CHARS, more: bool = False) -> str:
+    """About `width` characters around text[start:end]; `more`: the document goes on past the end of `text`."""
     pad = max(0, (width - (end - start)) // 2)
     lo, hi = max(0, start - pad // 2), min(len(text), end + pad + pad // 2)
-    return ("..." if lo else "") + text[lo:hi] + ("..." if hi < len(text) else "")
+    return ("..." if lo else "") + text[lo:hi] + ("..." if hi < len(text) or more else "")
+
+
+def first_match(ws: Workspace, i: int, compiled: regex.Pattern, budget: Budget | None,
+                field: str = "norm") -> tuple[str, regex.Match | None, bool]:
+    """(text, its first match of `compiled`, whether text is the whole document), reading only the document's head
+    when the match is found well inside it."""
+    def find(text: str):
+        return search(compiled, text, budget) if budget is not None else compiled.search(text)
+
+    if not any(mark in compiled.pattern for mark in _LOOKAROUND):  # a lookaround may look past the cut
+        text, whole = ws.corpus.search.head(i, field, HEAD_CHARS)
+        m = find(text)
+        if whole or (m is not None and m.end() <= len(text) - HEAD_MARGIN):
+            return text, m, whole
+    text = ws.corpus.search.text(i, field)
+    return text, find(text), True
 
 
 def match_snippets(ws: Workspace, compiled: regex.Pattern, members: Sequence[int], budget: Budget,
                    field: str = "norm", k: int = 3) -> list[dict[str, str]]:
     out = []
     for i in spread(list(members), k):
-        text = ws.corpus.search.text(i, field)
-        m = search(compiled, text, budget)
+        text, m, whole = first_match(ws, i, compiled, budget, field)
         span = (m.start(), m.end()) if m else (0, 0)
-        out.append({"filename": ws.corpus.docs[i].filename, "text": excerpt(text, *span)})
+        out.append({"filename": ws.corpus.docs[i].filename, "text": excerpt(text, *span, more=not whole)})
     return out
 
 
 def anchor_snippets(ws: Workspace, members: Sequence[int], k: int = 3) -> list[dict[str, str]]:
     """Excerpts centred on the top anchor token when the document has it, else the document's start."""
     anchor = _anchor_pattern(ws)
+    picked = spread(list(members), k)
+    with_anchor = set(docs_with_token(ws, ws.anchors[0], picked)) if anchor is not None else set()
     out = []
-    for i in spread(list(members), k):
-        text = ws.corpus.docs[i].norm
-        m = anchor.search(text) if anchor is not None else None
+    for i in picked:
+        if i in with_anchor:
+            text, m, whole = first_match(ws, i, anchor, None)
+        else:  # the document's start: its head is enough
+            (text, whole), m = ws.corpus.search.head(i, "norm", HEAD_CHARS), None
         span = (m.start(), m.end()) if m else (0, 0)
-        out.append({"filename": ws.corpus.docs[i].filename, "text": excerpt(text, *span)})
+        out.append({"filename": ws.corpus.docs[i].filename, "text": excerpt(text, *span, more=not whole)})
     return out
 
 
@@ -180,9 +204,9 @@ def anchor_audit(ws: Workspace, pos: list[int], limit: int = 5) -> dict[str, Any
     with_anchor = docs_with_token(ws, ws.anchors[0], pos)
     contexts = []
     for i in with_anchor[:limit]:
-        m = pattern.search(ws.corpus.docs[i].norm)
+        text, m, whole = first_match(ws, i, pattern, None)
         if m:
-            contexts.append(excerpt(ws.corpus.docs[i].norm, m.start(), m.end(), width=90))
+            contexts.append(excerpt(text, m.start(), m.end(), width=90, more=not whole))
     return {"anchor": ws.anchors[0], "in_positive_docs": len(with_anchor), "of": len(pos), "contexts": contexts}
 
 

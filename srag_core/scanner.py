@@ -2,6 +2,9 @@
 
 The scan planner (`CorpusSearch.filter`) picks, per pattern, the cheapest strategy that is still exact:
 
+0. A pattern that is a few literals (`prison|jail`): RE2 once per literal, the answers joined. RE2 skips ahead to a
+   single literal at memory speed but walks an alternation byte by byte (on 40 MB of passages, 5 ms per literal
+   against 60 ms for the alternation).
 1. RE2 over the whole column. `regex_engine.re2_plan` translates a pattern into RE2 (linear time, no backtracking).
    Arrow's RE2 kernel (C++, the GIL released) answers yes or no per document and stops at each document's first hit,
    as `re.search` does, with no Python work per document. The corpus is scanned in slices of about `SLICE_BYTES`
@@ -31,8 +34,8 @@ from typing import Iterable, Literal, Protocol, Sequence
 import numpy as np
 import regex
 
-from srag_core.regex_engine import (Budget, BudgetSpent, RE2Plan, ScanIncomplete, blob_safe, re2_plan, search,
-                                    warm_translations)
+from srag_core.regex_engine import (Budget, BudgetSpent, RE2Plan, ScanIncomplete, blob_safe, literal_language,
+                                    re2_plan, search, warm_translations)
 
 TextField = Literal["norm", "text", "filename", "spaced_filename"]
 CHUNK_CHARS = 4_000_000  # documents joined for the regex module's blob search
@@ -98,6 +101,10 @@ def _chunks(texts: Sequence[str], indices: Sequence[int], sep: str) -> list[_Chu
     return out
 
 
+MAX_SPLIT_LITERALS = 8  # past this many, one scan of the alternation costs less than one scan per literal
+MIN_LITERAL_CHARS = 3
+
+
 class CorpusSearch:
     """Search structures of one corpus, each built on first use and kept (the corpus is immutable)."""
 
@@ -132,6 +139,17 @@ class CorpusSearch:
         if field == "spaced_filename":  # lets "Siesta Time" find Homage_at_Siesta_Time.txt
             return self.corpus.docs.value("filename", i).replace("_", " ")
         return self.corpus.docs.value(field, i)
+
+    def head(self, i: int, field: TextField, chars: int) -> tuple[str, bool]:
+        """The first `chars` characters of a document's field, and whether that is all of it: a snippet near the
+        start of a 1 MB document need not decode the whole of it."""
+        if field == "spaced_filename":
+            return self.text(i, field), True
+        import pyarrow.compute as pc
+
+        cell = self.arrow(field).slice(i, 1)
+        text = pc.utf8_slice_codeunits(cell, 0, chars)[0].as_py()
+        return text, len(text) < chars or pc.binary_length(cell)[0].as_py() == len(text.encode("utf-8"))
 
     def texts(self, field: TextField) -> "_Texts":
         """The field's texts by document index, decoded from the column when asked for (never all at once)."""
@@ -220,6 +238,9 @@ class CorpusSearch:
     def _plan_and_scan(self, compiled: regex.Pattern, members: np.ndarray | None, budget: Budget,
                        field: TextField) -> np.ndarray:
         """Matching document indices (sorted) among `members` (None = all)."""
+        by_literal = self._literal_hits(compiled, members, budget, field)
+        if by_literal is not None:
+            return by_literal
         plan = re2_plan(compiled.pattern, not compiled.flags & regex.IGNORECASE)
         hits = self._re2_hits(plan.superset, members, budget, field) if plan else None
         if hits is None:  # RE2 cannot express the pattern (or refused it): the regex module does it all
@@ -229,6 +250,24 @@ class CorpusSearch:
         sure, unsure = self._ascii_confirm(plan, hits, budget, field)
         confirmed = self._regex_each(compiled, unsure, budget, field, done=len(sure))
         return np.sort(np.concatenate([sure, confirmed])).astype(np.int64)  # disjoint
+
+    def _literal_hits(self, compiled: regex.Pattern, members: np.ndarray | None, budget: Budget,
+                      field: TextField) -> np.ndarray | None:
+        """For a pattern that matches only a few literals (each of MIN_LITERAL_CHARS or more), the documents holding
+        any of them, one exact RE2 scan per literal; None for any other pattern."""
+        words = literal_language(compiled.pattern)
+        if words is None or not 2 <= len(words) <= MAX_SPLIT_LITERALS or min(map(len, words)) < MIN_LITERAL_CHARS:
+            return None
+        plans = [re2_plan(regex.escape(w), not compiled.flags & regex.IGNORECASE) for w in sorted(words)]
+        if any(p is None or not p.exact for p in plans):
+            return None
+        found = []
+        for plan in plans:
+            hits = self._re2_hits(plan.superset, members, budget, field)
+            if hits is None:
+                return None
+            found.append(hits)
+        return np.unique(np.concatenate(found)).astype(np.int64)
 
     def _re2_hits(self, pattern: str, members: np.ndarray | None, budget: Budget,
                   field: TextField) -> np.ndarray | None:

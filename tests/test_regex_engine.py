@@ -82,7 +82,7 @@ WORDS = ["alpha", "beta", "Gamma", "delta", "ALPHA", "béta", "x1", "ſtar", "st
          "na\u00efve", "a\u0301", "\u00a0", "\u2028", "\u000b"]
 texts = st.lists(st.lists(st.sampled_from(WORDS + [" ", "\n", ", ", "\n\n"]), max_size=12).map("".join),
                  min_size=1, max_size=8)
-atoms = st.sampled_from(["alpha|beta", "(?:star|kelvin)", "gr[ae]y", "alpha", "beta", "gamma", "star", "kelvin", "a", r"\w+", r"\d", ".", r"\s", "é", "ss",
+atoms = st.sampled_from(["alpha|beta", "(?:star|kelvin)", "gr[ae]y", "alpha|gamma|delta", "(?:kelvin|istanbul|fine)", "alpha", "beta", "gamma", "star", "kelvin", "a", r"\w+", r"\d", ".", r"\s", "é", "ss",
                          r"\D", r"\W", r"\S", r"[^\W\d]", r"[a-z0-9]", r"[^a\s]", r"\d{4}", r"[A-Z]", "I",
                          "istanbul", "ISTANBUL", "fine", "^", "$", r"\b", r"(?=a)", r"(?<!x)", r"\s+", r"\n", "[^x]+",
                          "(?s:.)+", r"\Z", "(?-i:Gamma)", "x*"])
@@ -196,3 +196,16 @@ def test_fold_keeps_lengths_and_merges_whatever_regex_matches_ignoring_case():
         for d in {c.upper(), c.lower(), c.title(), c.swapcase()}:
             if len(d) == 1 and pattern.fullmatch(d):
                 assert fold_char(c) == fold_char(d), (c, d)
+
+
+def test_a_few_literals_are_scanned_one_by_one_and_agree_with_regex():
+    texts = ["KELVIN here", "\u212aelvin sign", "the ſtar", "a star", "\u0130stanbul", "Istanbul", "ﬁne day",
+             "fine", "alpha", "nothing"]
+    corpus = Corpus.from_texts({f"d{i:02d}.txt": t for i, t in enumerate(texts)})
+    for pattern in ["kelvin|star", "istanbul|fine", "alpha|gamma|delta", "(?:KELVIN|Istanbul)"]:
+        for case_sensitive in (True, False):
+            compiled = compile_untrusted(pattern, case_sensitive=case_sensitive)
+            naive = [i for i, d in enumerate(corpus.docs) if compiled.search(d.norm)]
+            assert corpus.search.filter(compiled, None, Budget(5)) == naive, (pattern, case_sensitive)
+    split = corpus.search._literal_hits(compile_untrusted("alpha|gamma|delta"), None, Budget(5), "norm")
+    assert split is not None and split.tolist() == [8]  # the one-scan-per-literal path answered
