@@ -254,20 +254,17 @@ class CorpusSearch:
     def _literal_hits(self, compiled: regex.Pattern, members: np.ndarray | None, budget: Budget,
                       field: TextField) -> np.ndarray | None:
         """For a pattern that matches only a few literals (each of MIN_LITERAL_CHARS or more), the documents holding
-        any of them, one exact RE2 scan per literal; None for any other pattern."""
+        any of them, one exact RE2 scan per literal (each literal's whole-corpus answer is kept: the keyword
+        decomposition of the same call asks for them again); None for any other pattern."""
         words = literal_language(compiled.pattern)
         if words is None or not 2 <= len(words) <= MAX_SPLIT_LITERALS or min(map(len, words)) < MIN_LITERAL_CHARS:
             return None
-        plans = [re2_plan(regex.escape(w), not compiled.flags & regex.IGNORECASE) for w in sorted(words)]
-        if any(p is None or not p.exact for p in plans):
+        sensitive = not compiled.flags & regex.IGNORECASE
+        if any(p is None or not p.exact for p in (re2_plan(regex.escape(w), sensitive) for w in words)):
             return None
-        found = []
-        for plan in plans:
-            hits = self._re2_hits(plan.superset, members, budget, field)
-            if hits is None:
-                return None
-            found.append(hits)
-        return np.unique(np.concatenate(found)).astype(np.int64)
+        found = [self.filter(regex.compile(regex.escape(w), compiled.flags), members, budget, field)
+                 for w in sorted(words)]
+        return np.unique(np.concatenate([np.asarray(f, dtype=np.int64) for f in found])).astype(np.int64)
 
     def _re2_hits(self, pattern: str, members: np.ndarray | None, budget: Budget,
                   field: TextField) -> np.ndarray | None:
