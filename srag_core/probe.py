@@ -1,10 +1,11 @@
 """`srag probe`: find out with a handful of tiny requests what an OpenAI-compatible endpoint accepts, and write the
 provider profile that follows from it.
 
-The probes, in order (each a two-message chat). From the third on, each request carries a completion cap in the
+The probes, in order (each a two-message chat). From the fourth on, each request carries a completion cap in the
 field the first two found honoured: 256 tokens, or 4,096 when the endpoint refuses `temperature: 0` (most likely a
-reasoning model, whose hidden tokens count against the cap). Without a cap a small local model under a grammar can
-write until its context is full.
+reasoning model, whose hidden tokens count against the cap), and `temperature: 0` where it is accepted. Without a
+cap a small local model under a grammar can write until its context is full; without the temperature it samples,
+and now and then rambles past the cap.
 1. `max_completion_tokens: 16` on a prompt asking for a long count: accepted and honoured (cut, or short anyway);
 2. `max_tokens: 16`, the same way;
 3. `temperature: 0`: accepted;
@@ -138,9 +139,13 @@ class _Prober:
         return self.check("temperature", data is not None, "accepted" if data is not None else reason)
 
     def set_cap(self, completion_limit: bool, plain_limit: bool, temperature: bool) -> None:
+        """What every later probe carries: the completion cap, and `temperature: 0` where it is accepted, so a small
+        model answers the probe's plain request the same way each time instead of sampling a ramble that the cap
+        then cuts."""
         limit_field = "max_completion_tokens" if completion_limit else "max_tokens" if plain_limit else None
-        if limit_field:
-            self.cap = {limit_field: CAP if temperature else REASONING_CAP}
+        self.cap = {limit_field: CAP if temperature else REASONING_CAP} if limit_field else {}
+        if temperature:
+            self.cap["temperature"] = 0
 
     def json_object(self) -> bool:
         data, reason = self.send(messages=_JSON, response_format={"type": "json_object"})

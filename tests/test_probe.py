@@ -101,3 +101,5 @@ def test_a_capability_probe_that_never_answers_is_a_missing_capability(profile: 
     assert rows["tools"] == (False, "no answer in 2 s") and rows["json_schema"][0]
     cap = 256 if profile == "llama.cpp" else 4096  # a reasoning model's hidden tokens count against it
     assert all(r.get("max_completion_tokens") == cap for r in sent[3:]) and result.profile.protocol == "json"
+    # temperature 0 wherever it was accepted (a reasoning model refuses it), so a small model does not ramble
+    assert all(r.get("temperature") == (0 if profile == "llama.cpp" else None) for r in sent[3:])
