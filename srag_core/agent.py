@@ -154,13 +154,16 @@ class Agent:
         self.tool_names = [t.name for t in tools]
         self.functions = turn_functions(tools, present) if self.protocol == "tools" else []
         chars, arg_chars = self.config.max_text_chars, self.config.max_arg_chars
-        tool_args = {t.name: t.schema(present) for t in tools}
+        structured = self.config.structured_turns and not self.functions
+        # Each tool's argument schema, only where a turn schema uses it: pydantic rebuilds it on every call, and an
+        # agent is made per episode.
+        tool_args = {t.name: t.schema(present) for t in tools} \
+            if structured and (arg_chars or self.config.first_turn_tool) else None
         self.schema = turn_schema(self.tool_names, text_chars=chars, arg_chars=arg_chars,
-                                  tool_args=tool_args if arg_chars else None) \
-            if self.config.structured_turns and not self.functions else None
+                                  tool_args=tool_args if arg_chars else None) if structured else None
         self.first_schema = turn_schema(self.tool_names, answer_allowed=False, text_chars=chars, arg_chars=arg_chars,
                                         tool_args=tool_args) \
-            if self.schema is not None and self.config.first_turn_tool else self.schema
+            if structured and self.config.first_turn_tool else self.schema
         # Tool definitions travel with every request: the conversation budget leaves room for them.
         self.definition_chars = len(json.dumps([asdict(f) for f in self.functions])) if self.functions else 0
 

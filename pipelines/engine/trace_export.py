@@ -5,8 +5,9 @@ before the episode's row goes into `results.jsonl` (`results.RunFolderSink`), so
 trace file. The export reads those files. During a run it happens in `TraceExportActor`s (`tracking.export_actors`
 of them, each with the questions whose id hashes to it), Ray actors on the driver's node (they read the same folder)
 with processes of their own, so the MLflow client's CPU (0.02 CPU-s per trace) is not taken from the driver; the
-scheduler's `TraceExportSink` only hands them file names, in batches. What is still missing at the end (an earlier invocation was killed, MLflow was down) is exported by the
-driver itself (`export_missing`), which `lifecycle.finish` calls before it reports a run finished.
+scheduler's `TraceExportSink` only hands them file names, in batches. What is still missing at the end (an earlier
+invocation was killed, MLflow was down) is exported by the driver itself (`export_missing`), which
+`lifecycle.finish` calls before it reports a run finished.
 
 Each exported trace gets a marker line in `mlflow_traces.jsonl` (question, attempt, MLflow trace id), appended and
 fsynced once per batch. A driver killed between an export and its marker leaves a trace that MLflow has and the
