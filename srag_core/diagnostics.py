@@ -138,20 +138,22 @@ def apply_filter_diagnostics(ws: Workspace, compiled: regex.Pattern, target: Doc
                                    "simpler pattern, other spellings, or search_filenames if the condition is about "
                                    "document names.")
     tokens = regex_tokens(compiled.pattern)[:MAX_DECOMPOSITION]
+    sensitive = not compiled.flags & regex.IGNORECASE  # keywords are counted under the pattern's own case rule
     if len(tokens) >= 2:
-        out.update(_decomposition(ws, tokens, target, len(pos)))
+        out.update(_decomposition(ws, tokens, target, len(pos), sensitive))
     elif tokens:
-        out.update(_single_word_decomposition(ws, tokens[0], target, len(pos)))
+        out.update(_single_word_decomposition(ws, tokens[0], target, len(pos), sensitive))
     out.update(_anchor_checks(ws, pos, neg))
     if tokens:
         out.setdefault("auto", {})["filename_counts"] = filename_counts(ws, tokens)
     return out
 
 
-def _decomposition(ws: Workspace, tokens: list[str], target: DocSet, n_pos: int) -> dict[str, Any]:
+def _decomposition(ws: Workspace, tokens: list[str], target: DocSet, n_pos: int,
+                   sensitive: bool) -> dict[str, Any]:
     n_target = max(1, len(target))
     members = sorted(target.members)
-    hits = ws.corpus.search.docs_with_words(tokens, members)
+    hits = ws.corpus.search.docs_with_words(tokens, members, case_sensitive=sensitive)
     rows = [{"keyword": t, "matches": len(hits[t]), "pct": round(100 * len(hits[t]) / n_target, 1)} for t in tokens]
     out: dict[str, Any] = {"keyword_decomposition": rows}
     counts = [r["matches"] for r in rows]
@@ -167,11 +169,12 @@ def _decomposition(ws: Workspace, tokens: list[str], target: DocSet, n_pos: int)
     return out
 
 
-def _single_word_decomposition(ws: Workspace, token: str, target: DocSet, n_pos: int) -> dict[str, Any]:
+def _single_word_decomposition(ws: Workspace, token: str, target: DocSet, n_pos: int,
+                               sensitive: bool) -> dict[str, Any]:
     """A one-word regex is decomposed only when the word alone tells something the match count does not: a pattern
     such as `^Chair:\\s+\\w+` that matches far fewer documents than contain "Chair" is too strict, or uses one
     format of several. A bare keyword (its count equals the match count) gets no row: it would repeat the count."""
-    n_word = len(docs_with_token(ws, token, sorted(target.members)))
+    n_word = len(ws.corpus.search.docs_with_word(token, sorted(target.members), case_sensitive=sensitive))
     if n_word == n_pos:
         return {}
     row = {"keyword": token, "matches": n_word, "pct": round(100 * n_word / max(1, len(target)), 1)}

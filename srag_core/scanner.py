@@ -101,6 +101,8 @@ def _chunks(texts: Sequence[str], indices: Sequence[int], sep: str) -> list[_Chu
     return out
 
 
+_NAME_FIELDS = ("filename", "spaced_filename")
+MAX_NAME_HITS = 20_000  # past this many, reading names off the joined buffer costs more than the per-name scan
 MAX_SPLIT_LITERALS = 8  # past this many, one scan of the alternation costs less than one scan per literal
 MIN_LITERAL_CHARS = 3
 
@@ -169,7 +171,9 @@ class CorpusSearch:
 
         def build():
             arr = self.arrow(field)
-            return pc.equal(pc.binary_length(arr), pc.utf8_length(arr)).to_numpy(zero_copy_only=False)
+            pool = _pool()
+            return pc.equal(pc.binary_length(arr, memory_pool=pool), pc.utf8_length(arr, memory_pool=pool),
+                            memory_pool=pool).to_numpy(zero_copy_only=False)
 
         return self._memo(("ascii", field), build)
 
@@ -179,25 +183,29 @@ class CorpusSearch:
     # -- literal search ------------------------------------------------------------------------------------------
 
     def docs_containing(self, literals: Iterable[str], indices: Sequence[int] | None,
-                        field: TextField = "norm") -> list[int]:
-        """Sorted indices of documents containing any of the literals, ignoring case as the regex module does."""
+                        field: TextField = "norm", case_sensitive: bool = False) -> list[int]:
+        """Sorted indices of documents containing any of the literals (ignoring case as the regex module does, unless
+        `case_sensitive`)."""
         lits = sorted({lit for lit in literals if lit})
         if not lits:
             return self._all(indices)
         pattern = "|".join(regex.escape(lit) for lit in lits)
-        return self.filter(regex.compile(pattern, regex.IGNORECASE | regex.MULTILINE), indices, Budget(3600), field)
+        flags = regex.MULTILINE | (0 if case_sensitive else regex.IGNORECASE)
+        return self.filter(regex.compile(pattern, flags), indices, Budget(3600), field)
 
     def docs_with_words(self, words: Sequence[str], indices: Sequence[int] | None = None,
-                        field: TextField = "norm") -> dict[str, list[int]]:
-        """{word: documents containing it, ignoring case}, one scan per word. One scan for the alternation of all the
-        words is slower: RE2 finds a single literal with a fast skip loop but an alternation ignoring case without it
-        (on 40 MB of passages, 15 ms per word against 63 ms for `chuck|berry`), and a single word's answer is
-        kept for the next call that asks for it."""
-        return {w: self.docs_containing([w], indices, field) for w in dict.fromkeys(w for w in words if w)}
+                        field: TextField = "norm", case_sensitive: bool = False) -> dict[str, list[int]]:
+        """{word: documents containing it}, one scan per word. One scan for the alternation of all the words is
+        slower: RE2 finds a single literal with a fast skip loop but an alternation ignoring case without it (on
+        40 MB of passages, 15 ms per word against 63 ms for `chuck|berry`), and a single word's answer is kept for
+        the next call that asks for it."""
+        return {w: self.docs_containing([w], indices, field, case_sensitive)
+                for w in dict.fromkeys(w for w in words if w)}
 
-    def docs_with_word(self, word: str, indices: Sequence[int] | None = None, field: TextField = "norm") -> list[int]:
-        """Documents containing `word`, ignoring case (substring inclusion)."""
-        return self.docs_containing([word], indices, field)
+    def docs_with_word(self, word: str, indices: Sequence[int] | None = None, field: TextField = "norm",
+                       case_sensitive: bool = False) -> list[int]:
+        """Documents containing `word`, ignoring case unless `case_sensitive` (substring inclusion)."""
+        return self.docs_containing([word], indices, field, case_sensitive)
 
     def count_containing(self, word: str, indices: Sequence[int] | None = None, field: TextField = "norm") -> int:
         return len(self.docs_with_word(word, indices, field))
@@ -220,7 +228,11 @@ class CorpusSearch:
             hits = np.unpackbits(self._masks[key], count=n).astype(bool)
             return (np.flatnonzero(hits) if members is None else members[hits[members]]).tolist()
         whole = members is None or len(members) * SUBSET_FRACTION >= n
-        found = self._plan_and_scan(compiled, None if whole else members, budget, field)
+        found = self._name_hits(compiled, field) if field in _NAME_FIELDS else None
+        if found is not None:
+            whole = True
+        else:
+            found = self._plan_and_scan(compiled, None if whole else members, budget, field)
         if whole:
             mask = np.zeros(n, dtype=bool)
             mask[found] = True
@@ -234,6 +246,98 @@ class CorpusSearch:
         """Sorted indices of the documents whose filename matches, as is or with underscores read as spaces."""
         return sorted(set(self.filter(compiled, indices, budget, "filename"))
                       | set(self.filter(compiled, indices, budget, "spaced_filename")))
+
+    def _name_hits(self, compiled: regex.Pattern, field: TextField) -> np.ndarray | None:
+        """Every name in a name field that matches, read off the names joined in one buffer, or None when that
+        cannot be done exactly (the per-name scan answers then). Scanning hundreds of thousands of short names one
+        by one costs Arrow about 50 ns each (35 ms for 673k names), while most patterns match no name at all and
+        filename diagnostics mostly ask for a few literals."""
+        if self._no_name_matches(compiled, field):
+            return np.zeros(0, dtype=np.int64)
+        words = literal_language(compiled.pattern)
+        if words is None or len(words) > MAX_SPLIT_LITERALS:
+            return None
+        return self._literal_name_hits(words, not compiled.flags & regex.IGNORECASE, field)
+
+    def _literal_name_hits(self, words: frozenset[str], sensitive: bool, field: TextField) -> np.ndarray | None:
+        """Names holding any of the literals. Exact on ASCII names (lower-casing ASCII is how the regex module folds
+        ASCII case); the few non-ASCII names, where an ASCII letter may also match a non-ASCII one (`k` and the
+        Kelvin sign), are checked one by one. None past MAX_NAME_HITS hits or non-ASCII names."""
+        if not all(w.isascii() and "\n" not in w for w in words):
+            return None
+        packed = self._names_bytes(field, folded=not sensitive)
+        if packed is None:
+            return None
+        buf, starts = packed
+        found: set[int] = set()
+        for word in words:
+            needle = (word if sensitive else word.lower()).encode()
+            pos = buf.find(needle)
+            while pos != -1:
+                k = int(np.searchsorted(starts, pos, side="right")) - 1
+                found.add(k)
+                if len(found) > MAX_NAME_HITS:
+                    return None
+                pos = buf.find(needle, int(starts[k + 1]))  # the next name: one hit per name is enough
+        hits = np.fromiter(sorted(found), dtype=np.int64, count=len(found))
+        if sensitive:
+            return hits
+        others = np.flatnonzero(~self.is_ascii(field))
+        if len(others) > MAX_NAME_HITS:
+            return None
+        alternation = regex.compile("|".join(regex.escape(w) for w in sorted(words)), regex.IGNORECASE)
+        texts = self.texts(field)
+        more = [i for i in others.tolist() if alternation.search(texts[i]) is not None]
+        return np.union1d(hits, np.asarray(more, dtype=np.int64))
+
+    def _names_bytes(self, field: TextField, folded: bool) -> tuple[bytes, np.ndarray] | None:
+        """The names joined by newlines as bytes (ASCII lower-cased if `folded`), and where each name starts (with
+        the end of the buffer appended)."""
+        def build():
+            joined = self._joined_names(field)
+            if joined is None:
+                return None
+            import pyarrow.compute as pc
+
+            buf = joined[0].as_buffer().to_pybytes() if len(self.corpus) else b""
+            lengths = pc.binary_length(self.arrow(field)).to_numpy(zero_copy_only=False).astype(np.int64)
+            starts = np.concatenate([[0], np.cumsum(lengths + 1)])  # each name and its newline
+            return (buf.lower() if folded else buf), starts
+
+        return self._memo(("name_bytes_folded" if folded else "name_bytes", field), build)
+
+    def _no_name_matches(self, compiled: regex.Pattern, field: TextField) -> bool:
+        """True when no name in the field matches: one RE2 search over all the names joined by newlines. Scanning
+        hundreds of thousands of short names one by one costs Arrow about 50 ns each (35 ms for 673k), and most
+        content patterns match no filename. A pattern that `blob_safe` admits matches a name alone only if it also
+        matches the joined names, so no hit there is exact; a hit sends the pattern to the per-name scan."""
+        if not blob_safe(compiled):
+            return False
+        plan = re2_plan(compiled.pattern, not compiled.flags & regex.IGNORECASE)
+        joined = self._joined_names(field)
+        if plan is None or joined is None:
+            return False
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        try:
+            return not pc.match_substring_regex(joined, plan.superset)[0].as_py()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return False
+
+    def _joined_names(self, field: TextField):
+        """The field's values joined by newlines as a one-element Arrow array (None if a name holds a newline)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        def build():
+            names = self.arrow(field)
+            if pc.any(pc.match_substring(names, "\n")).as_py():
+                return None
+            listed = pa.LargeListArray.from_arrays(pa.array([0, len(names)], pa.int64()), names)
+            return pc.binary_join(listed, pa.scalar("\n", names.type))
+
+        return self._memo(("joined", field), build)
 
     def _plan_and_scan(self, compiled: regex.Pattern, members: np.ndarray | None, budget: Budget,
                        field: TextField) -> np.ndarray:
@@ -278,14 +382,14 @@ class CorpusSearch:
         if whole:
             parts = self._slices(field)
         else:  # a small target set: gather its texts and scan only those
-            arr = arr.take(pa.array(members, pa.int64()))
+            arr = pc.take(arr, pa.array(members, pa.int64()), memory_pool=_pool())
             parts = _byte_slices(arr)
         found: list[np.ndarray] = []
         for k, (start, stop) in enumerate(parts):
             if k:
                 self._check(budget, sum(len(f) for f in found), start, len(arr))
             try:
-                mask = pc.match_substring_regex(arr.slice(start, stop - start), pattern)
+                mask = pc.match_substring_regex(arr.slice(start, stop - start), pattern, memory_pool=_pool())
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 return None
             found.append(np.flatnonzero(mask.to_numpy(zero_copy_only=False)) + start)
@@ -357,6 +461,14 @@ class CorpusSearch:
 
     def _all_array(self, members: np.ndarray | None) -> np.ndarray:
         return np.arange(len(self.corpus), dtype=np.int64) if members is None else members
+
+
+def _pool():
+    """Arrow's system allocator for scan outputs: it gives large blocks back when they are freed, where the default
+    allocator (mimalloc) keeps them, which grew a replica by tens of MB after a few scans."""
+    import pyarrow as pa
+
+    return pa.system_memory_pool()
 
 
 def _byte_slices(arr) -> list[tuple[int, int]]:

@@ -210,3 +210,39 @@ def test_a_few_literals_are_scanned_one_by_one_and_agree_with_regex():
             assert corpus.search.filter(compiled, None, Budget(5)) == naive, (pattern, case_sensitive)
     split = corpus.search._literal_hits(compile_untrusted("alpha|gamma|delta"), None, Budget(5), "norm")
     assert split is not None and split.tolist() == [8]  # the one-scan-per-literal path answered
+
+
+NAME_WORDS = ["alpha", "Beta", "GAMMA", "star", "ſtar", "KELVIN", "\u212aelvin", "\u0130stanbul", "istanbul", "x1",
+              "1899", "na\u00efve", "fine"]
+names = st.lists(st.lists(st.sampled_from(NAME_WORDS), min_size=1, max_size=4).map("_".join), min_size=1,
+                 max_size=10, unique=True)
+name_patterns = st.one_of(patterns, st.sampled_from(["alpha", "star|kelvin", "Beta_GAMMA", "beta gamma", "KELVIN",
+                                                     "(?i)istanbul", "1899|x1", "zzz", "a_b|c d", ".txt", "txt$"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(names, name_patterns, st.booleans())
+def test_name_fields_read_off_the_joined_names_agree_with_regex(stems, pattern, case_sensitive):
+    """Filename scans answer from the names joined in one buffer (no match at all, or a few literals found there);
+    every answer must be the one the regex module gives name by name, as is and with underscores read as spaces."""
+    corpus = Corpus.from_texts({f"{stem}.txt": "text" for stem in stems})
+    compiled = compile_untrusted(pattern, case_sensitive=case_sensitive)
+    for field in ("filename", "spaced_filename"):
+        naive = [i for i in range(len(corpus)) if compiled.search(corpus.search.text(i, field))]
+        assert corpus.search.filter(compiled, None, Budget(5), field) == naive, field
+        assert corpus.search.filter(compiled, [0], Budget(5), field) == [i for i in naive if i == 0], field
+
+
+def test_literal_names_are_found_in_the_joined_buffer():
+    corpus = Corpus.from_texts({"Chuck_Berry.txt": "a", "chuckle.txt": "b", "\u212aelvin_x.txt": "c", "other.txt": "d"})
+    search = corpus.search
+
+    def named(pattern: str, field: str = "filename", case_sensitive: bool = False) -> list[str] | None:
+        hits = search._name_hits(compile_untrusted(pattern, case_sensitive=case_sensitive), field)
+        return None if hits is None else [corpus.docs[i].filename for i in hits.tolist()]
+
+    assert named("chuck") == ["Chuck_Berry.txt", "chuckle.txt"]
+    assert named("kelvin") == ["\u212aelvin_x.txt"]  # a non-ASCII name, checked alone
+    assert named("Chuck Berry", "spaced_filename", case_sensitive=True) == ["Chuck_Berry.txt"]
+    assert named("zebra") == []  # no match anywhere in the joined names
+    assert named(r"\Achuck") is None  # not blob-safe: left to the per-name scan

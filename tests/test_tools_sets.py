@@ -73,6 +73,20 @@ def test_single_word_regex_is_decomposed_when_the_word_says_more_than_the_count(
     assert obs["positive_count"] == 4 and "keyword_decomposition" not in obs and "selectivity_gap" not in obs
 
 
+def test_keywords_are_counted_under_the_patterns_own_case_rule():
+    corpus = Corpus.from_texts({"a.txt": "Chuck Berry sang", "b.txt": "chuck berry, in lower case",
+                                "c.txt": "Chuck Norris", "d.txt": "Berry farm", "e.txt": "nothing"})
+    ws = Workspace(corpus, question="Who was Chuck Berry?")
+    exact = run_tool(ws, "apply_filter", {"pattern": "Chuck Berry", "case_sensitive": True, "output_prefix": "cs"})
+    assert exact["positive_count"] == 1
+    assert exact["keyword_decomposition"] == [{"keyword": "Chuck", "matches": 2, "pct": 40.0},
+                                              {"keyword": "Berry", "matches": 2, "pct": 40.0}]
+    folded = run_tool(ws, "apply_filter", {"pattern": "Chuck Berry", "output_prefix": "ci"})
+    assert folded["positive_count"] == 2
+    assert folded["keyword_decomposition"] == [{"keyword": "Chuck", "matches": 3, "pct": 60.0},
+                                               {"keyword": "Berry", "matches": 3, "pct": 60.0}]
+
+
 def test_anchor_checks_use_the_question(ws):
     assert ws.anchors[0] == "Armed"
     obs = run_tool(ws, "apply_filter", {"pattern": "HOUSE", "output_prefix": "house"})
