@@ -177,7 +177,9 @@ class Corpus:
             raise CorpusError(f"corpus {self.source or '(in memory)'} has no usable documents")
         import pyarrow.compute as pc
 
-        if pc.count_distinct(self.docs.column("id")).as_py() != len(self.docs):
+        # A cache file holds a corpus that passed this check when it was built: counting distinct ids again would
+        # cost a hash table of every id (tens of MB that the allocator keeps) on each start.
+        if self.docs.path is None and pc.count_distinct(self.docs.column("id")).as_py() != len(self.docs):
             raise CorpusError(f"corpus {self.source or '(in memory)'} has duplicate document ids")
 
     def __len__(self) -> int:
@@ -407,8 +409,9 @@ def source_key(p: Path, max_doc_bytes: int) -> str:
         st = p.stat()
         h.update(f"\0{st.st_size}\0{st.st_mtime_ns}".encode())
         return h.hexdigest()[:24]
-    entries = []
-    stack = [p]
+    # Each file's (path, size, mtime) hashed alone and the digests summed: the same for any listing order, with no
+    # list of every entry held (tens of MB of strings for 600k files, which the allocator would keep).
+    total, files, stack = 0, 0, [p]
     while stack:  # os.scandir: one stat per file and no pattern matching (a second for 600k files)
         with os.scandir(stack.pop()) as it:
             for e in it:
@@ -416,9 +419,10 @@ def source_key(p: Path, max_doc_bytes: int) -> str:
                     stack.append(Path(e.path))
                 elif e.name.endswith(".txt"):
                     st = e.stat()
-                    entries.append(f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}")
-    for entry in sorted(entries):
-        h.update(entry.encode("utf-8", "surrogateescape") + b"\0")
+                    entry = f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}".encode("utf-8", "surrogateescape")
+                    total += int.from_bytes(hashlib.sha256(entry).digest()[:16], "big")
+                    files += 1
+    h.update(f"\0{files}\0{total % (1 << 128)}".encode())
     return h.hexdigest()[:24]
 
 
@@ -437,7 +441,9 @@ def cached_load(p: Path, max_doc_bytes: int, cache_dir: Path, build: Callable[[]
         info = json.loads(index.read_text(encoding="utf-8"))
         data = cache_dir / f"{info['content_hash']}.arrow"
         if data.exists():
-            return Corpus(open_table(data), source=info["source"], warnings=tuple(info["warnings"]))
+            corpus = Corpus(open_table(data), source=info["source"], warnings=tuple(info["warnings"]))
+            _release_arrow_memory()
+            return corpus
     corpus = build()
     data = cache_dir / f"{corpus.content_hash}.arrow"
     if not data.exists():
@@ -445,6 +451,14 @@ def cached_load(p: Path, max_doc_bytes: int, cache_dir: Path, build: Callable[[]
     info = {"content_hash": corpus.content_hash, "source": corpus.source, "warnings": list(corpus.warnings)}
     _write_atomically(index, lambda f: f.write(json.dumps(info).encode("utf-8")))
     return Corpus(open_table(data), source=corpus.source, warnings=corpus.warnings)
+
+
+def _release_arrow_memory() -> None:
+    """Hand the memory Arrow's allocator keeps after transient work (hash tables, masks) back to the system: a
+    replica's resident size is what limits actors per node."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def _write_table(corpus: Corpus, f) -> None:
