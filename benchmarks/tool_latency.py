@@ -129,6 +129,8 @@ _START = """
 import json, sys, time
 from srag_core import Budget, Workspace, compile_untrusted, load_corpus
 from benchmarks.tool_latency import QUESTION, SCAN_PATTERNS, rss_mb
+import pandas, pyarrow as pa, pyarrow.compute  # pyarrow imports pandas on its first array: a library, not the corpus
+pa.array([0])
 base = rss_mb()  # the interpreter and the libraries, before any corpus
 started = time.perf_counter()
 corpus = load_corpus(sys.argv[1], cache_dir=sys.argv[2])
