@@ -27,6 +27,7 @@ scan instead of running it again. When the budget runs out between slices or doc
 from __future__ import annotations
 
 import bisect
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterable, Literal, Protocol, Sequence
@@ -114,6 +115,7 @@ class CorpusSearch:
         self.corpus = corpus
         self._cache: dict[tuple[str, str], object] = {}
         self._masks: OrderedDict[tuple, np.ndarray] = OrderedDict()  # (pattern, flags, field) -> packed hits
+        self._lock = threading.Lock()  # an actor's episodes are threads that share one corpus and its kept answers
 
     def warm(self, field: TextField = "norm") -> "CorpusSearch":
         """Build a field's search structures now (seconds for hundreds of MB), so no tool call pays for them inside
@@ -125,12 +127,14 @@ class CorpusSearch:
 
     def kept(self) -> tuple:
         """The patterns whose whole-corpus answers are kept now (for `forget`)."""
-        return tuple(self._masks)
+        with self._lock:
+            return tuple(self._masks)
 
     def forget(self, keep: tuple = ()) -> None:
         """Drop the kept whole-corpus answers except those of `keep` (benchmarks time cold scans)."""
-        for key in [k for k in self._masks if k not in keep]:
-            del self._masks[key]
+        with self._lock:
+            for key in [k for k in self._masks if k not in keep]:
+                del self._masks[key]
 
     def _memo(self, key: tuple[str, str], build):
         if key not in self._cache:
@@ -223,9 +227,12 @@ class CorpusSearch:
         plan = re2_plan(compiled.pattern, not compiled.flags & regex.IGNORECASE)
         # An exact RE2 translation decides the answer, so `director` ignoring case and `(?i)director` share one
         key = (plan.superset, field) if plan is not None and plan.exact else (compiled.pattern, compiled.flags, field)
-        if key in self._masks:  # a whole-corpus answer from an earlier scan
-            self._masks.move_to_end(key)
-            hits = np.unpackbits(self._masks[key], count=n).astype(bool)
+        with self._lock:
+            packed = self._masks.get(key)
+            if packed is not None:
+                self._masks.move_to_end(key)
+        if packed is not None:  # a whole-corpus answer from an earlier scan
+            hits = np.unpackbits(packed, count=n).astype(bool)
             return (np.flatnonzero(hits) if members is None else members[hits[members]]).tolist()
         whole = members is None or len(members) * SUBSET_FRACTION >= n
         found = self._name_hits(compiled, field) if field in _NAME_FIELDS else None
@@ -236,9 +243,10 @@ class CorpusSearch:
         if whole:
             mask = np.zeros(n, dtype=bool)
             mask[found] = True
-            self._masks[key] = np.packbits(mask)
-            if len(self._masks) > MAX_KEPT_MASKS:
-                self._masks.popitem(last=False)
+            with self._lock:
+                self._masks[key] = np.packbits(mask)
+                if len(self._masks) > MAX_KEPT_MASKS:
+                    self._masks.popitem(last=False)
             return (found if members is None else members[mask[members]]).tolist()
         return found.tolist()
 
