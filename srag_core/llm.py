@@ -43,7 +43,8 @@ import httpcore2
 import httpx2
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from srag_core.profiles import SHIPPED, Profile, ResponseFormatMode, TurnProtocol, load_profile, resolve_profile
+from srag_core.profiles import (SHIPPED, Profile, ResponseFormatMode, TurnProtocol, load_profile, resolve_profile,
+                                sends_parallel_tool_calls)
 from srag_core.strict_schema import from_strict_args, strict_schema
 
 logger = logging.getLogger(__name__)
@@ -675,7 +676,7 @@ class LLMClient:
         if tools:
             body["tools"] = self._wire_tools(tools)
             body["tool_choice"] = self._wire_tool_choice(tool_choice or profile.turn_tool_choice)
-            if profile.parallel_tool_calls is not None:
+            if sends_parallel_tool_calls(profile, self.config.model):
                 body["parallel_tool_calls"] = profile.parallel_tool_calls
         if self.config.seed is not None:
             body["seed"] = self.config.seed

@@ -9,7 +9,8 @@ reference documents them:
 - a strict schema (`response_format.json_schema.strict` or a function's `strict`) needs an object root, and on every
   object `additionalProperties: false` and every property listed in `required`;
 - reasoning models (o-series, the gpt-5 family) reject `max_tokens` (they take `max_completion_tokens`) and any
-  `temperature` but the default 1; other models reject `reasoning_effort`;
+  `temperature` but the default 1; o-series models (o1, o3, o4-mini) also reject `parallel_tool_calls`, which the
+  gpt-5 family takes; other models reject `reasoning_effort`;
 - a `tool` message must answer a `tool_calls` id of an earlier assistant message, and an assistant message with
   `tool_calls` must be followed by a `tool` message for each id before anything else;
 - function names (and json_schema names) match `^[a-zA-Z0-9_-]{1,64}$`; `tool_choice` may name only an offered
@@ -53,6 +54,7 @@ DEFAULT_MODELS = {"openai-chat": "gpt-4.1-mini", "openai-reasoning": "o4-mini", 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 OBEDIENT_TEXT = "ok " + " ".join(str(n) for n in range(1, 60))  # ~45 tokens: long enough to see a limit honoured
 _REASONING_MODEL = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
+_O_SERIES = re.compile(r"^o\d", re.IGNORECASE)
 
 
 class RequestRejected(Exception):
@@ -204,6 +206,9 @@ def _check_model_parameters(request: dict[str, Any]) -> None:
         if "max_tokens" in request:
             raise RequestRejected("Unsupported parameter: 'max_tokens' is not supported with this model. Use "
                                   "'max_completion_tokens' instead.", "max_tokens", "unsupported_parameter")
+        if "parallel_tool_calls" in request and _O_SERIES.match(request.get("model", "")):
+            raise RequestRejected("Unsupported parameter: 'parallel_tool_calls' is not supported with this model.",
+                                  "parallel_tool_calls", "unsupported_parameter")
         if "temperature" in request and request["temperature"] != 1:
             raise RequestRejected(f"Unsupported value: 'temperature' does not support {request['temperature']} "
                                   "with this model. Only the default (1) value is supported.", "temperature",

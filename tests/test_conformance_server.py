@@ -98,6 +98,16 @@ def test_reasoning_models_accept_only_the_default_temperature(openai_server):
     assert post(openai_server, model="gpt-4.1-mini", temperature=0).status_code == 200
 
 
+@pytest.mark.parametrize("model", ["o1", "o3", "o3-mini", "o4-mini"])
+def test_o_series_models_reject_parallel_tool_calls(openai_server, model):
+    tools = [function("a", STRICT_OK)]
+    bad = post(openai_server, model=model, tools=tools, parallel_tool_calls=False)
+    good = post(openai_server, model=model, tools=tools)
+    assert rejected(bad, "'parallel_tool_calls' is not supported with this model") and good.status_code == 200
+    for other in ("gpt-5", "gpt-5-mini", "gpt-4.1"):  # the gpt-5 family and chat models take it
+        assert post(openai_server, model=other, tools=tools, parallel_tool_calls=False).status_code == 200
+
+
 def test_reasoning_effort_only_on_reasoning_models(openai_server):
     assert rejected(post(openai_server, model="gpt-4.1", reasoning_effort="low"), "'reasoning_effort'")
     assert post(openai_server, model="o4-mini", reasoning_effort="low").status_code == 200
