@@ -99,6 +99,41 @@ def test_strict_profiles_send_strict_schemas_the_reference_accepts() -> None:
                                               "strict": True}}]}, "openai-chat")
 
 
+def test_length_bounds_go_to_grammar_endpoints_but_not_to_strict_ones() -> None:
+    """OpenAI's strict subset has no minLength/maxLength (only pattern and format on strings); llama.cpp's and vLLM's
+    profiles are not strict, so their grammars keep the bounds that stop a small model's runaway strings."""
+    bounded = {"type": "object", "properties": {"q": {"type": "string", "maxLength": 40, "minLength": 1,
+                                                      "pattern": "^[a-z]+$"}}, "required": ["q"]}
+    sent = {}
+    for profile in ("openai-chat", "llama.cpp", "vllm"):
+        with ConformanceLLM(profile, obedient=True) as server, client_for(server) as client:
+            client.chat(messages(), json_schema=bounded, tools=[FunctionSpec("f", "f", bounded)])
+            assert server.rejections == [], profile
+            sent[profile] = server.requests[0]
+    strict_q = sent["openai-chat"]["response_format"]["json_schema"]["schema"]["properties"]["q"]
+    assert strict_q == {"type": "string", "pattern": "^[a-z]+$"}
+    assert sent["openai-chat"]["tools"][0]["function"]["parameters"]["properties"]["q"] == strict_q
+    for profile in ("llama.cpp", "vllm"):
+        assert sent[profile]["response_format"]["json_schema"]["schema"]["properties"]["q"]["maxLength"] == 40
+
+
+def test_a_root_any_of_goes_strict_inside_an_object_root() -> None:
+    alternatives = {"title": "turn", "anyOf": [
+        {"type": "object", "properties": {"tool": {"enum": ["a"]}, "n": {"type": "integer", "default": 1}},
+         "required": ["tool"]},
+        {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 9}}, "required": ["answer"]}]}
+    strict = strict_schema(alternatives)
+    assert strict["type"] == "object" and strict["required"] == ["value"] and strict["additionalProperties"] is False
+    first, second = strict["properties"]["value"]["anyOf"]
+    assert first["required"] == ["tool", "n"] and first["properties"]["n"] == {"anyOf": [{"type": "integer"},
+                                                                                         {"type": "null"}]}
+    assert second["properties"]["answer"] == {"type": "string"}
+    check_request({"model": "gpt-4.1", "messages": messages(), "response_format": {
+        "type": "json_schema", "json_schema": {"name": "turn", "strict": True, "schema": strict}}}, "openai-chat")
+    with pytest.raises(ValueError, match="object or an anyOf"):
+        strict_schema({"type": "string"})
+
+
 def test_strict_arguments_are_read_back_into_the_tool_s_own_shape() -> None:
     calculate = REGISTRY["calculate"].schema()
     sent = {"expr": "a * b", "expressions": None, "variables": [{"key": "a", "value": 2}, {"key": "b", "value": 3}]}
