@@ -305,6 +305,7 @@ class ConformanceLLM(FakeLLM):
         limit = self.completion_limit(request)
         visible = count_tokens(content or "") + sum(count_tokens(c["function"]["arguments"]) for c in calls)
         if limit is not None and reasoning + visible > limit:  # cut at the limit, as a real server does
+            reasoning = min(reasoning, limit)  # hidden reasoning cannot pass the limit either
             room = max(0, limit - reasoning)
             content, calls, finish = (content or "")[:room * 4] or None, [], "length"
             visible = count_tokens(content or "")
