@@ -150,16 +150,40 @@ def test_srag_run_in_each_protocol_with_the_llm_judge(ray_local, tmp_path: Path,
     assert {j["score_source"] for j in judgements} == {"llm"}
 
 
-@pytest.mark.parametrize(("profile", "protocol"), [("vllm", "tools"), ("llama.cpp", "json")])
-def test_srag_ask_in_each_protocol(tmp_path: Path, capsys, profile: str, protocol: str) -> None:
+@pytest.mark.parametrize(("profile", "protocol"), [("vllm", "tools"), ("llama.cpp", "json"),
+                                                 ("openai-reasoning", "tools"), ("openai-chat", "json")])
+def test_srag_ask_in_each_protocol_with_the_llm_judge(tmp_path: Path, capsys, profile: str, protocol: str) -> None:
     question = next(json.loads(line) for line in (SAMPLE / "questions.jsonl").open())
     config = tmp_path / "ask.yaml"
-    with ConformanceLLM(profile, responder=SamplePlayer()) as server:
+    player = SamplePlayer()
+    with ConformanceLLM(profile, responder=player) as server:
         config.write_text(yaml.safe_dump({"llm": {"protocol": protocol}}))
-        code = main(["ask", "--corpus", str(SAMPLE / "corpus"), "--base-url", server.base_url, "--model",
-                     server.model, "--profile", profile, "--config", str(config), "--json", question["question"]])
+        argv = ["ask", "--corpus", str(SAMPLE / "corpus"), "--base-url", server.base_url, "--model", server.model,
+                "--profile", profile, "--config", str(config), "--gold", question["answer"], question["question"]]
+        code = main([*argv[:-1], "--json", argv[-1]])
+        episode = json.loads(capsys.readouterr().out)
+        assert main(argv) == 0  # and as people read it
+        printed = capsys.readouterr().out
         sent = server.requests
-    episode = json.loads(capsys.readouterr().out)
     assert server.rejections == [] and code == 0
     assert episode["status"] == "ok" and episode["answer"].startswith(question["answer"]) and episode["steps"] == 1
     assert ("tools" in sent[0]) == (protocol == "tools")
+    # both judge calls were made (no rule decides "<gold>, as the documents show") and the verdict is the LLM's
+    judgement = episode["judgement"]
+    assert judgement["score_source"] == "llm" and judgement["verdict"] == "correct" and judgement["score"] == 1
+    assert judgement["judge_tokens"] > 0 and player.judge_calls == 4
+    assert "judge: correct (score 1 from llm)" in printed
+
+
+def test_srag_ask_gold_without_the_llm_judge_uses_the_rules(tmp_path: Path, capsys) -> None:
+    question = next(json.loads(line) for line in (SAMPLE / "questions.jsonl").open())
+    config = tmp_path / "ask.yaml"
+    config.write_text(yaml.safe_dump({"judge": {"use_llm": False}}))
+    player = SamplePlayer()
+    with ConformanceLLM("openai-chat", responder=player) as server:
+        code = main(["ask", "--corpus", str(SAMPLE / "corpus"), "--base-url", server.base_url, "--model",
+                     server.model, "--profile", "openai-chat", "--config", str(config), "--gold", "Someone Else",
+                     "--json", question["question"]])
+    judgement = json.loads(capsys.readouterr().out)["judgement"]
+    assert code == 0 and player.judge_calls == 0
+    assert judgement["score_source"] == "em" and judgement["score"] == 0 and judgement["judge_tokens"] == 0
