@@ -110,11 +110,18 @@ class LLMJudge:
         self.complete = complete
 
     @classmethod
-    def from_client(cls, client: Any) -> LLMJudge:
-        """A judge over a chat client with `chat(messages, json_schema=..., temperature=...) -> result.text`. It
-        asks for temperature 0; the client leaves it out where the endpoint takes only its default."""
-        return cls(lambda messages, json_schema=None: client.chat(messages, json_schema=json_schema,
-                                                                  temperature=0.0).text)
+    def from_client(cls, client: Any, on_usage: Callable[[Any], None] | None = None) -> LLMJudge:
+        """A judge over a chat client with `chat(messages, json_schema=...) -> result` (`.text`, `.usage`). The
+        client's own config sets the temperature (a judge config's `temperature`, default 0, left out where the
+        endpoint takes only its default). `on_usage` receives each call's usage, so a caller can count what judging
+        spent."""
+        def complete(messages: list[dict], json_schema: dict | None = None) -> str:
+            result = client.chat(messages, json_schema=json_schema)
+            if on_usage is not None:
+                on_usage(result.usage)
+            return result.text
+
+        return cls(complete)
 
     def _ask(self, messages: list[dict], json_schema: dict | None = None) -> str:
         reply = self.complete(messages, json_schema=json_schema)

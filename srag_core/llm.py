@@ -43,7 +43,8 @@ import httpcore2
 import httpx2
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from srag_core.profiles import SHIPPED, Profile, ResponseFormatMode, TurnProtocol, load_profile, resolve_profile
+from srag_core.profiles import (SHIPPED, Profile, ResponseFormatMode, TurnProtocol, load_profile, resolve_profile,
+                                sends_parallel_tool_calls)
 from srag_core.strict_schema import from_strict_args, strict_schema
 
 logger = logging.getLogger(__name__)
@@ -315,13 +316,17 @@ def ratelimit_reset_seconds(headers: Mapping[str, str]) -> float | None:
     return max(waits) if waits else None
 
 
+MAX_SERVER_WAIT_S = 300.0  # the longest Retry-After honoured by a call without a deadline (longer: a spent quota)
+
+
 def backoff_delay(retry: int, *, base_s: float, max_s: float, retry_after_s: float | None,
                   rng: random.Random) -> float:
-    """Wait before retry number `retry` (1-based): full jitter over an exponential ceiling, or the server's
-    Retry-After when it gave one (plus a little jitter so that a crowd of threads does not return in lockstep).
-    Always capped at `max_s`."""
+    """Wait before retry number `retry` (1-based): full jitter over an exponential ceiling capped at `max_s`, or the
+    server's Retry-After when it gave one (plus a little jitter so that a crowd of threads does not return in
+    lockstep). The server's wait is not cut to `max_s`: retrying sooner only earns another 429. It is capped at
+    MAX_SERVER_WAIT_S here, and by the caller at its deadline (a call that cannot wait that long gives up)."""
     if retry_after_s is not None:
-        return min(max_s, retry_after_s + rng.uniform(0, base_s))
+        return min(max(max_s, MAX_SERVER_WAIT_S), retry_after_s + rng.uniform(0, base_s))
     ceiling = min(max_s, base_s * 2 ** (retry - 1))
     return rng.uniform(0, ceiling)
 
@@ -667,15 +672,17 @@ class LLMClient:
         if effort is not None:
             body["reasoning_effort"] = effort
         mode = self.config.response_format or profile.response_format
-        if mode == "json_object" and "json" not in _message_text(messages).lower():
-            mode = "none"  # the API refuses JSON mode unless the messages mention JSON; the prompt must ask instead
         response_format = wire_response_format(mode, json_schema, strict=profile.strict)
+        # The API refuses JSON mode unless the messages mention JSON (the prompt must ask instead). This covers a
+        # schema with no properties too, which every mode sends as JSON mode.
+        if response_format == {"type": "json_object"} and "json" not in _message_text(messages).lower():
+            response_format = None
         if response_format is not None:
             body["response_format"] = response_format
         if tools:
             body["tools"] = self._wire_tools(tools)
             body["tool_choice"] = self._wire_tool_choice(tool_choice or profile.turn_tool_choice)
-            if profile.parallel_tool_calls is not None:
+            if sends_parallel_tool_calls(profile, self.config.model):
                 body["parallel_tool_calls"] = profile.parallel_tool_calls
         if self.config.seed is not None:
             body["seed"] = self.config.seed

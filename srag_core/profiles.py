@@ -25,6 +25,8 @@ LimitField = Literal["max_tokens", "max_completion_tokens"]
 
 _REASONING_MODEL = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)  # o1, o3, o4-mini, gpt-5, gpt-5-mini, ...
 _OPENAI_CHAT_MODEL = re.compile(r"^(gpt-|chatgpt-)", re.IGNORECASE)
+# o1, o3, o3-mini, o4-mini answer parallel_tool_calls with a 400 ("not supported with this model"); gpt-5 takes it.
+_NO_PARALLEL_TOOL_CALLS = re.compile(r"^o\d", re.IGNORECASE)
 
 
 class ProfileError(ValueError):
@@ -56,7 +58,8 @@ SHIPPED: dict[str, Profile] = {p.name: p for p in [
     Profile(name="openai-chat", protocol="tools", limit_field="max_completion_tokens", response_format="json_schema",
             strict=True, parallel_tool_calls=False),
     # o-series and the GPT-5 family: max_completion_tokens only (it includes the hidden reasoning), the default
-    # temperature only, reasoning_effort accepted.
+    # temperature only, reasoning_effort accepted. parallel_tool_calls goes to GPT-5 models only: the o-series
+    # refuses it (see `sends_parallel_tool_calls`).
     Profile(name="openai-reasoning", protocol="tools", limit_field="max_completion_tokens", temperature=False,
             response_format="json_schema", strict=True, parallel_tool_calls=False, reasoning_tokens=8192),
     # `vllm serve MODEL --enable-auto-tool-choice --tool-call-parser PARSER`: tools through the parser (so turns are
@@ -69,6 +72,12 @@ SHIPPED: dict[str, Profile] = {p.name: p for p in [
     Profile(name="llama.cpp", protocol="tools", limit_field="max_completion_tokens", response_format="json_schema",
             parallel_tool_calls=False, tool_choice=False),
 ]}
+
+
+def sends_parallel_tool_calls(profile: Profile, model: str) -> bool:
+    """Whether a request with tools carries the profile's `parallel_tool_calls`: never to an o-series model name,
+    which refuses the parameter whatever its value (and makes one call per turn anyway)."""
+    return profile.parallel_tool_calls is not None and not _NO_PARALLEL_TOOL_CALLS.match(model)
 
 
 def auto_profile(model: str, base_url: str | None = None) -> Profile:

@@ -1,13 +1,17 @@
 """JSON schemas made acceptable to strict structured outputs, and arguments read back from them.
 
 Strict mode (OpenAI's `strict: true` on a `json_schema` response format or on a function) accepts a subset of JSON
-Schema: the root is an object; every object lists all its properties in `required` and sets
-`additionalProperties: false`. So, from a pydantic schema:
+Schema: the root is an object (not an `anyOf`); every object lists all its properties in `required` and sets
+`additionalProperties: false`; strings take `pattern` and `format` but no length bounds. So, from a pydantic schema:
+- a root `anyOf` (alternatives, such as the JSON turn with per-tool arguments) becomes the one property `ROOT_KEY`
+  of an object root; `unwrap_root` reads a reply back;
 - an optional property becomes required and nullable (the model sends null for "not given");
 - a free-form map (`additionalProperties: {schema}`, e.g. calculator variables) becomes an array of
   `{"key", "value"}` pairs;
 - a free-form object (no properties at all) becomes a string holding the object as JSON;
-- `default` is dropped (strict mode has no use for it; the pydantic model still applies it).
+- `default` is dropped (strict mode has no use for it; the pydantic model still applies it), and so are the
+  constraints the reference does not support, `minLength` and `maxLength` among them (the pydantic model still
+  checks lengths; llama.cpp's and vLLM's profiles are not strict, so their grammars keep the bounds).
 
 `from_strict_args` undoes these on what the model sent: nulls of optional properties are dropped so the pydantic
 default applies, pair arrays become maps again, and JSON strings free-form objects again.
@@ -18,13 +22,27 @@ from __future__ import annotations
 import json
 from typing import Any
 
-_DROPPED = ("default",)
+# Constraint keywords strict structured outputs refuse (the OpenAI reference lists `pattern` and `format` as the only
+# string constraints; `minItems`/`maxItems` and the number bounds are supported). Dropping them only loosens the
+# schema: the tool's own validation still applies them. Composition keywords the reference refuses (`allOf`, `not`,
+# `if`, ...) are left alone: dropping one would change what the schema means, so such a schema stays refused.
+UNSUPPORTED = frozenset({
+    "minLength", "maxLength",  # strings
+    "patternProperties", "unevaluatedProperties", "propertyNames", "minProperties", "maxProperties",  # objects
+    "unevaluatedItems", "contains", "minContains", "maxContains", "uniqueItems",  # arrays
+})
+_DROPPED = frozenset({"default"}) | UNSUPPORTED
+ROOT_KEY = "value"  # the property that holds a root anyOf in strict mode
 
 
 def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """A strict-mode version of `schema`; raises ValueError when its root is not an object."""
+    """A strict-mode version of `schema`; raises ValueError when its root is neither an object nor an anyOf."""
+    if "anyOf" in schema and "type" not in schema:
+        alternatives = {k: v for k, v in schema.items() if k not in ("title", "description", "$defs")}
+        schema = {**{k: v for k, v in schema.items() if k in ("title", "description", "$defs")},
+                  "type": "object", "properties": {ROOT_KEY: alternatives}, "required": [ROOT_KEY]}
     if schema.get("type") != "object":
-        raise ValueError("a strict schema needs an object at its root")
+        raise ValueError("a strict schema needs an object or an anyOf at its root")
     out = _strict(schema)
     if "$defs" in schema:
         out["$defs"] = {name: _strict(node) for name, node in schema["$defs"].items()}
@@ -72,6 +90,14 @@ def _nullable(node: dict[str, Any]) -> dict[str, Any]:
     if node.get("type") == "null":
         return node
     return {"anyOf": [node, {"type": "null"}]}
+
+
+def unwrap_root(value: Any) -> Any:
+    """A reply to a strict schema whose root anyOf was wrapped (`{ROOT_KEY: {...}}`) as the alternative it holds;
+    anything else as it is."""
+    if isinstance(value, dict) and len(value) == 1 and isinstance(value.get(ROOT_KEY), dict):
+        return value[ROOT_KEY]
+    return value
 
 
 def from_strict_args(args: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:

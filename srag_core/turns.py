@@ -14,12 +14,14 @@ Under both, anything unusable comes back as a `problem` that the loop shows to t
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any, Collection, Iterable, Mapping
 
 from srag_core.jsontext import first_json_object  # one helper for srag_core and judges
 from srag_core.llm import ChatResult, FunctionSpec
+from srag_core.strict_schema import ROOT_KEY, from_strict_args, unwrap_root
 
 FINAL_ANSWER = "final_answer"
 _THOUGHT = {"type": "string", "description": "what you will do and why; the facts you will need later"}
@@ -51,6 +53,8 @@ def parse_turn(text: str | None) -> Turn:
     obj = first_json_object(text)
     if obj is None:
         return Turn(problem="it is not a JSON object")
+    wrapped = set(obj) == {ROOT_KEY}  # a strict schema's wrapped alternatives: args are strict-encoded
+    obj = unwrap_root(obj)
     thought = obj.get("thought")
     thought = thought if isinstance(thought, str) else json.dumps(thought) if thought is not None else ""
     if "answer" in obj and obj["answer"] is not None:
@@ -67,7 +71,17 @@ def parse_turn(text: str | None) -> Turn:
             return Turn(thought=thought, tool=tool, problem='"args" is a string that is not valid JSON')
     if not isinstance(args, dict):
         return Turn(thought=thought, tool=tool, problem='"args" must be a JSON object')
+    if wrapped and (schema := _tool_schema(tool)) is not None:
+        args = from_strict_args(args, schema)  # nulls for "not given" dropped, pair lists made maps again
     return Turn(thought=thought, tool=tool, args=args)
+
+
+@functools.lru_cache(maxsize=None)
+def _tool_schema(name: str) -> dict[str, Any] | None:
+    """A registered tool's whole argument schema (pydantic rebuilds it on each call, hence the cache)."""
+    from srag_core.tools import REGISTRY  # the registry imports every tool module; turns are parsed after that
+
+    return REGISTRY[name].schema() if name in REGISTRY else None
 
 
 def answer_turn(thought: str, answer: Any, **call: Any) -> Turn:
@@ -93,7 +107,9 @@ def turn_schema(tool_names: Iterable[str], answer_allowed: bool = True,
     `answer_allowed` (the agent's `first_turn_tool`) those alternatives are all there is: the turn must be a tool
     call; with it, a final-answer alternative joins them.
     `text_chars` bounds the thought and the answer in every turn (AgentConfig.max_text_chars). Length bounds and
-    alternatives are left out unless asked for: not every provider's structured outputs accept them."""
+    alternatives are left out unless asked for: not every provider's structured outputs accept them. Strict
+    endpoints get the alternatives wrapped in an object root and no length bounds (`strict_schema`); `parse_turn`
+    reads both shapes."""
     if tool_args is None and answer_allowed:
         text = {"type": "string", **({"maxLength": text_chars} if text_chars else {})}
         return {"title": "turn", "type": "object", "properties": {

@@ -7,9 +7,11 @@ reference documents them:
 
 - `response_format: {"type": "json_object"}` needs the word "json" somewhere in the messages;
 - a strict schema (`response_format.json_schema.strict` or a function's `strict`) needs an object root, and on every
-  object `additionalProperties: false` and every property listed in `required`;
+  object `additionalProperties: false` and every property listed in `required`; it may not use the keywords the
+  reference leaves out of the strict subset (`minLength`/`maxLength` on strings, `allOf`, `not`, `uniqueItems`, ...);
 - reasoning models (o-series, the gpt-5 family) reject `max_tokens` (they take `max_completion_tokens`) and any
-  `temperature` but the default 1; other models reject `reasoning_effort`;
+  `temperature` but the default 1; o-series models (o1, o3, o4-mini) also reject `parallel_tool_calls`, which the
+  gpt-5 family takes; other models reject `reasoning_effort`;
 - a `tool` message must answer a `tool_calls` id of an earlier assistant message, and an assistant message with
   `tool_calls` must be followed by a `tool` message for each id before anything else;
 - function names (and json_schema names) match `^[a-zA-Z0-9_-]{1,64}$`; `tool_choice` may name only an offered
@@ -53,6 +55,12 @@ DEFAULT_MODELS = {"openai-chat": "gpt-4.1-mini", "openai-reasoning": "o4-mini", 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 OBEDIENT_TEXT = "ok " + " ".join(str(n) for n in range(1, 60))  # ~45 tokens: long enough to see a limit honoured
 _REASONING_MODEL = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
+_O_SERIES = re.compile(r"^o\d", re.IGNORECASE)
+# Keywords outside the strict subset: the reference supports only `pattern` and `format` on strings, and names these.
+NOT_IN_STRICT_SUBSET = frozenset({
+    "minLength", "maxLength", "allOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+    "patternProperties", "unevaluatedProperties", "propertyNames", "minProperties", "maxProperties",
+    "unevaluatedItems", "contains", "minContains", "maxContains", "uniqueItems"})
 
 
 class RequestRejected(Exception):
@@ -169,9 +177,13 @@ def _check_strict_schema(schema: object, prefix: str) -> None:
                               f"'type: \"{schema.get('type') if isinstance(schema, dict) else None}\"'.",
                               "response_format", "invalid_json_schema")
     for path, node in _schema_nodes(schema, ()):
+        context = f"In context=({', '.join(repr(p) for p in path)})"
+        refused = sorted(NOT_IN_STRICT_SUBSET.intersection(node))
+        if refused:
+            raise RequestRejected(f"{prefix}: {context}, '{refused[0]}' is not permitted.", "response_format",
+                                  "invalid_json_schema")
         if node.get("type") != "object" and "properties" not in node:
             continue
-        context = f"In context=({', '.join(repr(p) for p in path)})"
         if node.get("additionalProperties") is not False:
             raise RequestRejected(f"{prefix}: {context}, 'additionalProperties' is required to be supplied and to "
                                   "be false.", "response_format", "invalid_json_schema")
@@ -204,6 +216,9 @@ def _check_model_parameters(request: dict[str, Any]) -> None:
         if "max_tokens" in request:
             raise RequestRejected("Unsupported parameter: 'max_tokens' is not supported with this model. Use "
                                   "'max_completion_tokens' instead.", "max_tokens", "unsupported_parameter")
+        if "parallel_tool_calls" in request and _O_SERIES.match(request.get("model", "")):
+            raise RequestRejected("Unsupported parameter: 'parallel_tool_calls' is not supported with this model.",
+                                  "parallel_tool_calls", "unsupported_parameter")
         if "temperature" in request and request["temperature"] != 1:
             raise RequestRejected(f"Unsupported value: 'temperature' does not support {request['temperature']} "
                                   "with this model. Only the default (1) value is supported.", "temperature",
@@ -290,6 +305,7 @@ class ConformanceLLM(FakeLLM):
         limit = self.completion_limit(request)
         visible = count_tokens(content or "") + sum(count_tokens(c["function"]["arguments"]) for c in calls)
         if limit is not None and reasoning + visible > limit:  # cut at the limit, as a real server does
+            reasoning = min(reasoning, limit)  # hidden reasoning cannot pass the limit either
             room = max(0, limit - reasoning)
             content, calls, finish = (content or "")[:room * 4] or None, [], "length"
             visible = count_tokens(content or "")

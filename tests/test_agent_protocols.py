@@ -159,6 +159,34 @@ def test_tool_definitions_count_against_the_conversation_budget() -> None:
     assert agent.definition_chars > 1000 and sent_chars == prompt_chars + agent.definition_chars
 
 
+def test_strict_json_turns_with_per_tool_arguments_are_accepted_and_read_back() -> None:
+    """first_turn_tool and max_arg_chars make the turn one alternative per tool: a strict endpoint gets them inside an
+    object root and without length bounds, and the strict encodings of the arguments (null for "not given", maps as
+    key/value pairs) are undone before the tool runs."""
+    def wrapped(turn: dict[str, Any]) -> str:
+        return json.dumps({"value": turn})
+
+    with ConformanceLLM("openai-chat") as server:
+        server.script([
+            wrapped({"thought": "find", "tool": "search_filenames", "args": {
+                "pattern": "hhrg", "target_set": None, "create_set": "house", "case_sensitive": None}}),
+            wrapped({"thought": "add", "tool": "calculate", "args": {
+                "expr": "a + 1", "expressions": None, "variables": [{"key": "a", "value": 1}]}}),
+            wrapped({"thought": "done", "answer": "2"}),
+        ])
+        ep = make_agent(server, llm={"protocol": "json"}, first_turn_tool=True, max_text_chars=150,
+                        max_arg_chars=40).run(QUESTION)
+        sent = server.requests
+    assert server.rejections == []
+    schemas = [r["response_format"]["json_schema"] for r in sent]
+    assert all(s["strict"] and s["schema"]["type"] == "object" and "maxLength" not in json.dumps(s) for s in schemas)
+    first_alternatives = schemas[0]["schema"]["properties"]["value"]["anyOf"]
+    assert all("answer" not in alt["properties"] for alt in first_alternatives)
+    assert ep.status == "ok" and ep.answer == "2" and ep.malformed_turns == 0 and ep.tool_errors == 0
+    observations = [e["observation"] for e in ep.trace if e["type"] == "tool"]
+    assert observations[0]["set_created"] == "house" and observations[1]["result"] == 2
+
+
 def test_first_turn_tool_offers_no_final_answer_on_the_first_call() -> None:
     with ConformanceLLM("llama.cpp") as server:
         server.script([final("too soon"), calls(call("count_set", set_name="all")), final("10")])

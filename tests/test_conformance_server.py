@@ -74,6 +74,25 @@ def test_strict_schema_needs_every_property_in_required(openai_server):
     assert rejected(bad, "Missing 'b'")
 
 
+@pytest.mark.parametrize(("keyword", "value"), [("maxLength", 40), ("minLength", 1), ("allOf", [{"type": "string"}]),
+                                                ("uniqueItems", True)])
+def test_strict_schemas_refuse_keywords_outside_the_strict_subset(openai_server, keyword, value):
+    """The reference supports only `pattern` and `format` on strings, and lists these keywords as not supported."""
+    def with_keyword(extra: dict) -> dict:
+        return {**STRICT_OK, "properties": {**STRICT_OK["properties"], "a": {"type": "string", **extra}}}
+
+    def send(schema: dict, strict: bool = True) -> httpx.Response:
+        return post(openai_server, response_format={"type": "json_schema", "json_schema": {
+            "name": "x", "strict": strict, "schema": schema}})
+
+    bad = send(with_keyword({keyword: value}))
+    assert rejected(bad, f"'{keyword}' is not permitted") and "'properties', 'a'" in bad.json()["error"]["message"]
+    assert send(with_keyword({"pattern": "^[a-z]+$", "format": "email"})).status_code == 200  # supported
+    assert send(with_keyword({keyword: value}), strict=False).status_code == 200  # not strict: not checked
+    tools = [function("f", with_keyword({keyword: value}))]
+    assert rejected(post(openai_server, tools=tools), f"'{keyword}' is not permitted")
+
+
 def test_strict_function_parameters_follow_the_same_rules(openai_server):
     bad = post(openai_server, tools=[function("count_set", {"type": "object", "properties": {
         "set_name": {"type": "string"}}, "required": ["set_name"]})])
@@ -96,6 +115,16 @@ def test_reasoning_models_accept_only_the_default_temperature(openai_server):
     assert rejected(bad, "Only the default (1) value is supported")
     assert post(openai_server, model="o4-mini", temperature=1).status_code == 200
     assert post(openai_server, model="gpt-4.1-mini", temperature=0).status_code == 200
+
+
+@pytest.mark.parametrize("model", ["o1", "o3", "o3-mini", "o4-mini"])
+def test_o_series_models_reject_parallel_tool_calls(openai_server, model):
+    tools = [function("a", STRICT_OK)]
+    bad = post(openai_server, model=model, tools=tools, parallel_tool_calls=False)
+    good = post(openai_server, model=model, tools=tools)
+    assert rejected(bad, "'parallel_tool_calls' is not supported with this model") and good.status_code == 200
+    for other in ("gpt-5", "gpt-5-mini", "gpt-4.1"):  # the gpt-5 family and chat models take it
+        assert post(openai_server, model=other, tools=tools, parallel_tool_calls=False).status_code == 200
 
 
 def test_reasoning_effort_only_on_reasoning_models(openai_server):

@@ -19,9 +19,10 @@ import openai
 import pytest
 from pydantic import ValidationError
 
+from tests.conformance_server import ConformanceLLM
 from tests.fake_llm import FakeLLM, count_tokens, last_user_message
-from srag_core.llm import (ChatResult, LLMClient, LLMConfig, LLMError, Usage, backoff_delay, retry_after_seconds,
-                           wire_response_format)
+from srag_core.llm import (ANY_JSON_OBJECT, MAX_SERVER_WAIT_S, ChatResult, LLMClient, LLMConfig, LLMError, Usage,
+                           backoff_delay, retry_after_seconds, wire_response_format)
 
 SECRET = "sk-test-SECRET-4f1c9e2a7b"
 KEY_ENV = "SRAG_TEST_LLM_KEY"
@@ -116,12 +117,25 @@ def test_retry_after_seconds_is_honoured(fake_llm: FakeLLM) -> None:
     assert time.monotonic() - started >= 0.25  # our own backoff alone would have waited at most 1 ms
 
 
-def test_retry_after_is_capped_by_backoff_max(fake_llm: FakeLLM) -> None:
+def test_retry_after_beats_backoff_max(fake_llm: FakeLLM) -> None:
+    """The server's wait is honoured past our own backoff cap: retrying sooner would only earn another 429."""
+    fake_llm.script([{"status": 429, "headers": {"Retry-After": "0.3"}}, "ok"])
+
+    result = ask(make_client(fake_llm, backoff_base_s=0.001, backoff_max_s=0.01))
+
+    assert result.text == "ok" and result.latency_s >= 0.3
+
+
+def test_a_retry_after_past_the_deadline_gives_up_at_once(fake_llm: FakeLLM) -> None:
     fake_llm.script([{"status": 429, "headers": {"Retry-After": "3600"}}, "ok"])
+    client = make_client(fake_llm, backoff_max_s=0.05)
 
-    result = ask(make_client(fake_llm, backoff_max_s=0.05))
+    started = time.monotonic()
+    with pytest.raises(LLMError) as error:
+        client.chat([{"role": "user", "content": "hi"}], deadline=time.monotonic() + 5)
 
-    assert result.text == "ok" and result.latency_s < 30
+    assert error.value.kind == "timeout" and "no time left for a retry" in str(error.value)
+    assert time.monotonic() - started < 5 and len(fake_llm.requests) == 1
 
 
 def test_retry_after_parses_seconds_dates_and_milliseconds() -> None:
@@ -142,7 +156,8 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
         delay = backoff_delay(retry, base_s=1.0, max_s=30.0, retry_after_s=None, rng=rng)
         assert 0 <= delay <= min(30.0, 2 ** (retry - 1))
     assert 5.0 <= backoff_delay(1, base_s=0.1, max_s=30.0, retry_after_s=5.0, rng=rng) <= 5.1
-    assert backoff_delay(1, base_s=0.1, max_s=2.0, retry_after_s=500.0, rng=rng) == 2.0
+    assert 30.0 <= backoff_delay(1, base_s=0.1, max_s=2.0, retry_after_s=30.0, rng=rng) <= 30.1  # past max_s
+    assert backoff_delay(1, base_s=0.1, max_s=2.0, retry_after_s=5000.0, rng=rng) == MAX_SERVER_WAIT_S
 
 
 @pytest.mark.parametrize(("reply", "kind"), [
@@ -221,6 +236,18 @@ def test_json_mode_is_sent_only_when_the_messages_mention_json(fake_llm: FakeLLM
     fake_llm.script(['{"answer": "Paris"}'])
     ask(make_client(fake_llm, response_format="json_object"), "Capital of France?", json_schema=SCHEMA)
     assert "response_format" not in fake_llm.requests[0]
+
+
+@pytest.mark.parametrize("profile", ["openai-chat", "openai-reasoning"])
+def test_any_json_object_is_json_mode_only_when_the_messages_mention_json(profile: str) -> None:
+    """A schema with no properties goes as JSON mode whatever the profile's mode, so it obeys the same rule."""
+    with ConformanceLLM(profile, obedient=True) as server:
+        client = LLMClient(LLMConfig(base_url=server.base_url, model=server.model, profile=profile, max_retries=0))
+        client.chat([{"role": "user", "content": "Say anything."}], json_schema=ANY_JSON_OBJECT)
+        client.chat([{"role": "user", "content": "Say it in JSON."}], json_schema=ANY_JSON_OBJECT)
+        plain, json_mode = server.requests
+    assert server.rejections == []
+    assert "response_format" not in plain and json_mode["response_format"] == {"type": "json_object"}
 
 
 def test_without_a_schema_no_response_format_is_sent_and_any_object_is_json_mode() -> None:

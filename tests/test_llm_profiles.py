@@ -50,7 +50,8 @@ def test_every_shipped_profile_is_accepted_by_the_endpoint_it_is_for(profile: st
     assert all(limit_field in r and ({"max_tokens", "max_completion_tokens"} - {limit_field}).isdisjoint(r)
                for r in sent)
     assert ("temperature" in sent[0]) == (profile != "openai-reasoning")
-    assert sent[2]["parallel_tool_calls"] is False
+    # o4-mini (the reasoning emulation's model) refuses parallel_tool_calls; the others get false
+    assert sent[2].get("parallel_tool_calls", "left out") is ("left out" if profile == "openai-reasoning" else False)
     # llama.cpp cannot be told which function: it gets "required" (and the model picks)
     assert sent[2]["tool_choice"] == ("required" if profile == "llama.cpp" else
                                       {"type": "function", "function": {"name": "count_set"}})
@@ -63,6 +64,16 @@ def test_reasoning_profile_sends_the_completion_limit_with_headroom_and_the_effo
         sent = server.requests[0]
     assert sent["max_completion_tokens"] == 500 + SHIPPED["openai-reasoning"].reasoning_tokens
     assert sent["reasoning_effort"] == "low" and "temperature" not in sent and "max_tokens" not in sent
+
+
+@pytest.mark.parametrize(("model", "sent"), [("o4-mini", False), ("o3", False), ("o1", False), ("gpt-5", True),
+                                             ("gpt-5-mini", True)])
+def test_parallel_tool_calls_go_to_gpt5_models_but_not_to_the_o_series(model: str, sent: bool) -> None:
+    with ConformanceLLM("openai-reasoning", model=model, obedient=True) as server, client_for(server) as client:
+        result = client.chat(messages("Count the set."), tools=ALL_TOOLS[:2])
+        request = server.requests[0]
+    assert server.rejections == [] and result.tool_calls
+    assert ("parallel_tool_calls" in request) == sent
 
 
 def test_the_reference_rejects_what_the_generic_profile_would_send_to_a_reasoning_model() -> None:
@@ -86,6 +97,41 @@ def test_strict_profiles_send_strict_schemas_the_reference_accepts() -> None:
         check_request({"model": "gpt-4.1", "messages": messages(), "tools": [
             {"type": "function", "function": {"name": spec.name, "parameters": strict_schema(spec.parameters),
                                               "strict": True}}]}, "openai-chat")
+
+
+def test_length_bounds_go_to_grammar_endpoints_but_not_to_strict_ones() -> None:
+    """OpenAI's strict subset has no minLength/maxLength (only pattern and format on strings); llama.cpp's and vLLM's
+    profiles are not strict, so their grammars keep the bounds that stop a small model's runaway strings."""
+    bounded = {"type": "object", "properties": {"q": {"type": "string", "maxLength": 40, "minLength": 1,
+                                                      "pattern": "^[a-z]+$"}}, "required": ["q"]}
+    sent = {}
+    for profile in ("openai-chat", "llama.cpp", "vllm"):
+        with ConformanceLLM(profile, obedient=True) as server, client_for(server) as client:
+            client.chat(messages(), json_schema=bounded, tools=[FunctionSpec("f", "f", bounded)])
+            assert server.rejections == [], profile
+            sent[profile] = server.requests[0]
+    strict_q = sent["openai-chat"]["response_format"]["json_schema"]["schema"]["properties"]["q"]
+    assert strict_q == {"type": "string", "pattern": "^[a-z]+$"}
+    assert sent["openai-chat"]["tools"][0]["function"]["parameters"]["properties"]["q"] == strict_q
+    for profile in ("llama.cpp", "vllm"):
+        assert sent[profile]["response_format"]["json_schema"]["schema"]["properties"]["q"]["maxLength"] == 40
+
+
+def test_a_root_any_of_goes_strict_inside_an_object_root() -> None:
+    alternatives = {"title": "turn", "anyOf": [
+        {"type": "object", "properties": {"tool": {"enum": ["a"]}, "n": {"type": "integer", "default": 1}},
+         "required": ["tool"]},
+        {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 9}}, "required": ["answer"]}]}
+    strict = strict_schema(alternatives)
+    assert strict["type"] == "object" and strict["required"] == ["value"] and strict["additionalProperties"] is False
+    first, second = strict["properties"]["value"]["anyOf"]
+    assert first["required"] == ["tool", "n"] and first["properties"]["n"] == {"anyOf": [{"type": "integer"},
+                                                                                         {"type": "null"}]}
+    assert second["properties"]["answer"] == {"type": "string"}
+    check_request({"model": "gpt-4.1", "messages": messages(), "response_format": {
+        "type": "json_schema", "json_schema": {"name": "turn", "strict": True, "schema": strict}}}, "openai-chat")
+    with pytest.raises(ValueError, match="object or an anyOf"):
+        strict_schema({"type": "string"})
 
 
 def test_strict_arguments_are_read_back_into_the_tool_s_own_shape() -> None:

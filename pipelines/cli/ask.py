@@ -8,8 +8,8 @@ import sys
 from typing import Any
 
 from pipelines.cli import CliError
-from pipelines.config import (PROFILE_HELP, VARIANTS, IngestionSettings, RetrievalSettings, endpoint_from, read_yaml,
-                              section, with_profile)
+from pipelines.config import (PROFILE_HELP, VARIANTS, IngestionSettings, JudgeSettings, RetrievalSettings,
+                              endpoint_from, read_yaml, section, with_profile)
 from srag_core.agent import AgentConfig
 
 
@@ -23,7 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", help=PROFILE_HELP)
     p.add_argument("--variant", choices=VARIANTS, help="system variant (default zero_ingestion)")
     p.add_argument("--max-steps", type=int, help="tool-call limit")
-    p.add_argument("--json", action="store_true", help="print the episode record as one JSON object")
+    p.add_argument("--gold", metavar="ANSWER", help="score the answer against this one with the configured judge "
+                   "(rules, and the LLM judge unless the config sets judge.use_llm: false)")
+    p.add_argument("--json", action="store_true", help="print the episode record as one JSON object (with --gold, "
+                   "its judgement under \"judgement\")")
     p.set_defaults(func=run)
 
 
@@ -41,6 +44,7 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"llm": llm, "local": local, "agent": section(AgentConfig, agent_data, source, "agent"),
             "retrieval": section(RetrievalSettings, data.get("retrieval"), source, "retrieval"),
             "ingestion": section(IngestionSettings, data.get("ingestion"), source, "ingestion"),
+            "judge": section(JudgeSettings, data.get("judge"), source, "judge"),
             "variant": args.variant or data.get("variant") or "zero_ingestion"}
 
 
@@ -60,14 +64,41 @@ def run(args: argparse.Namespace) -> int:
         system = build_system(cfg["variant"], corpus, llm, cfg["agent"], cfg["retrieval"], resources,
                               on_event=printer)
         episode = system.run(args.question, "ask")
+        judgement = judge(args.question, episode, args.gold, cfg["judge"], llm_cfg) if args.gold is not None else None
     if args.json:
-        print(json.dumps(episode.model_dump(), ensure_ascii=False, default=str))
+        record = episode.model_dump()
+        if judgement is not None:
+            record["judgement"] = judgement
+        print(json.dumps(record, ensure_ascii=False, default=str))
     else:
         print(f"\nanswer: {episode.answer}" if episode.answer is not None else f"\nno answer ({episode.status})")
         tokens = int(episode.usage.get("total_tokens", 0))
         print(f"[{episode.status}{': ' + episode.error if episode.error else ''} · {episode.steps} steps · "
               f"{tokens:,} tokens · ${episode.usage.get('cost_usd', 0):.4f} · {episode.wall_s:.1f} s]")
+        if judgement is not None:
+            print(verdict_line(judgement))
     return 0 if episode.finished else 1
+
+
+def judge(question: str, episode, gold: str, settings: JudgeSettings, llm_cfg) -> dict[str, Any]:
+    """The judge stage of `srag run` on one answer: its judgement with what the judge's calls spent."""
+    from pipelines.engine.judging import JudgeStage
+
+    stage = JudgeStage(settings, llm_cfg, threads=1)
+    try:
+        record = {"question_id": "ask", "attempt": 1, "answer": episode.answer}
+        return stage.submit({"question": question, "answer": gold}, record).result()
+    finally:
+        stage.close()
+
+
+def verdict_line(j: dict[str, Any]) -> str:
+    if j["score"] is None:
+        return f"judge: not scored ({j['judge_error']})"
+    why = f" · {_clip(j['rationale'], 200)}" if j.get("rationale") else ""
+    error = f" · judge error: {j['judge_error']}" if j.get("judge_error") else ""
+    return f"judge: {j['verdict']} (score {j['score']:g} from {j['score_source']}){why}{error} · " \
+           f"{j['judge_tokens']:,} judge tokens"
 
 
 class StepPrinter:

@@ -29,6 +29,7 @@ def question_rows(questions: list[dict[str, Any]], states: dict[str, QuestionSta
         ep, j = st.latest, st.judgement or {}
         usage = ep.get("usage") or {}
         spent = [a.get("usage") or {} for a in st.attempts]  # every attempt's usage, failed ones included
+        judged_all = st.judgements.values()  # the judge's calls for every attempt it scored
         rows.append({**row, "status": ep["status"], "attempts": len(st.attempts), "attempt": ep["attempt"],
                      "answer": ep.get("answer"), "error": ep.get("error"), "steps": ep.get("steps", 0),
                      "llm_calls": ep.get("llm_calls", 0), "tokens": usage.get("total_tokens", 0),
@@ -37,6 +38,7 @@ def question_rows(questions: list[dict[str, Any]], states: dict[str, QuestionSta
                      "spent_cost_usd": sum(u.get("cost_usd", 0.0) for u in spent), "wall_s": ep.get("wall_s", 0.0),
                      "llm_s": ep.get("llm_s", 0.0), "tool_s": ep.get("tool_s", 0.0),
                      **{k: usage.get(k, 0) for k in USAGE_DETAILS},
+                     **{k: sum(jj.get(k) or 0 for jj in judged_all) for k in JUDGE_USAGE},
                      "score": j.get("score"), "em": j.get("em"), "f1": j.get("f1"),
                      "score_source": j.get("score_source"), "judge_error": j.get("judge_error"),
                      "rationale": j.get("rationale"), "trace_file": ep.get("trace_file")})
@@ -46,6 +48,7 @@ def question_rows(questions: list[dict[str, Any]], states: dict[str, QuestionSta
 # Per-episode usage beside tokens and cost (srag_core.llm.Usage): hidden reasoning tokens, prompt tokens served from
 # the provider's cache, and replies cut at the completion limit.
 USAGE_DETAILS = ("reasoning_tokens", "cached_tokens", "length_stops")
+JUDGE_USAGE = ("judge_tokens", "judge_cost_usd")  # the LLM judge's calls, apart from the episodes' tokens and cost
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -67,7 +70,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "cost_usd": sum(r.get("spent_cost_usd", 0.0) for r in ran),
         "final_tokens": sum(r.get("tokens", 0) for r in ran),  # the attempts whose answers count
         "final_cost_usd": sum(r.get("cost_usd", 0.0) for r in ran),
-        **{k: sum(r.get(k, 0) for r in ran) for k in USAGE_DETAILS},
+        **{k: sum(r.get(k, 0) for r in ran) for k in USAGE_DETAILS + JUDGE_USAGE},
         "mean_wall_s": _mean(r["wall_s"] for r in ran),
         "latency": {f"{part}_p{q}": v for part in ("wall_s", "llm_s", "tool_s")
                     for q, v in percentiles([r.get(part, 0.0) for r in ran]).items()},
@@ -120,7 +123,7 @@ def _mean(values) -> float | None:
 def metrics_for_mlflow(summary: dict[str, Any]) -> dict[str, float]:
     """The final summary as flat metrics (the running metrics of a live run are named `live/...`)."""
     keys = ("accuracy", "em", "f1", "mean_steps", "tokens", "cost_usd", "final_tokens", "final_cost_usd",
-            "finished", "failed", "missing", "judged", "n_questions", "mean_wall_s", *USAGE_DETAILS)
+            "finished", "failed", "missing", "judged", "n_questions", "mean_wall_s", *USAGE_DETAILS, *JUDGE_USAGE)
     out = {k: summary[k] for k in keys if summary.get(k) is not None}
     out.update({k: v for k, v in summary["latency"].items() if v is not None})
     out.update(_interval("accuracy", summary.get("accuracy_ci95")))
