@@ -6,7 +6,8 @@ from statistics import fmean
 import pytest
 
 from pipelines.config import ConfigError, load_run, load_sweep, validate_run
-from pipelines.engine.report import bootstrap_ci, compare, mcnemar_exact, question_rows, summarize
+from pipelines.engine.report import (accuracy_interval, bootstrap_ci, compare, mcnemar_exact, plot_accuracy_intervals,
+                                     question_rows, summarize)
 from pipelines.engine.results import QuestionState
 from pipelines.engine.lifecycle import limiter_can_bind
 
@@ -91,6 +92,27 @@ def test_failed_episodes_are_not_scored_as_wrong():
     assert s["status_counts"]["llm_error"] == 1 and s["finished"] == 2
     assert s["accuracy_by_type"] == {"x": 1.0, "y": 0.0}
     assert s["tokens"] == 30 and s["cost_usd"] == 1.5
+
+
+def test_the_accuracy_interval_describes_the_mean_score_with_partial_scores(tmp_path):
+    """An LLM judge gives partial scores: the interval is on the mean score (not the share at least 0.5), so it
+    holds the accuracy and the plot's error bars are never negative."""
+    questions = [{"id": f"q{i}", "question": "?", "answer": "a", "type": "xy"[i % 2]} for i in range(12)]
+    runs = []
+    for label, scores in (("flat", [0.6] * 12), ("mixed", [0.6, 0.8, 0.3, 1.0, 0.0, 0.7] * 2),
+                          ("binary", [1.0] * 9 + [0.0] * 3)):
+        s = summarize(question_rows(questions, {q["id"]: _state(q["id"], "ok", x) for q, x in zip(questions, scores)}))
+        lo, hi = s["accuracy_ci95"]
+        assert lo <= s["accuracy"] <= hi, (label, s["accuracy"], s["accuracy_ci95"])
+        for t, (t_lo, t_hi) in s["accuracy_ci95_by_type"].items():
+            assert t_lo <= s["accuracy_by_type"][t] <= t_hi
+        runs.append({"label": label, "summary": s})
+    assert runs[0]["summary"]["accuracy_ci95"] == [0.6, 0.6]  # every resample has the same mean
+    mixed = runs[1]["summary"]["accuracy_ci95"]
+    assert mixed == accuracy_interval([0.6, 0.8, 0.3, 1.0, 0.0, 0.7] * 2) and 0.3 < mixed[0] < mixed[1] < 0.9
+    assert runs[2]["summary"]["accuracy_ci95"] == pytest.approx([0.4677, 0.9111], abs=1e-4)  # Wilson, 9 of 12
+    path = plot_accuracy_intervals(runs, tmp_path / "intervals.png")  # raised on negative error bars before
+    assert path.stat().st_size > 5_000
 
 
 def test_mcnemar_exact_matches_the_binomial():
