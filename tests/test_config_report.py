@@ -115,6 +115,23 @@ def test_the_accuracy_interval_describes_the_mean_score_with_partial_scores(tmp_
     assert path.stat().st_size > 5_000
 
 
+def test_the_text_report_shows_spent_and_final_answer_tokens_and_cost():
+    from pipelines.cli.run import summary_table
+
+    questions = [{"id": "q0", "question": "?", "answer": "a", "type": "x"}]
+    st = _state("q0", "llm_error")
+    st.attempts.append({"question_id": "q0", "attempt": 2, "status": "ok", "steps": 2, "wall_s": 1.0,
+                        "usage": {"total_tokens": 7, "cost_usd": 0.25}})  # the rerun that answered
+    st.judgements[2] = {"score": 1.0}
+    result = {"run_id": "r1", "variant": "v", "model": "m", **summarize(question_rows(questions, {"q0": st}))}
+    header, rule, row = summary_table([result]).splitlines()
+    starts = [0] + [i + 2 for i in range(len(rule)) if rule.startswith("  -", i)]  # columns, empty cells included
+    cells = {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, starts[1:] + [None])}
+    assert cells["spent_tokens"] == "17" and cells["spent_cost_usd"] == "0.75"  # both attempts
+    assert cells["final_tokens"] == "7" and cells["final_cost_usd"] == "0.25"  # the answer that counts
+    assert "tokens" not in cells and "cost_usd" not in cells
+
+
 def test_mcnemar_exact_matches_the_binomial():
     assert mcnemar_exact(0, 0) == 1.0
     assert mcnemar_exact(5, 5) == 1.0
