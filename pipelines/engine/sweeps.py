@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 from pipelines.config import RunConfig
 from pipelines.engine.lifecycle import load_run_config, open_tracker, run_one
 from pipelines.engine.report import compare, plot_accuracy_intervals, plot_sweep, question_rows, summarize
-from pipelines.engine.results import RunDir, new_run_id
+from pipelines.engine.results import RunDir, git_revision, new_run_id
+from pipelines.engine.tracking import source_tags
 from srag_core.agent import utc_now
 
 
@@ -22,9 +24,11 @@ def run_sweep(name: str, sweep_file: Path, grid: dict[str, Any], runs: list[RunC
     sweep_dir.mkdir(parents=True)
     tracker = open_tracker(runs[0], runs_dir)
     try:
+        revision = git_revision()
+        tags = {"srag.sweep_id": sweep_id, "srag.kind": "sweep", "srag.git_revision": str(revision or ""),
+                **source_tags(sys.argv[1:], revision)}  # the children's source tags (`lifecycle.mlflow_run`)
         parent = tracker.create_run(name, {"sweep_file": str(sweep_file), "n_runs": len(runs),
-                                           "grid": json.dumps(grid)},
-                                    {"srag.sweep_id": sweep_id, "srag.kind": "sweep"})
+                                           "grid": json.dumps(grid)}, tags)
         _write_sweep(sweep_dir, {"sweep_id": sweep_id, "name": name, "file": str(sweep_file),
                                  "created": utc_now(), "mlflow_run_id": parent, "runs": []})
         done: list[str] = []
