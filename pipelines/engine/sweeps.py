@@ -72,9 +72,12 @@ def pairwise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 continue
             result = compare(a["questions"], b["questions"])
             ci = result.pop("difference_ci95") or [None, None]
-            dataset = Path(a["meta"]["questions_file"]).parent.name
-            out.append({"run_a": a["label"], "run_b": b["label"], "dataset": dataset, **result,
-                        "difference_ci95_low": ci[0], "difference_ci95_high": ci[1],
+            # What a reader compares comes first, so the UI's table shows it without scrolling sideways.
+            first = {k: result.pop(k) for k in ("n_paired", "accuracy_a", "accuracy_b", "difference")}
+            unpaired = {k: result.pop(k) for k in ("only_in_a", "only_in_b")}
+            out.append({"run_a": a["label"], "run_b": b["label"], **first, "difference_ci95_low": ci[0],
+                        "difference_ci95_high": ci[1], "mcnemar_p": result.pop("mcnemar_p"), **result, **unpaired,
+                        "dataset": Path(a["meta"]["questions_file"]).parent.name,
                         "run_id_a": a["meta"]["run_id"], "run_id_b": b["meta"]["run_id"]})
     return out
 
