@@ -6,7 +6,8 @@ from statistics import fmean
 import pytest
 
 from pipelines.config import ConfigError, load_run, load_sweep, validate_run
-from pipelines.engine.report import bootstrap_ci, compare, mcnemar_exact, question_rows, summarize
+from pipelines.engine.report import (accuracy_interval, bootstrap_ci, compare, mcnemar_exact, plot_accuracy_intervals,
+                                     question_rows, summarize)
 from pipelines.engine.results import QuestionState
 from pipelines.engine.lifecycle import limiter_can_bind
 
@@ -91,6 +92,44 @@ def test_failed_episodes_are_not_scored_as_wrong():
     assert s["status_counts"]["llm_error"] == 1 and s["finished"] == 2
     assert s["accuracy_by_type"] == {"x": 1.0, "y": 0.0}
     assert s["tokens"] == 30 and s["cost_usd"] == 1.5
+
+
+def test_the_accuracy_interval_describes_the_mean_score_with_partial_scores(tmp_path):
+    """An LLM judge gives partial scores: the interval is on the mean score (not the share at least 0.5), so it
+    holds the accuracy and the plot's error bars are never negative."""
+    questions = [{"id": f"q{i}", "question": "?", "answer": "a", "type": "xy"[i % 2]} for i in range(12)]
+    runs = []
+    for label, scores in (("flat", [0.6] * 12), ("mixed", [0.6, 0.8, 0.3, 1.0, 0.0, 0.7] * 2),
+                          ("binary", [1.0] * 9 + [0.0] * 3)):
+        s = summarize(question_rows(questions, {q["id"]: _state(q["id"], "ok", x) for q, x in zip(questions, scores)}))
+        lo, hi = s["accuracy_ci95"]
+        assert lo <= s["accuracy"] <= hi, (label, s["accuracy"], s["accuracy_ci95"])
+        for t, (t_lo, t_hi) in s["accuracy_ci95_by_type"].items():
+            assert t_lo <= s["accuracy_by_type"][t] <= t_hi
+        runs.append({"label": label, "summary": s})
+    assert runs[0]["summary"]["accuracy_ci95"] == [0.6, 0.6]  # every resample has the same mean
+    mixed = runs[1]["summary"]["accuracy_ci95"]
+    assert mixed == accuracy_interval([0.6, 0.8, 0.3, 1.0, 0.0, 0.7] * 2) and 0.3 < mixed[0] < mixed[1] < 0.9
+    assert runs[2]["summary"]["accuracy_ci95"] == pytest.approx([0.4677, 0.9111], abs=1e-4)  # Wilson, 9 of 12
+    path = plot_accuracy_intervals(runs, tmp_path / "intervals.png")  # raised on negative error bars before
+    assert path.stat().st_size > 5_000
+
+
+def test_the_text_report_shows_spent_and_final_answer_tokens_and_cost():
+    from pipelines.cli.run import summary_table
+
+    questions = [{"id": "q0", "question": "?", "answer": "a", "type": "x"}]
+    st = _state("q0", "llm_error")
+    st.attempts.append({"question_id": "q0", "attempt": 2, "status": "ok", "steps": 2, "wall_s": 1.0,
+                        "usage": {"total_tokens": 7, "cost_usd": 0.25}})  # the rerun that answered
+    st.judgements[2] = {"score": 1.0}
+    result = {"run_id": "r1", "variant": "v", "model": "m", **summarize(question_rows(questions, {"q0": st}))}
+    header, rule, row = summary_table([result]).splitlines()
+    starts = [0] + [i + 2 for i in range(len(rule)) if rule.startswith("  -", i)]  # columns, empty cells included
+    cells = {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, starts[1:] + [None])}
+    assert cells["spent_tokens"] == "17" and cells["spent_cost_usd"] == "0.75"  # both attempts
+    assert cells["final_tokens"] == "7" and cells["final_cost_usd"] == "0.25"  # the answer that counts
+    assert "tokens" not in cells and "cost_usd" not in cells
 
 
 def test_mcnemar_exact_matches_the_binomial():

@@ -20,7 +20,14 @@ from pipelines.engine.report import FAILED, STATUSES, table
 from pipelines.engine.results import RunDir, check_run_id
 
 SUMMARY_COLUMNS = ["run_id", "variant", "model", "n_questions", "finished", "failed", "missing", "accuracy", "em",
-                   "f1", "mean_steps", "tokens", "cost_usd"]
+                   "f1", "mean_steps", "spent_tokens", "spent_cost_usd", "final_tokens", "final_cost_usd"]
+# The summary's `tokens` and `cost_usd` are what every attempt spent (failed ones included); the text table says so,
+# beside the final-answer counts (the attempts whose answers count). --json keeps the summary's own names.
+SPENT = {"spent_tokens": "tokens", "spent_cost_usd": "cost_usd"}
+
+
+def summary_table(results: list[dict], columns: list[str] = SUMMARY_COLUMNS) -> str:
+    return table([{**r, **{shown: r.get(key) for shown, key in SPENT.items()}} for r in results], columns)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -149,7 +156,7 @@ def _print_summary(result: dict, args: argparse.Namespace) -> bool:
     if args.json:
         print(json.dumps(result, default=str))
         return False
-    print(table([result], SUMMARY_COLUMNS))
+    print(summary_table([result]))
     print(f"\nstatus counts: {result['status_counts']}")
     return True
 
@@ -187,7 +194,7 @@ def _print_sweep(out: dict, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, default=str))
     else:
-        print(table(out["runs"], ["label"] + SUMMARY_COLUMNS))
+        print(summary_table(out["runs"], ["label"] + SUMMARY_COLUMNS))
         print(f"\nsweep {out['sweep_id']}: {args.runs_dir / 'sweeps' / out['sweep_id']}")
     return 0 if all(r["missing"] == 0 for r in out["runs"]) else 1
 

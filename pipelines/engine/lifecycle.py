@@ -27,7 +27,8 @@ from pipelines.engine.report import (attempt_rows, metrics_for_mlflow, plot_accu
 from pipelines.engine.results import RunDir, RunFolderSink, git_revision, new_run_id, package_versions
 from pipelines.engine.scheduler import Scheduler, WorkerPool
 from pipelines.engine.systems import effective_config, prepare_resources
-from pipelines.engine.tracking import MlflowSink, TraceContext, Tracker, run_name, tracking_uri, write_table
+from pipelines.engine.tracking import (MlflowSink, TraceContext, Tracker, run_name, source_tags, tracking_uri,
+                                       write_table)
 from srag_core.agent import FINISHED, utc_now
 from srag_core.corpus import Corpus, load_corpus
 from srag_core.llm import LLMClient, LLMConfig
@@ -114,10 +115,7 @@ def mlflow_run(cfg: RunConfig, run_dir: RunDir, tracker: Tracker, meta: dict[str
     revision = str(meta["git_revision"] or "")
     tags = {"srag.run_id": run_dir.run_id, "srag.variant": cfg.variant, "srag.fingerprint": meta["fingerprint"],
             "srag.git_revision": revision, "srag.dataset": dataset, "srag.model": cfg.llm.model,
-            "srag.profile": profile_name(cfg.llm.profile), "mlflow.source.type": "LOCAL",
-            "mlflow.source.name": "srag " + " ".join(meta["command"][:1] or ["run"])}
-    if revision:
-        tags["mlflow.source.git.commit"] = revision.removesuffix("-dirty")
+            "srag.profile": profile_name(cfg.llm.profile), **source_tags(meta["command"], revision)}
     if meta.get("sweep_id"):
         tags["srag.sweep_id"] = meta["sweep_id"]
     label = cfg.name.split("/", 1)[1] if "/" in cfg.name else ""

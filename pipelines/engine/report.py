@@ -74,14 +74,14 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "mean_wall_s": _mean(r["wall_s"] for r in ran),
         "latency": {f"{part}_p{q}": v for part in ("wall_s", "llm_s", "tool_s")
                     for q, v in percentiles([r.get(part, 0.0) for r in ran]).items()},
-        "accuracy_ci95": wilson([r["score"] for r in judged]),
+        "accuracy_ci95": accuracy_interval([r["score"] for r in judged]),
     }
     by_type: dict[str, list[float]] = defaultdict(list)
     for r in judged:
         by_type[str(r.get("type"))].append(r["score"])
     out["accuracy_by_type"] = {t: round(fmean(v), 4) for t, v in sorted(by_type.items())}
     out["n_by_type"] = {t: len(v) for t, v in sorted(by_type.items())}
-    out["accuracy_ci95_by_type"] = {t: wilson(v) for t, v in sorted(by_type.items())}
+    out["accuracy_ci95_by_type"] = {t: accuracy_interval(v) for t, v in sorted(by_type.items())}
     return out
 
 
@@ -91,14 +91,23 @@ def percentiles(values: list[float], qs: tuple[int, ...] = (50, 90, 99)) -> dict
     return {q: (round(float(np.percentile(values, q)), 4) if values else None) for q in qs}
 
 
-def wilson(scores: list[float], threshold: float = 0.5, level: float = 0.95) -> list[float] | None:
-    """Wilson interval on the share of right answers (score at least `threshold`, as in `compare`)."""
+def accuracy_interval(scores: list[float], level: float = 0.95, resamples: int = 2000) -> list[float] | None:
+    """95% interval of the accuracy, the mean score: Wilson when every score is 0 or 1 (the mean is then a share of
+    right answers), else a seeded percentile bootstrap of the mean (an LLM judge's partial scores). It always holds
+    the mean as `summarize` rounds it, so a plot's error bars are never negative."""
     if not scores:
         return None
-    from scipy.stats import binomtest
+    if all(s in (0, 1) for s in scores):
+        from scipy.stats import binomtest
 
-    ci = binomtest(sum(1 for s in scores if s >= threshold), len(scores)).proportion_ci(level, method="wilson")
-    return [round(ci.low, 4), round(ci.high, 4)]
+        ci = binomtest(int(sum(scores)), len(scores)).proportion_ci(level, method="wilson")
+        lo, hi = ci.low, ci.high
+    else:
+        from car_baselines import bootstrap_mean_interval  # the package loads scipy: not for `srag --help`
+
+        lo, hi = bootstrap_mean_interval(scores, level, resamples, seed=0)
+    mean = round(fmean(scores), 4)
+    return [min(round(float(lo), 4), mean), max(round(float(hi), 4), mean)]
 
 
 def attempt_rows(states: dict[str, QuestionState]) -> list[dict[str, Any]]:
@@ -259,18 +268,18 @@ def _save(fig, path: Path) -> Path:
 
 
 def plot_accuracy_intervals(runs: list[dict[str, Any]], path: Path) -> Path:
-    """Accuracy of each run with its 95% Wilson interval; runs are dicts with label and summary."""
+    """Accuracy of each run with its 95% interval (`accuracy_interval`); runs are dicts with label and summary."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(runs) + 2), 4))
     for i, r in enumerate(runs):
         acc, ci = r["summary"].get("accuracy"), r["summary"].get("accuracy_ci95")
         if acc is None:
             continue
-        err = [[acc - ci[0]], [ci[1] - acc]] if ci else None
+        err = [[max(0.0, acc - ci[0])], [max(0.0, ci[1] - acc)]] if ci else None  # rounding must not go below 0
         ax.bar(i, acc, color="#4c72b0", yerr=err, capsize=6)
         ax.annotate(f"n={r['summary']['judged']}", (i, 0.02), ha="center", fontsize=7, color="white")
     ax.set_xticks(range(len(runs)), [r["label"] for r in runs], rotation=20, fontsize=8)
     ax.set_ylim(0, 1)
-    ax.set_ylabel("accuracy (95% Wilson interval)")
+    ax.set_ylabel("accuracy (mean score, 95% interval)")
     ax.set_title("accuracy by run")
     return _save(fig, path)

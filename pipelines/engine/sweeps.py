@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 from pipelines.config import RunConfig
 from pipelines.engine.lifecycle import load_run_config, open_tracker, run_one
 from pipelines.engine.report import compare, plot_accuracy_intervals, plot_sweep, question_rows, summarize
-from pipelines.engine.results import RunDir, new_run_id
+from pipelines.engine.results import RunDir, git_revision, new_run_id
+from pipelines.engine.tracking import source_tags
 from srag_core.agent import utc_now
 
 
@@ -22,9 +24,11 @@ def run_sweep(name: str, sweep_file: Path, grid: dict[str, Any], runs: list[RunC
     sweep_dir.mkdir(parents=True)
     tracker = open_tracker(runs[0], runs_dir)
     try:
+        revision = git_revision()
+        tags = {"srag.sweep_id": sweep_id, "srag.kind": "sweep", "srag.git_revision": str(revision or ""),
+                **source_tags(sys.argv[1:], revision)}  # the children's source tags (`lifecycle.mlflow_run`)
         parent = tracker.create_run(name, {"sweep_file": str(sweep_file), "n_runs": len(runs),
-                                           "grid": json.dumps(grid)},
-                                    {"srag.sweep_id": sweep_id, "srag.kind": "sweep"})
+                                           "grid": json.dumps(grid)}, tags)
         _write_sweep(sweep_dir, {"sweep_id": sweep_id, "name": name, "file": str(sweep_file),
                                  "created": utc_now(), "mlflow_run_id": parent, "runs": []})
         done: list[str] = []
@@ -68,9 +72,12 @@ def pairwise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 continue
             result = compare(a["questions"], b["questions"])
             ci = result.pop("difference_ci95") or [None, None]
-            dataset = Path(a["meta"]["questions_file"]).parent.name
-            out.append({"run_a": a["label"], "run_b": b["label"], "dataset": dataset, **result,
-                        "difference_ci95_low": ci[0], "difference_ci95_high": ci[1],
+            # What a reader compares comes first, so the UI's table shows it without scrolling sideways.
+            first = {k: result.pop(k) for k in ("n_paired", "accuracy_a", "accuracy_b", "difference")}
+            unpaired = {k: result.pop(k) for k in ("only_in_a", "only_in_b")}
+            out.append({"run_a": a["label"], "run_b": b["label"], **first, "difference_ci95_low": ci[0],
+                        "difference_ci95_high": ci[1], "mcnemar_p": result.pop("mcnemar_p"), **result, **unpaired,
+                        "dataset": Path(a["meta"]["questions_file"]).parent.name,
                         "run_id_a": a["meta"]["run_id"], "run_id_b": b["meta"]["run_id"]})
     return out
 

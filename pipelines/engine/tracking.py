@@ -69,6 +69,34 @@ def mlflow_client(uri: str):
     return MlflowClient(tracking_uri=uri)
 
 
+def source_tags(command: list[str], revision: str | None, repo: Path | None = None) -> dict[str, str]:
+    """MLflow's own source tags (the runs table's Source column, the run page's git details): the srag command, the
+    commit, the branch and the remote's URL without credentials, each left out when git cannot tell."""
+    tags = {"mlflow.source.type": "LOCAL", "mlflow.source.name": "srag " + " ".join(command[:1] or ["run"])}
+    if revision:
+        tags["mlflow.source.git.commit"] = revision.removesuffix("-dirty")
+    repo = repo or Path(__file__).resolve().parents[2]
+    branch = _git(repo, "rev-parse", "--abbrev-ref", "HEAD")
+    if branch and branch != "HEAD":  # HEAD: a detached checkout, on no branch
+        tags["mlflow.source.git.branch"] = branch
+    remotes = _git(repo, "remote").split()
+    if remotes:
+        url = _git(repo, "remote", "get-url", "origin" if "origin" in remotes else remotes[0])
+        if url:
+            tags["mlflow.source.git.repoURL"] = re.sub(r"//[^/@]*@", "//", url)  # https://user:token@host/...
+    return tags
+
+
+def _git(repo: Path, *args: str) -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=5,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def run_name(variant: str, dataset: str, model: str, extra: str = "") -> str:
     """Short and distinct in the runs table: what changes between runs of an ablation comes first."""
     parts = [variant, dataset, model.rsplit("/", 1)[-1]]
