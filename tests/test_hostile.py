@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 
@@ -63,6 +64,22 @@ def test_an_and_chain_of_real_names_resolves_and_a_longer_one_is_refused(ws):
     assert "joins 33 parts with '_and_'; at most 32 are allowed" in obs["error"]
     obs = run_tool(ws, "count_set", {"set_name": "x" * 5000})
     assert obs["error"].startswith("bad arguments for count_set: argument 'set_name' is 5,000 characters")
+
+
+def test_an_and_chain_over_a_100k_document_corpus_holds_about_one_set(tmp_path):
+    """Resolution decides the split on names alone and intersects once: no memo of intersected 100k-member sets."""
+    big = Workspace(Corpus.from_texts({f"d{i:06d}.txt": "x" for i in range(100_000)}))
+    for name, count in [("all_and_" * 31 + "zz", None), ("_and_".join(["all"] * 32), 100_000),
+                        ("zz_and_" + "_and_".join(["all"] * 31), None)]:
+        obs, seconds = timed(run_tool, big, "count_set", {"set_name": name})
+        assert seconds < QUICK_S and obs.get("count") == count, obs
+        tracemalloc.start()
+        try:
+            run_tool(big, "count_set", {"set_name": name})
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 40 * 1024 ** 2, peak  # one 100k-member set is ~4 MB; the old memo held ~500 of them
 
 
 # ---------------------------------------------------------------------------------------------------------------
