@@ -97,6 +97,16 @@ NESTING = [{"name": "s0", "expr": "[1,2,3,4,5,6,7,8,9,10]"}] + [
     ({"expressions": SQUARING}, "more than 400 digits"),
     ({"expressions": [{"name": "s0", "expr": "2"}] + SQUARING[1:]}, "more than 400 digits"),
     ({"expressions": NESTING}, "lists nest deeper than 3 levels"),
+    ({"expr": "round(1, -10**7)"}, "round takes a whole number of digits from -400 to 400"),
+    ({"expr": "round(2.5, 10**299 * 10**99)"}, "round takes a whole number of digits"),
+    ({"expr": "9**9**9"}, "9**387420489 has more than 300 digits"),
+    ({"expr": "0.5**-5000"}, "has more than 300 digits"),
+    ({"expr": "pow(-3, 10**299 * 10**99)"}, "int too large to convert to float"),
+    ({"expr": "factorial(10**299 * 10**99)"}, "factorial takes a whole number from 0 to 170"),
+    ({"expr": "ceil(1e308) * ceil(1e308)"}, "more than 400 digits"),
+    ({"expr": "gcd(ceil(1e308) * 10**90, 3) + (10**299 * 10**99) ** -1"}, "int too large to convert to float"),
+    ({"expr": "1 << 10**6"}, "BinOp is not allowed"),
+    ({"expr": "(-8) ** (1 / 3)"}, "is not a real number"),
 ])
 def test_calculator_blow_ups_are_refused_at_once(ws, args, message):
     obs, seconds = timed(run_tool, ws, "calculate", args)
