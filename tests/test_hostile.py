@@ -131,6 +131,49 @@ def test_a_350_kb_query_is_refused_at_once(ws, tool, args):
     assert "argument 'query': String should have at most 1000 characters" in obs["error"]
 
 
+@pytest.fixture(scope="module")
+def big_ws():
+    """One 8 MB document of 5,000 distinct words, and a legal 1,000-character query of words it never holds."""
+    words = [f"w{i:04d}q" for i in range(5000)]
+    return Workspace(Corpus.from_texts({"big.txt": (" ".join(words) + "\n") * 260, "small.txt": "x"}))
+
+
+ABSENT_QUERY = " ".join(f"absent{i:03d}" for i in range(111))[:1000]
+
+
+@pytest.mark.parametrize("tool,args", [("find_in_doc", {"doc_id": "big.txt"}), ("read_docs", {"doc_ids": ["big.txt"]})])
+def test_a_legal_query_on_an_8_mb_document_is_bounded_by_the_call_budget(big_ws, tool, args):
+    """Query scoring is not regex matching, yet it draws on the call's budget: at most 32 words are looked for, and
+    the budget is checked between them (it took 2.6 s here, 20 s at the 64 MB cap)."""
+    assert len(big_ws.corpus.docs[0].text) > 8_000_000 and len(ABSENT_QUERY) == 1000
+    obs, seconds = timed(run_tool, big_ws, tool, {**args, "query": ABSENT_QUERY})
+    assert "error" not in obs and seconds < 5
+    big_ws.regex_budget_s = 0.05
+    try:
+        obs, seconds = timed(run_tool, big_ws, tool, {**args, "query": ABSENT_QUERY})
+    finally:
+        big_ws.regex_budget_s = 10.0
+    assert "used up its 0.05s time budget" in obs["error"] and seconds < QUICK_S
+
+
+def test_an_llm_call_made_by_a_tool_ends_by_the_episode_deadline(fake_llm):
+    """label_docs and the regex proposer call the LLM through the episode's handle, which carries its deadline."""
+    from srag_core.agent import _ChargedLLM
+    from srag_core.llm import LLMError
+
+    fake_llm.respond_with(lambda request: {"drip": 1.0, "content": "x" * 100})
+    llm = LLMClient(LLMConfig(base_url=fake_llm.base_url, model="hostile", max_retries=0, timeout_s=60.0))
+    charged = _ChargedLLM(llm, lambda result: None, time.monotonic() + 2.0)
+    started = time.monotonic()
+    with pytest.raises(LLMError) as caught:
+        charged.chat([{"role": "user", "content": "label this"}])
+    assert caught.value.kind == "timeout" and time.monotonic() - started < 2.0 + 3
+    started = time.monotonic()
+    with pytest.raises(LLMError, match="the episode's time limit has passed"):
+        charged.chat([{"role": "user", "content": "and this"}])
+    assert time.monotonic() - started < QUICK_S
+
+
 def test_an_oversize_observation_keeps_its_small_fields_and_says_what_was_cut():
     obs = bounded_observation({"count": 3, "docs": [{"text": "x" * 1000}] * 5000})
     assert obs["count"] == 3 and "[cut from 5,0" in obs["docs"]
