@@ -246,6 +246,62 @@ def test_a_torn_tail_is_moved_aside_and_bad_lines_are_counted_not_fatal(tmp_path
     assert [r["question_id"] for r in store.records()] == ["a", "b"]
 
 
+def test_records_with_bad_nested_fields_are_skipped_and_reported_and_the_report_still_works(tmp_path):
+    from pipelines.engine.report import question_rows, summarize
+
+    bad = [episode("u", usage={"total_tokens": "many"}), episode("l", llm_s="slow"), episode("s", steps=None),
+           episode("a", answer=["x"]), episode("t", trace_file="../../etc/passwd"), episode("p", trace_file="/etc/x"),
+           episode("n", usage=[1]), {"type": "judgement", "question_id": "ok", "attempt": 1, "score": 1.0, "em": "yes"},
+           {"type": "judgement", "question_id": "ok", "attempt": 1, "score": 1.0, "f1": {"v": 1}}]
+    good = [episode("ok", usage={"total_tokens": 5, "cost_usd": 0.5}, llm_s=1.5, trace_file="traces/ok.1.json"),
+            {"type": "judgement", "question_id": "ok", "attempt": 1, "score": 1.0, "em": 1, "f1": None}]
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in bad + good))
+    store = ResultStore(path)
+    states = store.states()
+    assert list(states) == ["ok"] and states["ok"].judgement["em"] == 1
+    assert [p.split(": ", 1)[1] for p in store.problems] == [
+        "usage.total_tokens must be a number, not 'many', skipped", "llm_s must be a number, not 'slow', skipped",
+        "steps must be a number, not 'None', skipped", "answer must be a string or null, not list, skipped",
+        "trace_file '../../etc/passwd' leads outside the run folder, skipped",
+        "trace_file '/etc/x' leads outside the run folder, skipped", "usage must be an object, not list, skipped",
+        "em must be a number or null, not 'yes', skipped", "f1 must be a number or null, not \"{'v': 1}\", skipped"]
+    questions = [{"id": q, "question": "?", "answer": "x"} for q in ("ok", "u", "l")]
+    summary = summarize(question_rows(questions, states))
+    assert summary["tokens"] == 5 and summary["em"] == 1 and summary["missing"] == 2
+    with pytest.raises(ValueError, match="usage.total_tokens must be a number"):
+        store.append(bad[0])
+
+
+def test_a_last_record_missing_only_its_newline_is_kept_not_moved_aside(tmp_path):
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps(episode("a")) + "\n" + json.dumps(episode("b")))  # b is whole: only "\n" is missing
+    store = ResultStore(path)
+    assert set(store.states()) == {"a", "b"} and store.problems == []  # done, so a resume does not run it again
+    store.append(episode("c"))
+    store.close()
+    assert [r["question_id"] for r in store.records()] == ["a", "b", "c"] and store.problems == []
+    assert not (tmp_path / TORN).exists()
+
+
+def test_the_trace_export_refuses_a_trace_file_outside_the_run_folder(tmp_path):
+    """A trace_file that passes the record check but leads out through a symlink is not read."""
+    from pipelines.engine.trace_export import TraceExporter
+    from pipelines.engine.tracking import Tracker
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
+    run_dir = RunDir.create(tmp_path / "runs", "r1")
+    (tmp_path / "secret.json").write_text(json.dumps({"question_id": "q", "status": "ok", "trace": []}))
+    (run_dir.path / "traces" / "q.1.json").symlink_to(tmp_path / "secret.json")
+    mlflow_run = tracker.create_run("r1", {}, {})
+    exporter = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run, client=tracker.client)
+    assert exporter.export([(("q", 1), "traces/q.1.json"), (("q", 2), "../../secret.json")]) == [
+        (("q", 1), "traces/q.1.json"), (("q", 2), "../../secret.json")]
+    assert all("leads outside the run folder; not read" in e for e in exporter.errors) and exporter.exported == 0
+    assert tracker.client.search_traces(locations=[tracker.experiment_id], run_id=mlflow_run) == []
+    tracker.close()
+
+
 def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_question(ray_local, fake_llm, tmp_path,
                                                                                     sample_dir, capsys,
                                                                                     monkeypatch):
