@@ -359,6 +359,46 @@ def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_quest
     assert json.loads(capsys.readouterr().out)["status_counts"]["ok"] == n
 
 
+def test_sigterm_and_a_start_up_failure_leave_run_json_failed(ray_local, fake_llm, tmp_path, sample_dir):
+    """`ray job stop` and `kill` send SIGTERM to the driver: the run is recorded as failed, with the reason. A resume
+    whose corpus has gone since fails at start-up, after the run folder exists: failed too, never left running."""
+    fake_llm.respond_with(ScriptedAgent(delay=0.3))
+    bench = tmp_path / "bench"
+    write_benchmark(bench, sample_dir / "corpus", 24)
+    cfg = run_config(bench / "corpus", bench / "questions.jsonl", fake_llm.base_url,
+                     tracking_uri=f"sqlite:///{tmp_path / 'm.db'}",
+                     **{"execution.episodes_per_actor": 2, "tracking.traces": False})
+    (bench / "run.yaml").write_text(yaml.safe_dump(cfg))
+    runs = tmp_path / "runs"
+    env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address, "PYTHONPATH": str(REPO)}
+
+    def srag(*argv: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "pipelines.cli", *argv, "--runs-dir", str(runs), "--quiet",
+                                 "--json"], cwd=bench, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    driver = srag("run", "run.yaml")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and driver.poll() is None:
+        found = list(runs.glob("*/results.jsonl"))
+        if found and found[0].read_text().count('"type": "episode"') >= 2:
+            break
+        time.sleep(0.1)
+    driver.send_signal(signal.SIGTERM)
+    _, err = driver.communicate(timeout=120)
+    assert driver.returncode == 143, err.decode()[-3000:]
+    [run_dir] = [RunDir(p.parent) for p in runs.glob("*/run.json")]
+    meta = run_dir.read_meta()
+    assert meta["status"] == "failed", meta
+    assert meta["error"] == "Terminated: the driver got SIGTERM (ray job stop or kill)"
+
+    (bench / "corpus").rename(bench / "corpus.gone")
+    resume = srag("run", "--resume", run_dir.run_id)
+    _, err = resume.communicate(timeout=300)
+    meta = run_dir.read_meta()
+    assert resume.returncode != 0 and meta["status"] == "failed", (meta, err.decode()[-3000:])
+    assert "corpus" in meta["error"] and "Terminated" not in meta["error"], meta["error"]
+
+
 def test_run_ids_cannot_leave_the_runs_dir(tmp_path, capsys):
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "run.json").write_text("{}")

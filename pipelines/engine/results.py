@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import yaml
 
@@ -130,12 +130,13 @@ class RunDir:
         return meta
 
     @contextmanager
-    def failure_recorded(self) -> Iterator[None]:
-        """Whatever stops the run early (an error, a start-up failure, Ctrl-C) leaves run.json `failed`, with why."""
+    def failure_recorded(self, reason_for: Callable[[BaseException], str | None] | None = None) -> Iterator[None]:
+        """Whatever stops the run early (an error, a start-up failure, Ctrl-C, SIGTERM) leaves run.json `failed`,
+        with why: `reason_for(error)` where it knows better than the exception (a signal), else the exception."""
         try:
             yield
         except BaseException as e:
-            reason = f"{type(e).__name__}: {e}".strip().rstrip(":")
+            reason = (reason_for and reason_for(e)) or f"{type(e).__name__}: {e}".strip().rstrip(":")
             self.update_meta(status="failed", error=reason.splitlines()[0][:500], stopped=utc_now())
             raise
 
