@@ -463,8 +463,7 @@ def test_submit_ships_only_tracked_files_and_lists_them(tmp_path, capsys):
 
 LISTENING = r'''
 import os, sys
-from pipelines.engine.ray_utils import init_ray
-init_ray(None)
+START
 import ray
 
 def tree(pid):
@@ -494,9 +493,13 @@ ray.shutdown()
 LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
 
 
-def test_local_ray_listens_on_loopback_only(tmp_path):
+@pytest.mark.parametrize("start", [
+    "from pipelines.engine.ray_utils import init_ray\ninit_ray(None)",
+    "from pipelines.engine.ray_utils import RayMapFn\nassert RayMapFn(task_timeout_s=120)(abs, [-2]) == [2]",
+], ids=["init_ray", "RayMapFn"])
+def test_local_ray_listens_on_loopback_only(tmp_path, start):
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
-    proc = subprocess.run([sys.executable, "-c", LISTENING], cwd=REPO, env={**env, "PYTHONPATH": str(REPO)},
+    proc = subprocess.run([sys.executable, "-c", LISTENING.replace("START", start)], cwd=REPO, env={**env, "PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=300)
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("NODE", "HOSTS")))
     assert lines.get("NODE") == "127.0.0.1", proc.stdout + proc.stderr[-3000:]
