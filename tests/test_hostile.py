@@ -417,18 +417,36 @@ def test_a_filename_that_is_not_utf8_loads_under_an_escaped_name(tmp_path):
     (tmp_path / "ok.txt").write_text("A good document.")
     with open(os.path.join(os.fsencode(tmp_path), b"bad\xff\xfename.txt"), "wb") as fh:
         fh.write(b"Another document.")
-    corpus = load_corpus(tmp_path)
+    corpus, seconds = timed(load_corpus, tmp_path)
+    assert seconds < QUICK_S * 5  # generous: the load itself, no hostile input to blow it up
     assert [d.filename for d in corpus.docs] == ["bad\\xff\\xfename.txt", "ok.txt"]
     assert corpus.warnings == ("bad\\xff\\xfename.txt: the filename is not valid UTF-8; loaded under this escaped "
                                "name",)
     assert corpus.docs[0].text == "Another document."
 
 
+def test_the_escaped_name_of_a_filename_that_is_not_utf8_never_collides_with_a_real_file(tmp_path):
+    with open(os.path.join(os.fsencode(tmp_path), b"bad\xff.txt"), "wb") as fh:
+        fh.write(b"Bytes that are not UTF-8 in the name.")
+    (tmp_path / "bad\\xff.txt").write_text("A real file named like the escape.")  # a backslash, then "xff"
+    (tmp_path / "bad\\xff~1.txt").write_text("And like the first way out.")
+    corpus, seconds = timed(load_corpus, tmp_path)
+    assert seconds < QUICK_S * 5
+    by_name = {d.filename: d.text for d in corpus.docs}
+    assert by_name == {"bad\\xff.txt": "A real file named like the escape.",
+                       "bad\\xff~1.txt": "And like the first way out.",
+                       "bad\\xff~2.txt": "Bytes that are not UTF-8 in the name."}
+    assert len({d.id for d in corpus.docs}) == 3
+    assert corpus.warnings == ("bad\\xff~2.txt: the filename is not valid UTF-8; loaded under this escaped name",)
+
+
 @pytest.mark.parametrize("name", ["corpus.jsonl", "corpus.json"])
 def test_a_corpus_file_symlinked_to_dev_zero_is_refused_at_once(tmp_path, name):
     (tmp_path / name).symlink_to("/dev/zero")
+    started = time.monotonic()
     with pytest.raises(CorpusError, match="not a regular file"):
-        timed(load_corpus, tmp_path / name)
+        load_corpus(tmp_path / name)
+    assert time.monotonic() - started < QUICK_S
     big = tmp_path / f"big_{name}"
     big.write_text(json.dumps([{"text": "a" * 5000}]) if name.endswith(".json") else '{"text": "' + "a" * 5000 + '"}')
     with pytest.raises(CorpusError, match="over the 1,000-byte limit for a corpus file"):
