@@ -14,7 +14,9 @@ the trace up to that point is kept, so a failed episode is a record that can be 
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
 import threading
 import time
 import traceback
@@ -190,7 +192,8 @@ class Agent:
     # -- the loop ----------------------------------------------------------------------------------------------
 
     def _loop(self, run: _Run, question: str) -> None:
-        charged = _ChargedLLM(self.modules.llm or self.llm, lambda result: self._account(run, result))
+        charged = _ChargedLLM(self.modules.llm or self.llm, lambda result: self._account(run, result),
+                              run.started + self.config.episode_timeout_s)
         ws = Workspace(self.corpus, question=question, budgets=self.budgets,
                        regex_budget_s=self.config.regex_budget_s, modules=self._episode_modules(charged))
         register_pattern_sets(ws)  # pat_{name} sets, when a pattern index is present
@@ -349,13 +352,20 @@ class Agent:
 
 
 class _ChargedLLM:
-    """An LLM handle for tools whose every call is added to the episode's usage."""
+    """An LLM handle for tools whose every call is added to the episode's usage and ends by the episode's deadline
+    (label_docs may make 50 calls, each of up to llm.timeout_s). A call once the deadline has passed fails at once."""
 
-    def __init__(self, llm, charge: Callable[[ChatResult], None]):
-        self.llm, self.charge = llm, charge
+    def __init__(self, llm, charge: Callable[[ChatResult], None], deadline: float = math.inf):
+        self.llm, self.charge, self.deadline = llm, charge, deadline
         self.config = getattr(llm, "config", None)
+        params = inspect.signature(llm.chat).parameters.values()
+        self.takes_deadline = any(p.name == "deadline" or p.kind is p.VAR_KEYWORD for p in params)
 
     def chat(self, messages, **kwargs) -> ChatResult:
+        if time.monotonic() >= self.deadline:
+            raise LLMError("timeout", "the episode's time limit has passed; no more LLM calls from tools")
+        if self.takes_deadline:
+            kwargs["deadline"] = min(kwargs.get("deadline") or math.inf, self.deadline)
         result = self.llm.chat(messages, **kwargs)
         self.charge(result)
         return result

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
 import re
 import tempfile
 from collections.abc import Sequence
@@ -259,11 +260,14 @@ def _load_folder(root: Path, max_doc_bytes: int) -> Corpus:
     root = root.resolve()
     docs: list[Document] = []
     warnings: list[str] = []
-    for path in sorted(root.rglob("*.txt")):
+    paths = sorted(root.rglob("*.txt"))
+    taken = {rel for p in paths if printable_filename(rel := p.relative_to(root).as_posix()) == rel}
+    for path in paths:
         rel = path.relative_to(root).as_posix()
         if (escaped := printable_filename(rel)) != rel:
-            warnings.append(f"{escaped}: the filename is not valid UTF-8; loaded under this escaped name")
-            rel = escaped
+            rel = _unused(escaped, taken)  # a real file may be named like the escape ("bad\\xff.txt")
+            taken.add(rel)
+            warnings.append(f"{rel}: the filename is not valid UTF-8; loaded under this escaped name")
         text, problem = _read_text_file(root, path, max_doc_bytes)
         if problem:
             warnings.append(f"{rel}: {problem}")
@@ -297,6 +301,16 @@ def _read_text_file(root: Path, path: Path, max_doc_bytes: int) -> tuple[str | N
     if not text.strip():
         return None, "skipped: only whitespace"
     return text, problem
+
+
+def _unused(name: str, taken: set[str]) -> str:
+    """`name`, or `stem~N.ext` with the first N that no other document of the corpus is called."""
+    stem, ext = posixpath.splitext(name)
+    n = 0
+    while name in taken:
+        n += 1
+        name = f"{stem}~{n}{ext}"
+    return name
 
 
 def printable_filename(name: str) -> str:

@@ -107,30 +107,40 @@ class Workspace:
     def _resolve(self, name: str) -> DocSet | None:
         """The set called `name`, else the lazy compound `A_and_B`, where both sides may themselves contain "_and_".
 
-        Every piece of the name between two "_and_" separators is resolved at most once (memoised), so a name of k
-        parts costs O(k^3) lookups and at most O(k^2) intersections, never the 2^k of trying every split blindly."""
+        Which split works is decided on names alone (each piece between two "_and_" separators is looked up at most
+        once, O(k^3) lookups for k parts); only then are the named sets of that one split intersected, smallest
+        first, so memory stays about one set however long the name."""
         if name in self.sets:
             return self.sets[name]
         cuts = [m.start() for m in _AND.finditer(name) if m.start() > 0]
         if len(cuts) >= MAX_COMPOUND_PARTS:
             raise WorkspaceError(f"set name {name[:80]!r}... joins {len(cuts) + 1} parts with '_and_'; at most "
                                  f"{MAX_COMPOUND_PARTS} are allowed")
+        leaves = self._split(name, cuts)
+        if leaves is None:
+            return None
+        sets = sorted((self.sets[n] for n in leaves), key=len)
+        members = sets[0].members.intersection(*(s.members for s in sets[1:]))
+        return DocSet(name, frozenset(members), tool="compound", step=self.step,
+                      source=" ∩ ".join(s.name for s in sets), refined=any(s.refined for s in sets))
+
+    def _split(self, name: str, cuts: list[int]) -> list[str] | None:
+        """The names of existing sets whose "_and_"-join is `name`, or None when no split of it names only sets."""
         starts = [0] + [c + len(AND) for c in cuts]
         ends = cuts + [len(name)]
-        memo: dict[tuple[int, int], DocSet | None] = {}
+        memo: dict[tuple[int, int], list[str] | None] = {}
 
-        def piece(i: int, j: int) -> DocSet | None:  # the name from starts[i] up to ends[j]
+        def piece(i: int, j: int) -> list[str] | None:  # the name from starts[i] up to ends[j]
             if (i, j) not in memo:
                 sub = name[starts[i]:ends[j]]
-                found = self.sets.get(sub)
+                found = [sub] if sub in self.sets else None
                 for k in range(i, j):  # split at the k-th separator: name[starts[i]:ends[k]] _and_ the rest
                     if found is not None:
                         break
                     left = piece(i, k)
                     right = piece(k + 1, j) if left is not None else None
                     if right is not None:
-                        found = DocSet(sub, left.members & right.members, tool="compound", step=self.step,
-                                       source=f"{left.name} ∩ {right.name}", refined=left.refined or right.refined)
+                        found = left + right
                 memo[(i, j)] = found
             return memo[(i, j)]
 

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 
@@ -65,6 +66,22 @@ def test_an_and_chain_of_real_names_resolves_and_a_longer_one_is_refused(ws):
     assert obs["error"].startswith("bad arguments for count_set: argument 'set_name' is 5,000 characters")
 
 
+def test_an_and_chain_over_a_100k_document_corpus_holds_about_one_set(tmp_path):
+    """Resolution decides the split on names alone and intersects once: no memo of intersected 100k-member sets."""
+    big = Workspace(Corpus.from_texts({f"d{i:06d}.txt": "x" for i in range(100_000)}))
+    for name, count in [("all_and_" * 31 + "zz", None), ("_and_".join(["all"] * 32), 100_000),
+                        ("zz_and_" + "_and_".join(["all"] * 31), None)]:
+        obs, seconds = timed(run_tool, big, "count_set", {"set_name": name})
+        assert seconds < QUICK_S and obs.get("count") == count, obs
+        tracemalloc.start()
+        try:
+            run_tool(big, "count_set", {"set_name": name})
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 40 * 1024 ** 2, peak  # one 100k-member set is ~4 MB; the old memo held ~500 of them
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 2. The calculator
 
@@ -80,6 +97,16 @@ NESTING = [{"name": "s0", "expr": "[1,2,3,4,5,6,7,8,9,10]"}] + [
     ({"expressions": SQUARING}, "more than 400 digits"),
     ({"expressions": [{"name": "s0", "expr": "2"}] + SQUARING[1:]}, "more than 400 digits"),
     ({"expressions": NESTING}, "lists nest deeper than 3 levels"),
+    ({"expr": "round(1, -10**7)"}, "round takes a whole number of digits from -400 to 400"),
+    ({"expr": "round(2.5, 10**299 * 10**99)"}, "round takes a whole number of digits"),
+    ({"expr": "9**9**9"}, "9**387420489 has more than 300 digits"),
+    ({"expr": "0.5**-5000"}, "has more than 300 digits"),
+    ({"expr": "pow(-3, 10**299 * 10**99)"}, "int too large to convert to float"),
+    ({"expr": "factorial(10**299 * 10**99)"}, "factorial takes a whole number from 0 to 170"),
+    ({"expr": "ceil(1e308) * ceil(1e308)"}, "more than 400 digits"),
+    ({"expr": "gcd(ceil(1e308) * 10**90, 3) + (10**299 * 10**99) ** -1"}, "int too large to convert to float"),
+    ({"expr": "1 << 10**6"}, "BinOp is not allowed"),
+    ({"expr": "(-8) ** (1 / 3)"}, "is not a real number"),
 ])
 def test_calculator_blow_ups_are_refused_at_once(ws, args, message):
     obs, seconds = timed(run_tool, ws, "calculate", args)
@@ -102,6 +129,49 @@ def test_a_350_kb_query_is_refused_at_once(ws, tool, args):
     assert seconds < QUICK_S and obs["error"].startswith(f"bad arguments for {tool}: the arguments are 345,")
     obs = run_tool(ws, tool, {**args, "query": "revenue " * 200})  # 1,600 characters: over the query limit
     assert "argument 'query': String should have at most 1000 characters" in obs["error"]
+
+
+@pytest.fixture(scope="module")
+def big_ws():
+    """One 8 MB document of 5,000 distinct words, and a legal 1,000-character query of words it never holds."""
+    words = [f"w{i:04d}q" for i in range(5000)]
+    return Workspace(Corpus.from_texts({"big.txt": (" ".join(words) + "\n") * 260, "small.txt": "x"}))
+
+
+ABSENT_QUERY = " ".join(f"absent{i:03d}" for i in range(111))[:1000]
+
+
+@pytest.mark.parametrize("tool,args", [("find_in_doc", {"doc_id": "big.txt"}), ("read_docs", {"doc_ids": ["big.txt"]})])
+def test_a_legal_query_on_an_8_mb_document_is_bounded_by_the_call_budget(big_ws, tool, args):
+    """Query scoring is not regex matching, yet it draws on the call's budget: at most 32 words are looked for, and
+    the budget is checked between them (it took 2.6 s here, 20 s at the 64 MB cap)."""
+    assert len(big_ws.corpus.docs[0].text) > 8_000_000 and len(ABSENT_QUERY) == 1000
+    obs, seconds = timed(run_tool, big_ws, tool, {**args, "query": ABSENT_QUERY})
+    assert "error" not in obs and seconds < 5
+    big_ws.regex_budget_s = 0.05
+    try:
+        obs, seconds = timed(run_tool, big_ws, tool, {**args, "query": ABSENT_QUERY})
+    finally:
+        big_ws.regex_budget_s = 10.0
+    assert "used up its 0.05s time budget" in obs["error"] and seconds < QUICK_S
+
+
+def test_an_llm_call_made_by_a_tool_ends_by_the_episode_deadline(fake_llm):
+    """label_docs and the regex proposer call the LLM through the episode's handle, which carries its deadline."""
+    from srag_core.agent import _ChargedLLM
+    from srag_core.llm import LLMError
+
+    fake_llm.respond_with(lambda request: {"drip": 1.0, "content": "x" * 100})
+    llm = LLMClient(LLMConfig(base_url=fake_llm.base_url, model="hostile", max_retries=0, timeout_s=60.0))
+    charged = _ChargedLLM(llm, lambda result: None, time.monotonic() + 2.0)
+    started = time.monotonic()
+    with pytest.raises(LLMError) as caught:
+        charged.chat([{"role": "user", "content": "label this"}])
+    assert caught.value.kind == "timeout" and time.monotonic() - started < 2.0 + 3
+    started = time.monotonic()
+    with pytest.raises(LLMError, match="the episode's time limit has passed"):
+        charged.chat([{"role": "user", "content": "and this"}])
+    assert time.monotonic() - started < QUICK_S
 
 
 def test_an_oversize_observation_keeps_its_small_fields_and_says_what_was_cut():
@@ -176,6 +246,62 @@ def test_a_torn_tail_is_moved_aside_and_bad_lines_are_counted_not_fatal(tmp_path
     assert [r["question_id"] for r in store.records()] == ["a", "b"]
 
 
+def test_records_with_bad_nested_fields_are_skipped_and_reported_and_the_report_still_works(tmp_path):
+    from pipelines.engine.report import question_rows, summarize
+
+    bad = [episode("u", usage={"total_tokens": "many"}), episode("l", llm_s="slow"), episode("s", steps=None),
+           episode("a", answer=["x"]), episode("t", trace_file="../../etc/passwd"), episode("p", trace_file="/etc/x"),
+           episode("n", usage=[1]), {"type": "judgement", "question_id": "ok", "attempt": 1, "score": 1.0, "em": "yes"},
+           {"type": "judgement", "question_id": "ok", "attempt": 1, "score": 1.0, "f1": {"v": 1}}]
+    good = [episode("ok", usage={"total_tokens": 5, "cost_usd": 0.5}, llm_s=1.5, trace_file="traces/ok.1.json"),
+            {"type": "judgement", "question_id": "ok", "attempt": 1, "score": 1.0, "em": 1, "f1": None}]
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in bad + good))
+    store = ResultStore(path)
+    states = store.states()
+    assert list(states) == ["ok"] and states["ok"].judgement["em"] == 1
+    assert [p.split(": ", 1)[1] for p in store.problems] == [
+        "usage.total_tokens must be a number, not 'many', skipped", "llm_s must be a number, not 'slow', skipped",
+        "steps must be a number, not 'None', skipped", "answer must be a string or null, not list, skipped",
+        "trace_file '../../etc/passwd' leads outside the run folder, skipped",
+        "trace_file '/etc/x' leads outside the run folder, skipped", "usage must be an object, not list, skipped",
+        "em must be a number or null, not 'yes', skipped", "f1 must be a number or null, not \"{'v': 1}\", skipped"]
+    questions = [{"id": q, "question": "?", "answer": "x"} for q in ("ok", "u", "l")]
+    summary = summarize(question_rows(questions, states))
+    assert summary["tokens"] == 5 and summary["em"] == 1 and summary["missing"] == 2
+    with pytest.raises(ValueError, match="usage.total_tokens must be a number"):
+        store.append(bad[0])
+
+
+def test_a_last_record_missing_only_its_newline_is_kept_not_moved_aside(tmp_path):
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps(episode("a")) + "\n" + json.dumps(episode("b")))  # b is whole: only "\n" is missing
+    store = ResultStore(path)
+    assert set(store.states()) == {"a", "b"} and store.problems == []  # done, so a resume does not run it again
+    store.append(episode("c"))
+    store.close()
+    assert [r["question_id"] for r in store.records()] == ["a", "b", "c"] and store.problems == []
+    assert not (tmp_path / TORN).exists()
+
+
+def test_the_trace_export_refuses_a_trace_file_outside_the_run_folder(tmp_path):
+    """A trace_file that passes the record check but leads out through a symlink is not read."""
+    from pipelines.engine.trace_export import TraceExporter
+    from pipelines.engine.tracking import Tracker
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
+    run_dir = RunDir.create(tmp_path / "runs", "r1")
+    (tmp_path / "secret.json").write_text(json.dumps({"question_id": "q", "status": "ok", "trace": []}))
+    (run_dir.path / "traces" / "q.1.json").symlink_to(tmp_path / "secret.json")
+    mlflow_run = tracker.create_run("r1", {}, {})
+    exporter = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run, client=tracker.client)
+    assert exporter.export([(("q", 1), "traces/q.1.json"), (("q", 2), "../../secret.json")]) == [
+        (("q", 1), "traces/q.1.json"), (("q", 2), "../../secret.json")]
+    assert all("leads outside the run folder; not read" in e for e in exporter.errors) and exporter.exported == 0
+    assert tracker.client.search_traces(locations=[tracker.experiment_id], run_id=mlflow_run) == []
+    tracker.close()
+
+
 def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_question(ray_local, fake_llm, tmp_path,
                                                                                     sample_dir, capsys,
                                                                                     monkeypatch):
@@ -233,6 +359,46 @@ def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_quest
     assert json.loads(capsys.readouterr().out)["status_counts"]["ok"] == n
 
 
+def test_sigterm_and_a_start_up_failure_leave_run_json_failed(ray_local, fake_llm, tmp_path, sample_dir):
+    """`ray job stop` and `kill` send SIGTERM to the driver: the run is recorded as failed, with the reason. A resume
+    whose corpus has gone since fails at start-up, after the run folder exists: failed too, never left running."""
+    fake_llm.respond_with(ScriptedAgent(delay=0.3))
+    bench = tmp_path / "bench"
+    write_benchmark(bench, sample_dir / "corpus", 24)
+    cfg = run_config(bench / "corpus", bench / "questions.jsonl", fake_llm.base_url,
+                     tracking_uri=f"sqlite:///{tmp_path / 'm.db'}",
+                     **{"execution.episodes_per_actor": 2, "tracking.traces": False})
+    (bench / "run.yaml").write_text(yaml.safe_dump(cfg))
+    runs = tmp_path / "runs"
+    env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address, "PYTHONPATH": str(REPO)}
+
+    def srag(*argv: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "pipelines.cli", *argv, "--runs-dir", str(runs), "--quiet",
+                                 "--json"], cwd=bench, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    driver = srag("run", "run.yaml")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and driver.poll() is None:
+        found = list(runs.glob("*/results.jsonl"))
+        if found and found[0].read_text().count('"type": "episode"') >= 2:
+            break
+        time.sleep(0.1)
+    driver.send_signal(signal.SIGTERM)
+    _, err = driver.communicate(timeout=120)
+    assert driver.returncode == 143, err.decode()[-3000:]
+    [run_dir] = [RunDir(p.parent) for p in runs.glob("*/run.json")]
+    meta = run_dir.read_meta()
+    assert meta["status"] == "failed", meta
+    assert meta["error"] == "Terminated: the driver got SIGTERM (ray job stop or kill)"
+
+    (bench / "corpus").rename(bench / "corpus.gone")
+    resume = srag("run", "--resume", run_dir.run_id)
+    _, err = resume.communicate(timeout=300)
+    meta = run_dir.read_meta()
+    assert resume.returncode != 0 and meta["status"] == "failed", (meta, err.decode()[-3000:])
+    assert "corpus" in meta["error"] and "Terminated" not in meta["error"], meta["error"]
+
+
 def test_run_ids_cannot_leave_the_runs_dir(tmp_path, capsys):
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "run.json").write_text("{}")
@@ -251,18 +417,36 @@ def test_a_filename_that_is_not_utf8_loads_under_an_escaped_name(tmp_path):
     (tmp_path / "ok.txt").write_text("A good document.")
     with open(os.path.join(os.fsencode(tmp_path), b"bad\xff\xfename.txt"), "wb") as fh:
         fh.write(b"Another document.")
-    corpus = load_corpus(tmp_path)
+    corpus, seconds = timed(load_corpus, tmp_path)
+    assert seconds < QUICK_S * 5  # generous: the load itself, no hostile input to blow it up
     assert [d.filename for d in corpus.docs] == ["bad\\xff\\xfename.txt", "ok.txt"]
     assert corpus.warnings == ("bad\\xff\\xfename.txt: the filename is not valid UTF-8; loaded under this escaped "
                                "name",)
     assert corpus.docs[0].text == "Another document."
 
 
+def test_the_escaped_name_of_a_filename_that_is_not_utf8_never_collides_with_a_real_file(tmp_path):
+    with open(os.path.join(os.fsencode(tmp_path), b"bad\xff.txt"), "wb") as fh:
+        fh.write(b"Bytes that are not UTF-8 in the name.")
+    (tmp_path / "bad\\xff.txt").write_text("A real file named like the escape.")  # a backslash, then "xff"
+    (tmp_path / "bad\\xff~1.txt").write_text("And like the first way out.")
+    corpus, seconds = timed(load_corpus, tmp_path)
+    assert seconds < QUICK_S * 5
+    by_name = {d.filename: d.text for d in corpus.docs}
+    assert by_name == {"bad\\xff.txt": "A real file named like the escape.",
+                       "bad\\xff~1.txt": "And like the first way out.",
+                       "bad\\xff~2.txt": "Bytes that are not UTF-8 in the name."}
+    assert len({d.id for d in corpus.docs}) == 3
+    assert corpus.warnings == ("bad\\xff~2.txt: the filename is not valid UTF-8; loaded under this escaped name",)
+
+
 @pytest.mark.parametrize("name", ["corpus.jsonl", "corpus.json"])
 def test_a_corpus_file_symlinked_to_dev_zero_is_refused_at_once(tmp_path, name):
     (tmp_path / name).symlink_to("/dev/zero")
+    started = time.monotonic()
     with pytest.raises(CorpusError, match="not a regular file"):
-        timed(load_corpus, tmp_path / name)
+        load_corpus(tmp_path / name)
+    assert time.monotonic() - started < QUICK_S
     big = tmp_path / f"big_{name}"
     big.write_text(json.dumps([{"text": "a" * 5000}]) if name.endswith(".json") else '{"text": "' + "a" * 5000 + '"}')
     with pytest.raises(CorpusError, match="over the 1,000-byte limit for a corpus file"):
@@ -297,8 +481,7 @@ def test_submit_ships_only_tracked_files_and_lists_them(tmp_path, capsys):
 
 LISTENING = r'''
 import os, sys
-from pipelines.engine.ray_utils import init_ray
-init_ray(None)
+START
 import ray
 
 def tree(pid):
@@ -328,9 +511,13 @@ ray.shutdown()
 LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
 
 
-def test_local_ray_listens_on_loopback_only(tmp_path):
+@pytest.mark.parametrize("start", [
+    "from pipelines.engine.ray_utils import init_ray\ninit_ray(None)",
+    "from pipelines.engine.ray_utils import RayMapFn\nassert RayMapFn(task_timeout_s=120)(abs, [-2]) == [2]",
+], ids=["init_ray", "RayMapFn"])
+def test_local_ray_listens_on_loopback_only(tmp_path, start):
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
-    proc = subprocess.run([sys.executable, "-c", LISTENING], cwd=REPO, env={**env, "PYTHONPATH": str(REPO)},
+    proc = subprocess.run([sys.executable, "-c", LISTENING.replace("START", start)], cwd=REPO, env={**env, "PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=300)
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("NODE", "HOSTS")))
     assert lines.get("NODE") == "127.0.0.1", proc.stdout + proc.stderr[-3000:]

@@ -10,11 +10,14 @@ import logging
 import math
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from pipelines.config import Execution, RunConfig
 from pipelines.datasets import load_questions, resolve
@@ -94,7 +97,7 @@ def start_run(cfg: RunConfig, runs_dir: Path, tracker: Tracker | None, *, sweep_
             "variant": cfg.variant, "model": cfg.llm.model, "sweep_id": sweep_id, "command": sys.argv[1:]}
     # Paths are stored resolved, so `--resume` works from any directory.
     run_dir.write_meta(meta)  # before MLflow: a run whose start-up fails still has a run.json to say so
-    with run_dir.failure_recorded():
+    with run_dir.failure_recorded(stop_reason):
         if tracker is not None:
             meta.update(mlflow_run(cfg, run_dir, tracker, meta, parent_mlflow_id))
         run_dir.write_meta(meta)
@@ -275,6 +278,7 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
     from pipelines.engine.worker import EpisodeWorker, RayLimiterSlot, start_limiter
 
     init_ray(cfg.execution.ray_address)  # no-op when connected above
+    rearm_sigterm()
     corpus = corpus_for(Path(meta["corpus"]))
     store = run_dir.store()
     stats = _stats_so_far(run_dir, store, {q["id"] for q, _ in todo})
@@ -471,6 +475,60 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
             **summary}
 
 
+class Terminated(SystemExit):
+    """The driver got SIGTERM (`ray job stop`, `kill`); the process exits with status 143 as a terminated one would."""
+
+    def __init__(self) -> None:
+        super().__init__(128 + signal.SIGTERM)
+
+    def __str__(self) -> str:
+        return SIGTERM_REASON
+
+
+SIGTERM_REASON = "Terminated: the driver got SIGTERM (ray job stop or kill)"
+_sigterm = {"blocks": 0, "seen": False}  # open `sigterm_recorded` blocks, and whether SIGTERM came (main thread)
+
+
+def _on_sigterm(signum, frame) -> None:
+    # Raised as KeyboardInterrupt: Ray's blocking calls pass that on as such, but turn SystemExit into SystemExit(1).
+    _sigterm["seen"] = True
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the failure record short
+    raise KeyboardInterrupt("SIGTERM")
+
+
+@contextmanager
+def sigterm_recorded() -> Iterator[None]:
+    """Within the block SIGTERM stops the run like Ctrl-C, `stop_reason` names it for run.json, and the block ends
+    with `Terminated`."""
+    if threading.current_thread() is not threading.main_thread():  # signal handlers belong to the main thread
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    if not _sigterm["blocks"]:
+        _sigterm["seen"] = False
+    _sigterm["blocks"] += 1
+    try:
+        yield
+    except KeyboardInterrupt:
+        if _sigterm["seen"]:
+            raise Terminated() from None
+        raise
+    finally:
+        _sigterm["blocks"] -= 1
+        signal.signal(signal.SIGTERM, previous)
+
+
+def rearm_sigterm() -> None:
+    """Connecting to Ray replaces the SIGTERM handler (its core worker aborts the process): take it back."""
+    if _sigterm["blocks"] and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def stop_reason(error: BaseException) -> str | None:
+    """What run.json says stopped the run, where the exception alone would not say it (SIGTERM)."""
+    return SIGTERM_REASON if _sigterm["seen"] else None
+
+
 def open_tracker(cfg: RunConfig, runs_dir: Path) -> Tracker:
     return Tracker(tracking_uri(cfg.tracking.uri, runs_dir), cfg.tracking.experiment, runs_dir)
 
@@ -489,6 +547,12 @@ def _start_together(cfg: RunConfig, runs_dir: Path, with_ray: bool) -> Tracker:
 def run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | None = None,
             sweep_id: str | None = None, parent: str | None = None) -> dict[str, Any]:
     """A new run of `cfg`, start to finish; returns its summary."""
+    with sigterm_recorded():
+        return _run_one(cfg, runs_dir, quiet=quiet, tracker=tracker, sweep_id=sweep_id, parent=parent)
+
+
+def _run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | None, sweep_id: str | None,
+             parent: str | None) -> dict[str, Any]:
     inputs = load_inputs(cfg)  # bad input fails here, before MLflow's store or Ray is started
     own_tracker = tracker is None
     tracker = tracker or _start_together(cfg, runs_dir, True)
@@ -497,7 +561,7 @@ def run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | N
         if not quiet:
             print(f"run {run_dir.run_id}: {cfg.variant} on {cfg.dataset or cfg.corpus} with {cfg.llm.model}",
                   file=sys.stderr)
-        with run_dir.failure_recorded():
+        with run_dir.failure_recorded(stop_reason):
             todo, _ = pending_work(run_dir, None)
             execute(run_dir, cfg, todo, tracker, quiet=quiet)
             return finish(run_dir, tracker)
@@ -513,7 +577,7 @@ def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool) -> di
     todo, unjudged = pending_work(run_dir, statuses)
     tracker = _start_together(cfg, run_dir.path.parent, bool(todo or unjudged))
     try:
-        with run_dir.failure_recorded():
+        with sigterm_recorded(), run_dir.failure_recorded(stop_reason):
             if not quiet:
                 print(f"run {run_dir.run_id}: {len(todo)} episodes to run, {len(unjudged)} to judge",
                       file=sys.stderr)

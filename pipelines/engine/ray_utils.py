@@ -110,9 +110,9 @@ class RayMapFn:
         self._remote = None
 
     def __call__(self, func: Callable[[Any], Any], chunks: Sequence[Any]) -> list[Any]:
+        ensure_ray()  # before importing Ray: a local instance must start on loopback
         import ray
 
-        ensure_ray()
         if self._remote is None:  # every task runs under the sandbox's memory cap, as local workers do
             self._remote = ray.remote(num_cpus=1, max_retries=0)(memory_capped)
         remote = self._remote

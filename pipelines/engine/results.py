@@ -19,8 +19,10 @@ fsynced, so a killed driver loses at most the episodes still in flight.
 
 The store never loses or doubles a record, whatever happened to the file:
 - a torn last line (a crash mid-write) is moved to `results.torn.jsonl` before the next append, so every append
-  starts on a fresh line and the first record after a resume is not glued onto the fragment;
-- every line is checked against its record schema on read; lines that are not valid JSON or not a valid record
+  starts on a fresh line and the first record after a resume is not glued onto the fragment; a last line that is a
+  whole valid record and lacks only its newline is kept and given its newline;
+- every line is checked against its record schema on read (nested fields too: usage counts, timings, scores, a
+  trace_file that stays inside the run folder); lines that are not valid JSON or not a valid record
   (and bytes that are not UTF-8) are counted and reported in `ResultStore.problems`, never fatal;
 - a record with an unknown status, or missing its keys, is refused at write time.
 """
@@ -38,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import yaml
 
@@ -128,12 +130,13 @@ class RunDir:
         return meta
 
     @contextmanager
-    def failure_recorded(self) -> Iterator[None]:
-        """Whatever stops the run early (an error, a start-up failure, Ctrl-C) leaves run.json `failed`, with why."""
+    def failure_recorded(self, reason_for: Callable[[BaseException], str | None] | None = None) -> Iterator[None]:
+        """Whatever stops the run early (an error, a start-up failure, Ctrl-C, SIGTERM) leaves run.json `failed`,
+        with why: `reason_for(error)` where it knows better than the exception (a signal), else the exception."""
         try:
             yield
         except BaseException as e:
-            reason = f"{type(e).__name__}: {e}".strip().rstrip(":")
+            reason = (reason_for and reason_for(e)) or f"{type(e).__name__}: {e}".strip().rstrip(":")
             self.update_meta(status="failed", error=reason.splitlines()[0][:500], stopped=utc_now())
             raise
 
@@ -159,6 +162,15 @@ class RunDir:
 
     def store(self) -> "ResultStore":
         return ResultStore(self.path / RESULTS)
+
+    def inside(self, relative: str) -> Path:
+        """The file `relative` names within the run folder, symlinks followed; a ValueError if it leads outside
+        (a trace_file read back from a damaged or crafted results.jsonl)."""
+        root = self.path.resolve()
+        target = (root / relative).resolve()
+        if not target.is_relative_to(root):
+            raise ValueError(f"{str(relative)[:120]!r} leads outside the run folder; not read")
+        return target
 
 
 @dataclass
@@ -225,6 +237,11 @@ class ResultStore:
                 start -= block
             fh.seek(start)
             fragment = fh.read()
+            if _whole_record(fragment):  # only its newline is missing: keep it (readers already count it as done)
+                fh.write(b"\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+                return
             with open(self.path.with_name(TORN), "ab") as torn:
                 torn.write(fragment + b"\n")
                 torn.flush()
@@ -294,16 +311,45 @@ def record_problem(rec: Any) -> str | None:
     if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
         return f"attempt must be a whole number from 1, not {attempt!r}"
     if kind == "judgement":
-        score = rec.get("score")
-        if score is not None and (not isinstance(score, (int, float)) or isinstance(score, bool)):
-            return f"score must be a number or null, not {score!r}"
-        return None
+        return _fields_problem(rec, numbers=("score", "em", "f1"), nullable=True)
     if rec.get("status") not in STATUSES:
         return f"unknown status {rec.get('status')!r} (known: {', '.join(STATUSES)})"
-    for key, types in (("steps", int), ("usage", dict), ("wall_s", (int, float))):
-        if key in rec and not isinstance(rec[key], types):
-            return f"{key} has the wrong type ({type(rec[key]).__name__})"
+    problem = _fields_problem(rec, numbers=("steps", "llm_calls", "wall_s", "llm_s", "tool_s"), nullable=False) \
+        or _fields_problem(rec, texts=("answer", "error", "trace_file"))
+    if problem:
+        return problem
+    usage = {} if rec.get("usage") is None else rec["usage"]
+    if not isinstance(usage, dict):
+        return f"usage must be an object, not {type(usage).__name__}"
+    if (problem := _fields_problem(usage, numbers=tuple(usage), nullable=False)) is not None:
+        return f"usage.{problem}"
+    trace = rec.get("trace_file")
+    if trace is not None and (Path(trace).is_absolute() or ".." in Path(trace).parts):
+        return f"trace_file {trace[:80]!r} leads outside the run folder"
     return None
+
+
+def _fields_problem(rec: dict[str, Any], numbers: tuple[str, ...] = (), texts: tuple[str, ...] = (),
+                    nullable: bool = True) -> str | None:
+    """Why one of the named fields, where present, is not a number (`numbers`) or a string (`texts`); null passes
+    for texts always and for numbers when `nullable`."""
+    for key in numbers:
+        value = rec.get(key)
+        if key in rec and not (value is None and nullable) and (
+                not isinstance(value, (int, float)) or isinstance(value, bool)):
+            return f"{key} must be a number{' or null' if nullable else ''}, not {str(value)[:40]!r}"
+    for key in texts:
+        value = rec.get(key)
+        if value is not None and not isinstance(value, str):
+            return f"{key} must be a string or null, not {type(value).__name__}"
+    return None
+
+
+def _whole_record(raw: bytes) -> bool:
+    try:
+        return record_problem(json.loads(raw.decode("utf-8"))) is None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -116,7 +116,7 @@ class TraceExporter:
             if key in self.done:
                 continue
             try:
-                record = json.loads((self.run_dir.path / trace_file).read_text(encoding="utf-8"))
+                record = json.loads(self.run_dir.inside(trace_file).read_text(encoding="utf-8"))
                 with _mlflow_export_failures() as failures:
                     trace_id = episode_trace(self.client, self.experiment_id, self.mlflow_run_id, record,
                                              self.context)

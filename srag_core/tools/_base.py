@@ -13,10 +13,19 @@ A tool declares the optional modules it needs (`needs`, names of `srag_core.modu
 modes that need one more (`modes`); `run_tool` refuses a call that uses a module the workspace lacks, and the prompt
 shows only what the present modules allow (`Tool.available`, `Tool.signature`, `Tool.shown_examples`).
 
-Each call gets one wall-time budget (`Workspace.regex_budget_s`, 10 s by default) for all of its regex matching:
-every pattern, scan and diagnostic of the call draws on it (`regex_engine.call_budget`). Matching that could run
-away is killable: RE2 (linear time) where a pattern translates to it, else a forked child killed at the deadline;
-see `srag_core.regex_engine`.
+Each call gets one wall-time budget (`Workspace.regex_budget_s`, 10 s by default), opened here
+(`regex_engine.call_budget`); every Budget made inside the call shares its deadline. What draws on it, per tool:
+
+- regex matching (apply_filter, search_filenames, explore_patterns, create_regex, find_in_doc, table_lookup,
+  extract_*, filter_values, pattern_search): RE2 (linear time) where a pattern translates to it, else the `regex`
+  module for a short slice in-process and then a forked child that is killed at the deadline (`srag_core.regex_engine`);
+  scans check the deadline between slices of the corpus;
+- query scoring (read_docs excerpts, find_in_doc query mode): at most 32 query words, each one linear pass over the
+  document, with the deadline checked between words;
+- LLM calls made by tools (label_docs, create_regex with a condition): bounded not by this budget but by the
+  episode's deadline, which the agent's LLM handle passes to every request (`agent._ChargedLLM`);
+- set names and `calculate`: bounded by size before any work (at most 32 `_and_` parts, resolved on names first and
+  intersected once; calculator digits, elements, nesting and round/pow arguments), so they need no deadline.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Allowed: numbers, + - * / // % **, parentheses, the functions in FUNCTIONS, the 
 variables, and names of earlier steps in a multi-step calculation. Anything else (attributes, subscripts, strings,
 lambdas, dunder names) is refused with a message. Powers and factorials are bounded before they are computed, so a
 request like 9**9**9 is refused instead of hanging the worker, and every intermediate value is bounded after it is
-computed: integers by their digits, lists by their elements and nesting. Arithmetic takes numbers only (no list
+computed: integers by their digits, lists by their elements and nesting; round's digits are bounded too. Arithmetic takes numbers only (no list
 repetition such as [0]*1000), so one value never holds more than MAX_ELEMENTS numbers of at most MAX_INT_DIGITS
 digits, whatever a document tells the model to compute.
 """
@@ -38,9 +38,17 @@ def _factorial(n: float) -> int:
     return math.factorial(int(n))
 
 
+def _round(x: float, digits: float | None = None) -> float:
+    if digits is None:
+        return round(x)
+    if digits != int(digits) or abs(digits) > MAX_INT_DIGITS:  # round(1, -10**7) would compute 10**(10**7)
+        raise ToolError(f"round takes a whole number of digits from -{MAX_INT_DIGITS} to {MAX_INT_DIGITS}")
+    return round(x, int(digits))
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sqrt": math.sqrt, "cbrt": lambda x: math.copysign(abs(x) ** (1 / 3), x), "log": _log, "ln": math.log,
-    "log2": math.log2, "log10": math.log10, "exp": math.exp, "abs": abs, "round": round, "ceil": math.ceil,
+    "log2": math.log2, "log10": math.log10, "exp": math.exp, "abs": abs, "round": _round, "ceil": math.ceil,
     "floor": math.floor, "pow": lambda a, b: _power(a, b), "min": min, "max": max, "sum": lambda *a: sum(_flat(a)),
     "factorial": _factorial, "gcd": lambda *a: math.gcd(*(int(x) for x in a)),
 }
@@ -55,9 +63,19 @@ def _flat(args: tuple) -> list:
 
 
 def _power(base: float, exp: float) -> float:
-    if abs(base) > 1 and abs(exp) * math.log10(abs(base)) > MAX_RESULT_DIGITS:
-        raise ToolError(f"{base}**{exp} is too large to compute")
-    return base ** exp
+    # log10 of the result's size, signed: 10**-400 is a tiny float, 0.5**-2000 a huge one
+    if base != 0 and exp * math.log10(abs(base)) > MAX_RESULT_DIGITS:
+        raise ToolError(f"{_short(base)}**{_short(exp)} has more than {MAX_RESULT_DIGITS} digits; that is too "
+                        "large to compute")
+    result = base ** exp
+    if isinstance(result, complex):  # (-8)**(1/3)
+        raise ToolError(f"{_short(base)}**{_short(exp)} is not a real number; use cbrt() for a cube root")
+    return result
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:10]}...({len(text)} digits)"
 
 
 def evaluate(expr: str, names: dict[str, Any]) -> Any:

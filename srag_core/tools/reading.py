@@ -18,6 +18,7 @@ from srag_core.workspace import Workspace
 
 MAX_READ_DOCS = 20
 EXCERPT_WINDOW = 500
+MAX_QUERY_WORDS = 32  # distinct words of a query that are looked for (each is one scan of the document)
 _WORD = regex.compile(r"[^\W_]{2,}")
 _STOP = frozenset("the and for with that this from what which who whom were was are is of in on at to by as an or "
                   "how many much did does do its it be has have had when where into than then".split())
@@ -90,16 +91,24 @@ def _read_one(ws: Workspace, i: int, a: ReadDocsArgs, per_doc: int, terms: list[
         if len(text) > limit:
             out["truncated"] = f"showing {limit:,} of {len(text):,} characters; page on with chunk_idx or start_char"
     else:
-        out["text"] = keyword_excerpts(text, terms, per_doc)
+        out["text"] = keyword_excerpts(text, terms, per_doc, Budget(ws.regex_budget_s))
         out["excerpted"] = (f"{len(text):,} characters, shown as excerpts around {', '.join(terms[:5]) or 'the start'};"
                             " page contiguously with chunk_idx or start_char/max_chars")
     return out
 
 
-def keyword_excerpts(text: str, terms: list[str], budget: int) -> str:
-    """Windows around occurrences of the terms, merged and joined with [...], within `budget` characters."""
+def keyword_excerpts(text: str, terms: list[str], budget: int, clock: Budget | None = None) -> str:
+    """Windows around occurrences of the terms, merged and joined with [...], within `budget` characters.
+
+    At most MAX_QUERY_WORDS terms are looked for, a term absent from the case-folded text is skipped at memchr
+    speed, and `clock` is checked between terms."""
     spans: list[tuple[int, int]] = [(0, min(len(text), EXCERPT_WINDOW // 2))]  # the head names the document
-    for term in terms:
+    folded = text.casefold()
+    for term in terms[:MAX_QUERY_WORDS]:
+        if clock is not None:
+            clock.remaining()
+        if term.casefold() not in folded:
+            continue
         for m in regex.finditer(regex.escape(term), text, regex.IGNORECASE):
             spans.append((max(0, m.start() - EXCERPT_WINDOW // 2), min(len(text), m.end() + EXCERPT_WINDOW // 2)))
             if len(spans) > 4 * budget // EXCERPT_WINDOW:
@@ -139,8 +148,8 @@ def find_in_doc(a: FindInDocArgs, ws: Workspace) -> dict:
     i = ws.resolve_doc(a.doc_id)
     text = ws.corpus.docs[i].text
     if a.query:
-        return {**ws.doc_ref(i), "chars": len(text), "mode": "query", "windows": rank_windows(text, a.query,
-                                                                                              a.max_matches)}
+        windows = rank_windows(text, a.query, a.max_matches, clock=Budget(ws.regex_budget_s))
+        return {**ws.doc_ref(i), "chars": len(text), "mode": "query", "windows": windows}
     if not a.pattern:
         raise ToolError("find_in_doc needs a pattern (exact or use_regex) or a query")
     source = a.pattern if a.use_regex else regex.escape(a.pattern)
@@ -155,23 +164,29 @@ def find_in_doc(a: FindInDocArgs, ws: Workspace) -> dict:
             "matches": matches}
 
 
-def rank_windows(text: str, query: str, k: int, window: int = 800) -> list[dict]:
-    """Windows scored by the idf-weighted query words they contain; the best k, non-overlapping."""
-    words = [w.casefold() for w in _WORD.findall(query) if w.casefold() not in _STOP]
+def rank_windows(text: str, query: str, k: int, window: int = 800, clock: Budget | None = None) -> list[dict]:
+    """Windows scored by the idf-weighted query words they contain; the best k, non-overlapping.
+
+    The work is bounded by the text's size: at most MAX_QUERY_WORDS words, each found with at most one `str.find`
+    per window (`_windows_with`), and `clock` is checked between words."""
+    words = list(dict.fromkeys(w.casefold() for w in _WORD.findall(query) if w.casefold() not in _STOP))
     if not words:
         raise ToolError("query has no usable words")
+    words = words[:MAX_QUERY_WORDS]
     step = window // 2
-    starts = range(0, max(1, len(text) - step), step)
+    n = len(range(0, max(1, len(text) - step), step))
     folded = text.casefold()
-    chunks = [folded[s:s + window] for s in starts]
-    df = Counter(w for c in chunks for w in set(words) if w in c)
-    idf = {w: math.log(1 + len(chunks) / (1 + df[w])) for w in set(words)}
-    scored = []
-    for s, c in zip(starts, chunks):
-        hit = [w for w in dict.fromkeys(words) if w in c]
-        if hit:
-            scored.append((sum(idf[w] for w in hit), s, hit))
-    scored.sort(key=lambda t: (-t[0], t[1]))
+    hits: dict[int, list[str]] = {}
+    idf = {}
+    for w in words:
+        if clock is not None:
+            clock.remaining()
+        found = _windows_with(folded, w, step, window, n)
+        idf[w] = math.log(1 + n / (1 + len(found)))
+        for c in found:
+            hits.setdefault(c, []).append(w)
+    scored = sorted(((sum(idf[w] for w in hit), c * step, hit) for c, hit in hits.items()),
+                    key=lambda t: (-t[0], t[1]))
     chosen: list[dict] = []
     for score, s, hit in scored:
         if all(abs(s - c["start_char"]) >= window for c in chosen):
@@ -180,6 +195,21 @@ def rank_windows(text: str, query: str, k: int, window: int = 800) -> list[dict]
         if len(chosen) == k:
             break
     return chosen
+
+
+def _windows_with(folded: str, word: str, step: int, window: int, n: int) -> list[int]:
+    """Indices (ascending) of the windows folded[c*step : c*step+window], c < n, that contain `word`. After a hit
+    the search skips to the next window's start, since nearer hits lie only in windows already found."""
+    found: list[int] = []
+    pos = folded.find(word)
+    while pos >= 0:
+        first = max(0, -((window - pos - len(word)) // step))  # ceil((pos + len - window) / step)
+        last = min(pos // step, n - 1)
+        found.extend(c for c in range(max(first, found[-1] + 1 if found else 0), last + 1))
+        if last >= n - 1:
+            break
+        pos = folded.find(word, max(pos + 1, (last + 1) * step))
+    return found
 
 
 class TableLookupArgs(Args):
