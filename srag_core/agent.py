@@ -174,7 +174,9 @@ class Agent:
         try:
             self._loop(run, question)
         except LLMError as e:
-            run.episode.status, run.episode.error = "llm_error", f"{e.kind}: {e}"
+            # A call cut by the episode's deadline (a branch choice, a tool's call) ends the episode as a timeout.
+            late = e.kind == "timeout" and run.elapsed() >= self.config.episode_timeout_s
+            run.episode.status, run.episode.error = ("timeout" if late else "llm_error"), f"{e.kind}: {e}"
         except EpisodeTimeout as e:
             run.episode.status, run.episode.error = "timeout", str(e)
         except EpisodeOverBudget as e:
@@ -337,7 +339,9 @@ class Agent:
         messages = self._prepare(run)
         if self.functions:  # the pending native call has no answer yet, which an API refuses: ask without it
             messages = messages[:-1]
-        choice = choose_branch(self.llm, messages, ws, tool, args, self.config.branch_width)
+        # The choice is charged below, with the branch event; the wrapper only holds the call to the deadline.
+        llm = _ChargedLLM(self.llm, lambda result: None, run.started + self.config.episode_timeout_s)
+        choice = choose_branch(llm, messages, ws, tool, args, self.config.branch_width)
         if choice.result is not None:
             self._account(run, choice.result)
         self._event(run, {"type": "branch", "step": step, "tool": tool, "candidates": choice.candidates,

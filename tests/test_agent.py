@@ -1,6 +1,7 @@
 """The agent loop end to end through the real openai client and the scripted loopback server."""
 
 import json
+import time
 
 import pytest
 
@@ -218,6 +219,16 @@ def test_branch_and_select_commits_only_the_chosen_variant(fake_llm):
     listed = [e for e in ep.trace if e["type"] == "tool"][1]["observation"]["sets"]
     assert [s["name"] for s in listed] == ["all", "r_neg", "r_pos"]  # previews left nothing behind
     assert ep.llm_calls == 4
+
+
+def test_the_branch_choice_call_ends_by_the_episodes_deadline(fake_llm):
+    # The choice request drips one byte a second: with a 2 s episode limit (and a 30 s per-call timeout) the episode
+    # ends as a timeout soon after 2 s, not when the reply or the call's own timeout would.
+    fake_llm.script([call("apply_filter", pattern="Senator Reed Inhofe", output_prefix="r"),
+                     {"drip": 1.0, "content": '{"choice": 1}' + " " * 60}])
+    started = time.monotonic()
+    ep = make_agent(fake_llm, branch_and_select=True, episode_timeout_s=2, timeout_s=30.0).run(QUESTION)
+    assert ep.status == "timeout" and time.monotonic() - started < 6
 
 
 def test_compression_keeps_head_and_recent_messages(fake_llm):
