@@ -113,3 +113,10 @@ def test_dependencies_point_one_way():
         assert top not in ("ray", "mlflow"), f"{path} imports {top}: srag_core stays free of Ray and MLflow"
     # srag_core.jsontext is the one helper srag_core and judges share: it imports nothing of ours.
     assert not graph["srag_core.jsontext"]
+
+
+def test_the_command_line_leaves_ray_and_mlflow_to_the_engine():
+    for path, top in _external_imports("pipelines/cli"):
+        assert top != "mlflow", f"{path} imports mlflow: tracking belongs in pipelines.engine"
+        # submit only talks to a cluster's Jobs API; starting Ray and running tasks is the engine's
+        assert top != "ray" or path == "pipelines/cli/submit.py", f"{path} imports ray: Ray work belongs in the engine"
