@@ -17,8 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from srag_core.agent import AgentConfig
-from srag_core.llm import LLMConfig
+from srag_core import AgentConfig, LLMConfig
 
 Variant = Literal["zero_ingestion", "no_landscape", "no_diagnostics", "no_redaction", "stateless", "vanilla_rag",
                   "limited_ingestion"]

@@ -19,7 +19,7 @@ import unicodedata
 from pathlib import Path
 from typing import Iterable
 
-from srag_core.corpus import filename_for_title, unique_name
+from srag_core import filename_for_title, unique_name
 
 YES_NO = {"yes", "no"}
 

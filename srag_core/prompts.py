@@ -123,7 +123,7 @@ def enabled_tools(families: Iterable[str], modules: Collection[str]) -> list[Too
 def tool_section(tools: Iterable[Tool], modules: Collection[str]) -> str:
     lines = [RULE, "TOOLS", RULE]
     for t in tools:
-        lines.append(f"{t.name}({t.signature(modules)}) - {t.summary}")
+        lines.append(f"{t.name}({t.signature(modules)}) - {t.describe(modules)}")
         lines.extend(f"  {json.dumps(ex, ensure_ascii=False)}" for ex in t.shown_examples(modules))
     return "\n".join(lines)
 

@@ -155,7 +155,7 @@ def turn_functions(tools: Iterable[Any], present: Collection[str] | None = None)
         schema = tool.schema(present)
         parameters = {**schema, "properties": {"thought": _THOUGHT, **schema.get("properties", {})},
                       "required": ["thought", *schema.get("required", [])]}
-        specs.append(FunctionSpec(tool.name, tool.summary, parameters))
+        specs.append(FunctionSpec(tool.name, tool.describe(present), parameters))
     answer = {"type": "object", "additionalProperties": False, "required": ["thought", "answer"],
               "properties": {"thought": {"type": "string", "description": "the evidence, briefly"},
                              "answer": {"type": "string", "description": "the precise answer"}}}

@@ -108,3 +108,19 @@ def test_grid_runs_on_ray_and_logs_parent_and_children(ray_local, data, tmp_path
     assert all(c.info.status == "FINISHED" for c in children)
     artifacts = [a.path for a in client.list_artifacts(parent.info.run_id)]
     assert "car_grid.txt" in artifacts
+
+
+def test_a_grid_starts_its_local_ray_on_loopback(data, tmp_path):
+    from tests.test_hostile import assert_local_ray_on_loopback
+
+    argv = car(data, tmp_path, "--dataset", "finsuperqa,legal-real", "--retriever", "oracle",
+               "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", "--json")
+    assert_local_ray_on_loopback(f"from pipelines.cli import main\nassert main({argv!r}) == 0\n")
+
+
+def test_the_grid_table_names_its_interval_as_tcas(data, tmp_path):
+    from pipelines.engine.car_grid import grid_table, run_cell
+
+    options = {"k": 5, "split": "all", "witness": "direct", "cache_dir": str(tmp_path / "cache")}
+    head = grid_table([run_cell("finsuperqa", "bm25", str(data), options)]).splitlines()[0]
+    assert "TCA 95% CI" in head and head.index("TCA@k") < head.index("TCA 95% CI") < head.index("R@k")

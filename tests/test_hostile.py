@@ -479,9 +479,9 @@ def test_submit_ships_only_tracked_files_and_lists_them(tmp_path, capsys):
     assert "pipelines/cli/__init__.py" in files and not any(f.startswith((".venv", ".git/", "runs/")) for f in files)
 
 
-LISTENING = r'''
-import os, sys
-START
+# Prints the node address of this process's Ray and the hosts its process tree listens on; run after Ray started.
+LISTENING_REPORT = r'''
+import os
 import ray
 
 def tree(pid):
@@ -511,18 +511,24 @@ ray.shutdown()
 LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
 
 
-@pytest.mark.parametrize("start", [
-    "from pipelines.engine.ray_utils import init_ray\ninit_ray(None)",
-    "from pipelines.engine.ray_utils import RayMapFn\nassert RayMapFn(task_timeout_s=120)(abs, [-2]) == [2]",
-], ids=["init_ray", "RayMapFn"])
-def test_local_ray_listens_on_loopback_only(tmp_path, start):
+def assert_local_ray_on_loopback(start_ray: str) -> None:
+    """Run `start_ray` (Python that starts a local Ray) in a fresh interpreter, then check that the node address is
+    loopback and that every socket its process tree listens on is bound to loopback."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
-    proc = subprocess.run([sys.executable, "-c", LISTENING.replace("START", start)], cwd=REPO, env={**env, "PYTHONPATH": str(REPO)},
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", start_ray + LISTENING_REPORT], cwd=REPO,
+                          env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300)
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("NODE", "HOSTS")))
     assert lines.get("NODE") == "127.0.0.1", proc.stdout + proc.stderr[-3000:]
     hosts = set(lines["HOSTS"].split())
     assert hosts and hosts <= LOOPBACK, hosts  # gcs_server, raylet, workers, agents: none on another interface
+
+
+@pytest.mark.parametrize("start", [
+    "from pipelines.engine.ray_utils import init_ray\ninit_ray(None)\n",
+    "from pipelines.engine.ray_utils import RayMapFn\nassert RayMapFn(task_timeout_s=120)(abs, [-2]) == [2]\n",
+], ids=["init_ray", "RayMapFn"])
+def test_local_ray_listens_on_loopback_only(start):
+    assert_local_ray_on_loopback(start)
 
 
 def test_mlflow_params_keep_token_counts_and_drop_secrets():

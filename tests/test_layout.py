@@ -1,6 +1,6 @@
 """The package layout's rules, read from the source: no import circles, and dependencies that point one way
 (`pipelines` -> `srag_core`, `judges`, `car_baselines`; the engine never imports the command line; `srag_core` never
-imports Ray or MLflow)."""
+imports Ray or MLflow; other packages use only the public surface of `srag_core`)."""
 
 from __future__ import annotations
 
@@ -111,5 +111,38 @@ def test_dependencies_point_one_way():
                 assert not t.startswith("pipelines.cli"), f"{name} imports the command line ({t})"
     for path, top in _external_imports("srag_core"):
         assert top not in ("ray", "mlflow"), f"{path} imports {top}: srag_core stays free of Ray and MLflow"
-    # srag_core.jsontext is the one helper srag_core and judges share: it imports nothing of ours.
+    # srag_core.jsontext is the one helper srag_core and judges share: it imports nothing of ours, and it is all of
+    # srag_core that judges uses (judges/README.md).
     assert not graph["srag_core.jsontext"]
+    for name, targets in graph.items():
+        if name.startswith("judges"):
+            assert {t for t in targets if t.startswith("srag_core")} <= {"srag_core.jsontext"}, (name, targets)
+
+
+# What srag_core's docstring calls public: the package's own names (`__all__`) and these modules.
+SRAG_CORE_PUBLIC = {"srag_core", "srag_core.tools", "srag_core.tools.patterns", "srag_core.tools.embedding_tools",
+                    "srag_core.discovery", "srag_core.discovery.sandbox", "srag_core.embeddings", "srag_core.probe",
+                    "srag_core.profiles", "srag_core.jsontext"}
+
+
+def test_other_packages_use_only_the_public_surface_of_srag_core():
+    import srag_core
+
+    for name, targets in _graph().items():
+        if not name.startswith("srag_core"):
+            inner = {t for t in targets if t.startswith("srag_core")} - SRAG_CORE_PUBLIC
+            assert not inner, f"{name} imports {sorted(inner)}: use what srag_core/__init__.py calls public"
+    for pkg in PACKAGES[1:]:
+        for file in (REPO / pkg).rglob("*.py"):
+            for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module == "srag_core":
+                    for alias in node.names:
+                        public = alias.name in srag_core.__all__ or f"srag_core.{alias.name}" in SRAG_CORE_PUBLIC
+                        assert public, f"{file.relative_to(REPO)} imports srag_core.{alias.name}: not in __all__"
+
+
+def test_the_command_line_leaves_ray_and_mlflow_to_the_engine():
+    for path, top in _external_imports("pipelines/cli"):
+        assert top != "mlflow", f"{path} imports mlflow: tracking belongs in pipelines.engine"
+        # submit only talks to a cluster's Jobs API; starting Ray and running tasks is the engine's
+        assert top != "ray" or path == "pipelines/cli/submit.py", f"{path} imports ray: Ray work belongs in the engine"

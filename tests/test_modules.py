@@ -15,6 +15,7 @@ from srag_core.prompts import enabled_tools, system_prompt
 from srag_core.regex_engine import MAX_PATTERN_CHARS
 from srag_core.tools import REGISTRY
 from srag_core.tools.regex_proposer import LLMRegexProposer
+from srag_core.turns import turn_functions
 from tests.corpora import HEARINGS, hearings_corpus
 
 SENATE = {f for f, chamber, *_ in HEARINGS if chamber == "SENATE"}
@@ -44,7 +45,9 @@ def make_llm(server):
 def test_without_an_llm_the_condition_mode_is_not_offered():
     bare = prompt(frozenset())
     assert tool_line(bare, "create_regex") == "create_regex(pattern?, name?) - " + REGISTRY["create_regex"].summary
-    assert '"condition"' not in bare
+    assert '"condition"' not in bare and "give a condition" not in bare and "LLM writes" not in bare
+    functions = {f.name: f for f in turn_functions([REGISTRY["create_regex"]], frozenset())}
+    assert "condition" not in functions["create_regex"].description  # the tools protocol hides it too
     assert set(REGISTRY["create_regex"].schema(frozenset())["properties"]) == {"pattern", "name"}
     ws = Workspace(hearings_corpus())
     refused = run_tool(ws, "create_regex", {"condition": "senate hearings"})
@@ -53,6 +56,9 @@ def test_without_an_llm_the_condition_mode_is_not_offered():
     # With a proposer present, the mode's arguments and example are back.
     full = prompt(frozenset({"regex_proposer"}))
     assert tool_line(full, "create_regex").startswith("create_regex(pattern?, name?, condition?, sample_set_name?)")
+    assert "give a condition instead of a pattern, and the LLM writes the regex" in tool_line(full, "create_regex")
+    functions = {f.name: f for f in turn_functions([REGISTRY["create_regex"]], frozenset({"regex_proposer"}))}
+    assert "give a condition" in functions["create_regex"].description
     assert '{"condition": "what to detect", "sample_set_name": "working"}' in full
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from pipelines.cli import CliError
 from pipelines.config import (PROFILE_HELP, VARIANTS, IngestionSettings, JudgeSettings, RetrievalSettings,
                               endpoint_from, read_yaml, section, with_profile)
-from srag_core.agent import AgentConfig
+from srag_core import AgentConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,8 +51,7 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from pipelines.engine.endpoints import open_endpoint
     from pipelines.engine.systems import build_system, prepare_resources  # retrievers, embeddings: not for --help
-    from srag_core import load_corpus
-    from srag_core.llm import LLMClient
+    from srag_core import LLMClient, load_corpus
 
     cfg = settings(args)
     corpus = load_corpus(args.corpus)

@@ -54,9 +54,8 @@ def llm_settings(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.engine.endpoints import open_endpoint
-    from srag_core import load_corpus
+    from srag_core import LLMClient, load_corpus
     from srag_core.discovery import DiscoveryConfig, build_or_load, cache_key
-    from srag_core.llm import LLMClient
 
     if args.sample_size < 1:
         raise CliError(f"--sample-size must be at least 1, got {args.sample_size}")

@@ -34,7 +34,7 @@ from typing import Any
 
 from pipelines.config import load_sweep
 from pipelines.engine.results import git_revision
-from srag_core.agent import utc_now
+from srag_core import utc_now
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SUBMITTED_DIR = "_submitted"  # where the sweep file sits inside the job's working directory

@@ -1,4 +1,4 @@
-"""The engine behind `srag run`, `rerun`, `sweep`, `report` and `compare`, each part with one job:
+"""The engine behind `srag run`, `rerun`, `sweep`, `report`, `compare` and `car`, each part with one job:
 
 - `lifecycle`: a run from its inputs to its summary (`run_one`, `continue_run`, `start_run`, `execute`, `finish`);
 - `scheduler`: keeps the Ray workers busy, requeues episodes of dead workers, hands episodes to the judge and reports
@@ -12,6 +12,7 @@
 - `report`: summaries, paired comparison, plots; `sweeps`: sweeps and reports read back from run folders;
 - `systems`: the system under test per variant; `endpoints`: the LLM endpoint (a local model server if configured);
 - `ray_utils`: connecting to Ray and a sandboxed map over Ray tasks.
+- `car_grid`: `srag car`'s CAR baseline cells, a grid of them as Ray tasks, logged to MLflow.
 
 Modules are imported directly (`from pipelines.engine.lifecycle import run_one`): importing this package loads
 nothing heavy.

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from pipelines.config import LocalModel
-from srag_core.llm import LLMConfig
+from srag_core import LLMConfig
 
 
 # Parallel slots by default: one per two cores, at most 4. On 2 cores one slot ran the demo's episodes fastest (3.2,

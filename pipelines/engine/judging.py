@@ -6,8 +6,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from pipelines.config import JudgeSettings
-from srag_core.agent import utc_now
-from srag_core.llm import LLMClient, LLMConfig, Usage
+from srag_core import LLMClient, LLMConfig, Usage, utc_now
 
 JUDGE_THREADS = 8
 

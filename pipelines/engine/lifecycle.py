@@ -32,9 +32,7 @@ from pipelines.engine.scheduler import Scheduler, WorkerPool
 from pipelines.engine.systems import effective_config, prepare_resources
 from pipelines.engine.tracking import (MlflowSink, TraceContext, Tracker, run_name, source_tags, tracking_uri,
                                        write_table)
-from srag_core.agent import FINISHED, utc_now
-from srag_core.corpus import Corpus, load_corpus
-from srag_core.llm import LLMClient, LLMConfig
+from srag_core import FINISHED, Corpus, LLMClient, LLMConfig, load_corpus, utc_now
 
 log = logging.getLogger(__name__)
 TRACE_DRAIN_TIMEOUT_S = 1800.0  # then `finish` exports what is left, from the driver

@@ -13,7 +13,7 @@ from typing import Any
 
 
 from pipelines.engine.results import QuestionState
-from srag_core.agent import FAILED, FINISHED, STATUSES
+from srag_core import FAILED, FINISHED, STATUSES
 
 
 def question_rows(questions: list[dict[str, Any]], states: dict[str, QuestionState]) -> list[dict[str, Any]]:

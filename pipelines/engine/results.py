@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import yaml
 
-from srag_core.agent import STATUSES, utc_now
+from srag_core import STATUSES, utc_now
 
 RESULTS = "results.jsonl"
 TORN = "results.torn.jsonl"  # torn tails moved out of results.jsonl, kept for inspection

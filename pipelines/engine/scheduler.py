@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from pipelines.engine.progress import RunStats
-from srag_core.agent import FINISHED, utc_now
+from srag_core import FINISHED, utc_now
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 5.0

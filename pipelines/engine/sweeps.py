@@ -13,7 +13,7 @@ from pipelines.engine.lifecycle import load_run_config, open_tracker, run_one
 from pipelines.engine.report import compare, plot_accuracy_intervals, plot_sweep, question_rows, summarize
 from pipelines.engine.results import RunDir, git_revision, new_run_id
 from pipelines.engine.tracking import source_tags
-from srag_core.agent import utc_now
+from srag_core import utc_now
 
 
 def run_sweep(name: str, sweep_file: Path, grid: dict[str, Any], runs: list[RunConfig], runs_dir: Path, *,

@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipelines.config import ConfigError, IngestionSettings, RetrievalSettings, RunConfig
-from srag_core.agent import Agent, AgentConfig
-from srag_core.corpus import Corpus
+from srag_core import Agent, AgentConfig, Corpus, VanillaRAG
 from srag_core.embeddings import ChunkIndex
-from srag_core.vanilla import VanillaRAG
 
 # Ablations of the zero-ingestion agent: which switches each variant turns off.
 AGENT_VARIANTS: dict[str, dict[str, Any]] = {
@@ -99,7 +97,7 @@ def build_system(variant: str, corpus: Corpus, llm, agent: AgentConfig, retrieva
 
 def limited_ingestion_agent(corpus: Corpus, llm, agent: AgentConfig, resources: dict[str, Any],
                             on_event: Callable[[dict], None] | None) -> Agent:
-    from srag_core.modules import Modules
+    from srag_core import Modules
     from srag_core.tools.embedding_tools import embedding_modules
     from srag_core.tools.patterns import corpus_profile, pattern_routing
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from srag_core.agent import FINISHED
+from srag_core import FINISHED
 
 log = logging.getLogger(__name__)
 # A config key whose last part names a secret: api_key, hf_token, client_secret... but not max_tokens,

@@ -22,9 +22,7 @@ import ray
 
 from pipelines.config import RetrievalSettings
 from pipelines.engine.systems import build_system
-from srag_core.agent import AgentConfig
-from srag_core.llm import LLMClient, LLMConfig
-from srag_core.ratelimit import Window
+from srag_core import AgentConfig, LLMClient, LLMConfig, Window
 
 
 @ray.remote(num_cpus=0)

@@ -63,12 +63,13 @@ class Args(BaseModel):
 @dataclass(frozen=True)
 class Mode:
     """An optional part of a tool that needs a module: its arguments (and `selector`, an argument value that picks
-    it) appear in the schema and its examples in the prompt only when the module is present."""
+    it) appear in the schema, and its summary and examples in the prompt, only when the module is present."""
 
     needs: str
     args: tuple[str, ...] = ()
     selector: tuple[str, Any] | None = None  # (argument, value), e.g. ("filter_type", "classifier")
     examples: tuple[dict, ...] = ()
+    summary: str = ""  # appended to the tool's summary
 
     def used_by(self, parsed: Args) -> bool:
         if self.selector is not None and getattr(parsed, self.selector[0]) == self.selector[1]:
@@ -110,6 +111,11 @@ class Tool:
         schema = self.schema(present)
         required = set(schema.get("required", []))
         return ", ".join(f"{k}{'' if k in required else '?'}" for k in schema.get("properties", {}))
+
+    def describe(self, present: Collection[str] | None = None) -> str:
+        """The summary, with those of the modes the present modules allow (all of them when `present` is None)."""
+        extra = [m.summary for m in self.modes if m.summary and (present is None or m.needs in present)]
+        return " ".join([self.summary, *extra])
 
     def shown_examples(self, present: Collection[str]) -> list[dict]:
         return [*self.examples, *(ex for m in self.modes if m.needs in present for ex in m.examples)]

@@ -46,12 +46,13 @@ class CreateRegexArgs(Args):
     sample_set_name: str | None = None
 
 
-@tool("create_regex", "Register a regex under a name for reuse as @name, or have the LLM write one for a "
-                      "condition after reading sample documents of a set.",
+@tool("create_regex", "Register a regex under a name for reuse as @name.",
       deterministic=False,  # the condition mode calls the LLM: never run it as a preview
       examples=({"pattern": "your_regex", "name": "my_regex"},),
       modes=(Mode("regex_proposer", args=("condition", "sample_set_name"),
-                  examples=({"condition": "what to detect", "sample_set_name": "working"},)),))
+                  examples=({"condition": "what to detect", "sample_set_name": "working"},),
+                  summary="Or give a condition instead of a pattern, and the LLM writes the regex after reading "
+                          "sample documents of a set."),))
 def create_regex(a: CreateRegexArgs, ws: Workspace) -> dict:
     if (a.pattern is None) == (a.condition is None):
         raise ToolError("create_regex takes either a 'pattern' to register or a 'condition' for the LLM to turn "
