@@ -47,8 +47,7 @@ def spread(items: Sequence, k: int) -> list:
 
 def sample_refs(ws: Workspace, members: Sequence[int], head: int = 4, tail: int = 2) -> list[dict[str, str]]:
     """Document references from both ends of a sorted member list (documents are sorted by filename)."""
-    members = list(members)
-    picked = members if len(members) <= head + tail else members[:head] + members[-tail:]
+    picked = list(members) if len(members) <= head + tail else [*members[:head], *members[-tail:]]
     return [ws.doc_ref(i) for i in picked]
 
 
@@ -78,7 +77,7 @@ def first_match(ws: Workspace, i: int, compiled: regex.Pattern, budget: Budget |
 def match_snippets(ws: Workspace, compiled: regex.Pattern, members: Sequence[int], budget: Budget,
                    field: str = "norm", k: int = 3) -> list[dict[str, str]]:
     out = []
-    for i in spread(list(members), k):
+    for i in spread(members, k):
         text, m, whole = first_match(ws, i, compiled, budget, field)
         span = (m.start(), m.end()) if m else (0, 0)
         out.append({"filename": ws.corpus.docs[i].filename, "text": excerpt(text, *span, more=not whole)})
@@ -88,7 +87,7 @@ def match_snippets(ws: Workspace, compiled: regex.Pattern, members: Sequence[int
 def anchor_snippets(ws: Workspace, members: Sequence[int], k: int = 3) -> list[dict[str, str]]:
     """Excerpts centred on the top anchor token when the document has it, else the document's start."""
     anchor = _anchor_pattern(ws)
-    picked = spread(list(members), k)
+    picked = spread(members, k)
     with_anchor = set(docs_with_token(ws, ws.anchors[0], picked)) if anchor is not None else set()
     out = []
     for i in picked:
@@ -124,7 +123,7 @@ def apply_filter_diagnostics(ws: Workspace, compiled: regex.Pattern, target: Doc
                              neg: list[int], budget: Budget) -> dict[str, Any]:
     out: dict[str, Any] = {}
     n_target = len(target)
-    filename_hits = len(ws.corpus.search.filenames_matching(compiled, sorted(target.members), budget))
+    filename_hits = len(ws.corpus.search.filenames_matching(compiled, target.sorted(), budget))
     out["scope_check"] = (f"apply_filter looks at document TEXT: {len(pos)} documents matched in text and "
                           f"{filename_hits} filenames match the same pattern. To filter on names or dates in "
                           "filenames, use search_filenames.")
@@ -143,7 +142,7 @@ def apply_filter_diagnostics(ws: Workspace, compiled: regex.Pattern, target: Doc
         out.update(_decomposition(ws, tokens, target, len(pos), sensitive))
     elif tokens:
         out.update(_single_word_decomposition(ws, tokens[0], target, len(pos), sensitive))
-    out.update(_anchor_checks(ws, pos, neg))
+    out.update(_anchor_checks(ws, target, pos, len(neg)))
     if tokens:
         out.setdefault("auto", {})["filename_counts"] = filename_counts(ws, tokens)
     return out
@@ -152,7 +151,7 @@ def apply_filter_diagnostics(ws: Workspace, compiled: regex.Pattern, target: Doc
 def _decomposition(ws: Workspace, tokens: list[str], target: DocSet, n_pos: int,
                    sensitive: bool) -> dict[str, Any]:
     n_target = max(1, len(target))
-    members = sorted(target.members)
+    members = target.sorted()
     hits = ws.corpus.search.docs_with_words(tokens, members, case_sensitive=sensitive)
     rows = [{"keyword": t, "matches": len(hits[t]), "pct": round(100 * len(hits[t]) / n_target, 1)} for t in tokens]
     out: dict[str, Any] = {"keyword_decomposition": rows}
@@ -174,7 +173,7 @@ def _single_word_decomposition(ws: Workspace, token: str, target: DocSet, n_pos:
     """A one-word regex is decomposed only when the word alone tells something the match count does not: a pattern
     such as `^Chair:\\s+\\w+` that matches far fewer documents than contain "Chair" is too strict, or uses one
     format of several. A bare keyword (its count equals the match count) gets no row: it would repeat the count."""
-    n_word = len(ws.corpus.search.docs_with_word(token, sorted(target.members), case_sensitive=sensitive))
+    n_word = len(ws.corpus.search.docs_with_word(token, target.sorted(), case_sensitive=sensitive))
     if n_word == n_pos:
         return {}
     row = {"keyword": token, "matches": n_word, "pct": round(100 * n_word / max(1, len(target)), 1)}
@@ -185,7 +184,7 @@ def _single_word_decomposition(ws: Workspace, token: str, target: DocSet, n_pos:
     return out
 
 
-def _anchor_checks(ws: Workspace, pos: list[int], neg: list[int]) -> dict[str, Any]:
+def _anchor_checks(ws: Workspace, target: DocSet, pos: list[int], n_neg: int) -> dict[str, Any]:
     if not ws.anchors:
         return {}
     anchor = ws.anchors[0]
@@ -193,9 +192,9 @@ def _anchor_checks(ws: Workspace, pos: list[int], neg: list[int]) -> dict[str, A
     inside = len(with_anchor.intersection(pos))
     out: dict[str, Any] = {"entity_coverage": {"anchor": anchor, "in_positive": inside,
                                                "outside_positive": len(with_anchor) - inside}}
-    neg_hits = len(with_anchor.intersection(neg))
-    if neg:
-        out["negative_entity_check"] = f"{neg_hits}/{len(neg)} negatives contain {anchor!r} (keyword only)."
+    if n_neg:  # the negatives are the target's other members: no pass over them (673k for `all`)
+        neg_hits = len(with_anchor & target.members) - inside
+        out["negative_entity_check"] = f"{neg_hits}/{n_neg} negatives contain {anchor!r} (keyword only)."
     return out
 
 

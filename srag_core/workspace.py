@@ -38,12 +38,17 @@ class DocSet:
     pattern: str | None = None
     source: str | None = None
     refined: bool = False  # built by a condition-specific operation, not just a broad keyword or filename match
+    _sorted: tuple[int, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.members)
 
     def sorted(self) -> list[int]:
-        return sorted(self.members)
+        """The members in order (a new list), sorted once: members never change, sorting `all` of 673k documents
+        took about 20 ms, and one apply_filter call asked for it four times."""
+        if self._sorted is None:
+            self._sorted = tuple(sorted(self.members))
+        return list(self._sorted)
 
     def provenance(self) -> dict[str, Any]:
         out = {"tool": self.tool, "step": self.step}

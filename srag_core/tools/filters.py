@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 from pydantic import Field
 
 from srag_core import diagnostics as dx
@@ -37,8 +38,10 @@ def apply_filter(a: ApplyFilterArgs, ws: Workspace) -> dict:
     compiled = compile_untrusted(pattern, case_sensitive=a.case_sensitive)
     target = ws.get_set(a.target_set)
     previous = ws.sets.get(ws.last_created) if ws.last_created else None
-    pos = ws.corpus.search.filter(compiled, sorted(target.members), Budget(ws.regex_budget_s))
-    neg = sorted(target.members.difference(pos))
+    members = target.sorted()
+    pos = ws.corpus.search.filter(compiled, members, Budget(ws.regex_budget_s))
+    neg = np.setdiff1d(np.asarray(members, dtype=np.int64), np.asarray(pos, dtype=np.int64),
+                       assume_unique=True).tolist()  # sorted: a C pass where set difference + sort took ~40 ms at 673k
     prefix = a.output_prefix or f"has_{slug(pattern)}"
     refined = target.name != ALL or pure_literal(pattern) is None
     kw = dict(tool="apply_filter", pattern=pattern, source=target.name, refined=refined)
@@ -79,7 +82,7 @@ def search_filenames(a: SearchFilenamesArgs, ws: Workspace) -> dict:
     target = ws.get_set(a.target_set)
     budget = Budget(ws.regex_budget_s)
     docs = ws.corpus.docs
-    hits = ws.corpus.search.filenames_matching(compiled, sorted(target.members), budget)
+    hits = ws.corpus.search.filenames_matching(compiled, target.sorted(), budget)
     previous = ws.sets.get(ws.last_created) if ws.last_created else None
     ds = ws.add_set(a.create_set or f"files_{slug(pattern)}", hits, tool="search_filenames", pattern=pattern,
                     source=target.name, refined=True)
