@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from collections import Counter
@@ -515,8 +517,14 @@ def assert_local_ray_on_loopback(start_ray: str) -> None:
     """Run `start_ray` (Python that starts a local Ray) in a fresh interpreter, then check that the node address is
     loopback and that every socket its process tree listens on is bound to loopback."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
-    proc = subprocess.run([sys.executable, "-c", start_ray + LISTENING_REPORT], cwd=REPO,
-                          env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300)
+    # A Ray temp folder of its own: init_ray joins this user's `ray start` head when Ray's address file names one
+    # (another test's cluster, perhaps stopping), and then no Ray process would be a child of the one checked here.
+    ray_tmp = tempfile.mkdtemp(prefix="srl", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
+    try:
+        proc = subprocess.run([sys.executable, "-c", start_ray + LISTENING_REPORT], cwd=REPO, capture_output=True,
+                              env={**env, "PYTHONPATH": str(REPO), "RAY_TMPDIR": ray_tmp}, text=True, timeout=300)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("NODE", "HOSTS")))
     assert lines.get("NODE") == "127.0.0.1", proc.stdout + proc.stderr[-3000:]
     hosts = set(lines["HOSTS"].split())
