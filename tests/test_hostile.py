@@ -304,6 +304,23 @@ def test_the_trace_export_refuses_a_trace_file_outside_the_run_folder(tmp_path):
     tracker.close()
 
 
+def srag_driver(ray_local, cwd: Path, runs: Path, *argv: str) -> subprocess.Popen:
+    """`srag ARGV` as its own driver process on the test session's Ray, as a user would start it."""
+    env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", *argv, "--runs-dir", str(runs), "--quiet",
+                             "--json"], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_for_episodes(driver: subprocess.Popen, runs: Path, n: int, timeout_s: float = 300) -> None:
+    """Until the driver's run has recorded `n` episodes (or it ended, or the timeout passed)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and driver.poll() is None:
+        found = list(runs.glob("*/results.jsonl"))
+        if found and found[0].read_text().count('"type": "episode"') >= n:
+            return
+        time.sleep(0.1)
+
+
 def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_question(ray_local, fake_llm, tmp_path,
                                                                                     sample_dir, capsys,
                                                                                     monkeypatch):
@@ -320,16 +337,8 @@ def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_quest
                      **{"execution.episodes_per_actor": 2, "tracking.traces": False})
     (bench / "run.yaml").write_text(yaml.safe_dump(cfg))
     runs = tmp_path / "runs"
-    env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address, "PYTHONPATH": str(REPO)}
-    driver = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", "run.yaml", "--runs-dir", str(runs),
-                               "--quiet", "--json"], cwd=bench, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and driver.poll() is None:
-        found = list(runs.glob("*/results.jsonl"))
-        if found and found[0].read_text().count('"type": "episode"') >= 6:
-            break
-        time.sleep(0.1)
+    driver = srag_driver(ray_local, bench, runs, "run", "run.yaml")
+    wait_for_episodes(driver, runs, 6)
     driver.send_signal(signal.SIGINT)
     _, err = driver.communicate(timeout=120)
     assert driver.returncode == 130, err.decode()[-3000:]
@@ -372,19 +381,8 @@ def test_sigterm_and_a_start_up_failure_leave_run_json_failed(ray_local, fake_ll
                      **{"execution.episodes_per_actor": 2, "tracking.traces": False})
     (bench / "run.yaml").write_text(yaml.safe_dump(cfg))
     runs = tmp_path / "runs"
-    env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address, "PYTHONPATH": str(REPO)}
-
-    def srag(*argv: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "pipelines.cli", *argv, "--runs-dir", str(runs), "--quiet",
-                                 "--json"], cwd=bench, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-    driver = srag("run", "run.yaml")
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and driver.poll() is None:
-        found = list(runs.glob("*/results.jsonl"))
-        if found and found[0].read_text().count('"type": "episode"') >= 2:
-            break
-        time.sleep(0.1)
+    driver = srag_driver(ray_local, bench, runs, "run", "run.yaml")
+    wait_for_episodes(driver, runs, 2)
     driver.send_signal(signal.SIGTERM)
     _, err = driver.communicate(timeout=120)
     assert driver.returncode == 143, err.decode()[-3000:]
@@ -394,7 +392,7 @@ def test_sigterm_and_a_start_up_failure_leave_run_json_failed(ray_local, fake_ll
     assert meta["error"] == "Terminated: the driver got SIGTERM (ray job stop or kill)"
 
     (bench / "corpus").rename(bench / "corpus.gone")
-    resume = srag("run", "--resume", run_dir.run_id)
+    resume = srag_driver(ray_local, bench, runs, "run", "--resume", run_dir.run_id)
     _, err = resume.communicate(timeout=300)
     meta = run_dir.read_meta()
     assert resume.returncode != 0 and meta["status"] == "failed", (meta, err.decode()[-3000:])
