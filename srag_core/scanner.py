@@ -277,12 +277,12 @@ class CorpusSearch:
         """Names holding any of the literals. Exact on ASCII names (lower-casing ASCII is how the regex module folds
         ASCII case); the few non-ASCII names, where an ASCII letter may also match a non-ASCII one (`k` and the
         Kelvin sign), go through RE2 with the pattern's exact translation. None past MAX_NAME_HITS hits."""
-        if not all(w.isascii() and "\n" not in w for w in words):
+        names = self._names(field)
+        if names is None or not all(w.isascii() and "\n" not in w for w in words):
             return None
-        packed = self._names_bytes(field, folded=not sensitive)
-        if packed is None:
-            return None
-        buf, starts = packed
+        buf, starts = names
+        if not sensitive:
+            buf = self._memo(("names_folded", field), buf.lower)
         found: set[int] = set()
         for word in words:
             needle = (word if sensitive else word.lower()).encode()
@@ -296,51 +296,34 @@ class CorpusSearch:
         hits = np.fromiter(sorted(found), dtype=np.int64, count=len(found))
         if sensitive:
             return hits
-        alternation = "|".join(regex.escape(w) for w in sorted(words))
-        plan = re2_plan(alternation, case_sensitive=False)
+        plan = re2_plan("|".join(regex.escape(w) for w in sorted(words)), case_sensitive=False)
         if plan is None or not plan.exact:
             return None
         others = np.flatnonzero(~self.is_ascii(field))  # RE2 folds case as the regex module does (re2_plan)
         more = self._re2_hits(plan.superset, others, Budget(60), field) if len(others) else others
         return None if more is None else np.union1d(hits, more).astype(np.int64)
 
-    def _names_bytes(self, field: TextField, folded: bool) -> tuple[bytes, np.ndarray] | None:
-        """The names joined by newlines as bytes (ASCII lower-cased if `folded`), and where each name starts (with
-        the end of the buffer appended)."""
-        def build():
-            joined = self._joined_names(field)
-            if joined is None:
-                return None
-            import pyarrow.compute as pc
-
-            buf = joined[0].as_buffer().to_pybytes() if len(self.corpus) else b""
-            lengths = pc.binary_length(self.arrow(field)).to_numpy(zero_copy_only=False).astype(np.int64)
-            starts = np.concatenate([[0], np.cumsum(lengths + 1)])  # each name and its newline
-            return (buf.lower() if folded else buf), starts
-
-        return self._memo(("name_bytes_folded" if folded else "name_bytes", field), build)
-
     def _no_name_matches(self, compiled: regex.Pattern, field: TextField) -> bool:
-        """True when no name in the field matches: one RE2 search over all the names joined by newlines. Scanning
-        hundreds of thousands of short names one by one costs Arrow about 50 ns each (35 ms for 673k), and most
-        content patterns match no filename. A pattern that `blob_safe` admits matches a name alone only if it also
-        matches the joined names, so no hit there is exact; a hit sends the pattern to the per-name scan."""
-        if not blob_safe(compiled):
-            return False
-        plan = re2_plan(compiled.pattern, not compiled.flags & regex.IGNORECASE)
-        joined = self._joined_names(field)
-        if plan is None or joined is None:
+        """True when no name in the field matches: one RE2 search over all the names joined by newlines. A pattern
+        that `blob_safe` admits matches a name alone only if it also matches the joined names, so no hit there is
+        exact; a hit sends the pattern on to the literal or per-name scan."""
+        plan = re2_plan(compiled.pattern, not compiled.flags & regex.IGNORECASE) if blob_safe(compiled) else None
+        names = self._names(field)
+        if plan is None or names is None:
             return False
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        buf = pa.py_buffer(names[0])  # an Arrow view of the bytes, not a copy
+        joined = pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(np.array([0, len(buf)], dtype=np.int64)), buf])
         try:
             return not pc.match_substring_regex(joined, plan.superset)[0].as_py()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return False
 
-    def _joined_names(self, field: TextField):
-        """The field's values joined by newlines as a one-element Arrow array (None if a name holds a newline)."""
+    def _names(self, field: TextField) -> tuple[bytes, np.ndarray] | None:
+        """The field's values joined by newlines, as bytes, and where each one starts (the buffer's end appended);
+        None if a name holds a newline."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -349,9 +332,11 @@ class CorpusSearch:
             if pc.any(pc.match_substring(names, "\n")).as_py():
                 return None
             listed = pa.LargeListArray.from_arrays(pa.array([0, len(names)], pa.int64()), names)
-            return pc.binary_join(listed, pa.scalar("\n", names.type))
+            buf = pc.binary_join(listed, pa.scalar("\n", names.type))[0].as_buffer().to_pybytes()
+            lengths = pc.binary_length(names).to_numpy(zero_copy_only=False).astype(np.int64)
+            return buf, np.concatenate([[0], np.cumsum(lengths + 1)])  # each name and its newline
 
-        return self._memo(("joined", field), build)
+        return self._memo(("names", field), build)
 
     def _plan_and_scan(self, compiled: regex.Pattern, members: np.ndarray | None, budget: Budget,
                        field: TextField) -> np.ndarray:
