@@ -315,7 +315,8 @@ class CorpusSearch:
         import pyarrow.compute as pc
 
         buf = pa.py_buffer(names[0])  # an Arrow view of the bytes, not a copy
-        joined = pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(np.array([0, len(buf)], dtype=np.int64)), buf])
+        offsets = pa.py_buffer(np.array([0, len(buf)], dtype=np.int64))
+        joined = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, buf])
         try:
             return not pc.match_substring_regex(joined, plan.superset)[0].as_py()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
