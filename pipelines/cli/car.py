@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from car_baselines import default_data_dir
-    from pipelines.engine.car_grid import grid_table, local_store, log_grid, run_cell, run_grid
+    from pipelines.engine.car_grid import RUNS_DIR, grid_table, log_grid, run_cell, run_grid
+    from pipelines.engine.tracking import tracking_uri
 
     data_dir = (args.data_dir or default_data_dir()).resolve()
     if not data_dir.is_dir():
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result, default=_plain) if args.json else _describe(result))
         return 0
     results = run_grid(datasets, retrievers, str(data_dir), options)
-    uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or local_store()
+    uri = tracking_uri(args.tracking_uri, RUNS_DIR)
     parent = log_grid(results, uri, args.experiment, {**options, "datasets": ",".join(datasets),
                                                       "retrievers": ",".join(retrievers)})
     if args.json:

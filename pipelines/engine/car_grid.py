@@ -8,7 +8,7 @@ from typing import Any
 
 from pipelines.engine.ray_utils import init_ray
 
-REPO = Path(__file__).resolve().parents[2]
+RUNS_DIR = Path(__file__).resolve().parents[2] / "runs"  # the default local store's folder, as for srag run
 # Retrievers that may reuse the dense cell's cached corpus embeddings, so their cells wait for it.
 MAY_EMBED = ("dense_rerank", "two_stage", "two_stage_rssg", "regex_ner")
 METRICS = ("tca_at_k", "recall_at_k", "mean_rank", "median_rank", "mrr", "anchor_recall_at_k", "answer_accuracy",
@@ -29,10 +29,9 @@ def run_cell(dataset: str, retriever: str, data_dir: str, options: dict[str, Any
     return result.to_dict(rows=bool(options.get("rows")))
 
 
-def run_grid(datasets: list[str], retrievers: list[str], data_dir: str, options: dict[str, Any],
-             ray_address: str | None = None) -> list[dict]:
-    """Every cell as a Ray task (on `ray_address`, else RAY_ADDRESS, else a local instance); results in grid order."""
-    init_ray(ray_address)  # before anything imports Ray: a local instance must start on loopback
+def run_grid(datasets: list[str], retrievers: list[str], data_dir: str, options: dict[str, Any]) -> list[dict]:
+    """Every cell as a Ray task (on RAY_ADDRESS, else a local instance); results in grid order."""
+    init_ray(None)  # before anything imports Ray: a local instance must start on loopback
     import ray
 
     cell = ray.remote(num_cpus=1)(run_cell)
@@ -51,22 +50,15 @@ def run_grid(datasets: list[str], retrievers: list[str], data_dir: str, options:
     return ray.get(futures)
 
 
-def local_store() -> str:
-    """The default tracking store: a SQLite file under the repository's runs/."""
-    runs = REPO / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{runs / 'mlflow.db'}"
-
-
-def log_grid(results: list[dict], tracking_uri: str, experiment: str, config: dict[str, Any]) -> str:
+def log_grid(results: list[dict], uri: str, experiment: str, config: dict[str, Any]) -> str:
     """One parent run for the grid, one child per cell; params are the configuration, metrics the numbers. Returns
     the parent run's id."""
     from mlflow.entities import Metric, Param
-    from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=tracking_uri)
-    exp = client.get_experiment_by_name(experiment)
-    exp_id = exp.experiment_id if exp else client.create_experiment(experiment, _artifact_root(tracking_uri))
+    from pipelines.engine.tracking import experiment_id, mlflow_client
+
+    client = mlflow_client(uri)  # no run links printed to stdout, which carries --json
+    exp_id = experiment_id(client, uri, experiment, RUNS_DIR)
     parent = client.create_run(exp_id, run_name="car-grid", tags={"kind": "car-grid"})
     pid = parent.info.run_id
     client.log_batch(pid, params=[Param(k, _param(v)) for k, v in config.items() if k != "rows"])
@@ -87,16 +79,11 @@ def log_grid(results: list[dict], tracking_uri: str, experiment: str, config: di
 def _metrics(result: dict) -> dict[str, float]:
     out = {k: result[k] for k in METRICS if result.get(k) is not None}
     out["tca_ci95_low"], out["tca_ci95_high"] = result["tca_ci95"]
+    if result.get("recall_ci95"):
+        out["recall_ci95_low"], out["recall_ci95_high"] = result["recall_ci95"]
     for hop, cell in result.get("tca_by_hop", {}).items():
         out[f"tca_{hop}"] = cell["tca"]
     return out
-
-
-def _artifact_root(uri: str) -> str | None:
-    """Keep artifacts next to a local store instead of in the working directory."""
-    if uri.startswith("sqlite:///"):
-        return (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").resolve().as_uri()
-    return None
 
 
 def _param(value: Any) -> str:

@@ -42,6 +42,17 @@ def tracking_uri(configured: str | None, runs_dir: Path) -> str:
     return configured or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(runs_dir / 'mlflow.db').resolve()}"
 
 
+def experiment_id(client, uri: str, name: str, runs_dir: Path) -> str:
+    """The id of experiment `name`, created when missing."""
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    location = None
+    if uri.startswith("sqlite:"):  # a local store keeps its artifacts beside the runs, not in ./mlruns
+        location = (runs_dir / "mlartifacts").resolve().as_uri()
+    return client.create_experiment(name, artifact_location=location)
+
+
 def flatten(data: Any, prefix: str = "") -> dict[str, str]:
     out: dict[str, str] = {}
     if isinstance(data, dict):
@@ -119,20 +130,11 @@ class Tracker:
     def __init__(self, uri: str, experiment: str, runs_dir: Path):
         self.uri = uri
         self.client = mlflow_client(uri)
-        self.experiment_id = self._experiment(experiment, runs_dir)
+        self.experiment_id = experiment_id(self.client, self.uri, experiment, runs_dir)
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._errors: list[str] = []
         self._thread = threading.Thread(target=self._drain, name="mlflow-writer", daemon=True)
         self._thread.start()
-
-    def _experiment(self, name: str, runs_dir: Path) -> str:
-        found = self.client.get_experiment_by_name(name)
-        if found is not None:
-            return found.experiment_id
-        location = None
-        if self.uri.startswith("sqlite:"):  # a local store keeps its artifacts beside the runs, not in ./mlruns
-            location = (runs_dir / "mlartifacts").resolve().as_uri()
-        return self.client.create_experiment(name, artifact_location=location)
 
     # -- synchronous: ids are needed right away ------------------------------------------------------------------
 
