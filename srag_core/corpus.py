@@ -261,10 +261,10 @@ def _load_folder(root: Path, max_doc_bytes: int) -> Corpus:
     docs: list[Document] = []
     warnings: list[str] = []
     paths = sorted(root.rglob("*.txt"))
-    taken = {rel for p in paths if printable_filename(rel := p.relative_to(root).as_posix()) == rel}
-    for path in paths:
-        rel = path.relative_to(root).as_posix()
-        if (escaped := printable_filename(rel)) != rel:
+    named = [(path, rel, printable_filename(rel)) for path in paths for rel in [path.relative_to(root).as_posix()]]
+    taken = {rel for _, rel, escaped in named if escaped == rel}
+    for path, rel, escaped in named:
+        if escaped != rel:
             rel = _unused(escaped, taken)  # a real file may be named like the escape ("bad\\xff.txt")
             taken.add(rel)
             warnings.append(f"{rel}: the filename is not valid UTF-8; loaded under this escaped name")
