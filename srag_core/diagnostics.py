@@ -1,8 +1,8 @@
 """What every observation adds beyond its result: statistics computed against the workspace (section 3.1.2).
 
 All counts are relative to the tool's target set, so a filter on a 116-document subset reports hits out of 116.
-Keyword counts follow the pattern's own case rule: a case-sensitive `Chuck Berry` is decomposed into documents
-containing `Chuck` and `Berry` as written.
+Keyword counts in the text follow the pattern's own case rule: a case-sensitive `Chuck Berry` is decomposed into
+documents containing `Chuck` and `Berry` as written. Filename counts ignore case (names are cased by convention).
 Diagnostics are plain dicts merged into the observation; `auto` holds the cross-set computations (filename counts
 for the pattern's tokens, how the new set compares with the previous one) and `snippets` holds excerpts.
 """

@@ -45,7 +45,9 @@ CHUNK_CHARS = 4_000_000  # documents joined for the regex module's blob search
 SLICE_BYTES = 64_000_000  # RE2 scans check the budget after about this much text (Arrow compiles the pattern per slice)
 # Slices of a large column are scanned on this many threads: on 2 cores, 3 scans of 100 MB took 30 to 43 ms against
 # 56 to 62 ms on one thread (memory bandwidth, not the cores, is the limit past that).
-SCAN_THREADS = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+# A Ray worker's OMP_NUM_THREADS is its CPU allotment (Ray sets it): actors on a full node do not oversubscribe it.
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+SCAN_THREADS = max(1, min(4, _CORES, int(os.environ.get("OMP_NUM_THREADS") or _CORES)))
 PARALLEL_MIN_BYTES = 16_000_000
 SUBSET_FRACTION = 4  # a target set smaller than 1/4 of the corpus is gathered and scanned alone
 MAX_KEPT_MASKS = 512
@@ -122,6 +124,7 @@ class CorpusSearch:
         self._cache: dict[tuple[str, str], object] = {}
         self._masks: OrderedDict[tuple, np.ndarray] = OrderedDict()  # (pattern, flags, field) -> packed hits
         self._lock = threading.Lock()  # an actor's episodes are threads that share one corpus and its kept answers
+        self._build_lock = threading.RLock()  # a structure's build may ask for another (names -> the arrow column)
 
     def warm(self, field: TextField = "norm") -> "CorpusSearch":
         """Build a field's search structures now (seconds for hundreds of MB), so no tool call pays for them inside
@@ -144,7 +147,9 @@ class CorpusSearch:
 
     def _memo(self, key: tuple[str, str], build):
         if key not in self._cache:
-            self._cache[key] = build()
+            with self._build_lock:  # episodes are threads: one builds a structure while the others wait for it
+                if key not in self._cache:
+                    self._cache[key] = build()
         return self._cache[key]
 
     def text(self, i: int, field: TextField) -> str:
@@ -241,7 +246,7 @@ class CorpusSearch:
             hits = np.unpackbits(packed, count=n).astype(bool)
             return (np.flatnonzero(hits) if members is None else members[hits[members]]).tolist()
         whole = members is None or len(members) * SUBSET_FRACTION >= n
-        found = self._name_hits(compiled, field) if field in _NAME_FIELDS else None
+        found = self._name_hits(compiled, field, budget) if field in _NAME_FIELDS else None
         if found is not None:
             whole = True
         else:
@@ -261,7 +266,7 @@ class CorpusSearch:
         return sorted(set(self.filter(compiled, indices, budget, "filename"))
                       | set(self.filter(compiled, indices, budget, "spaced_filename")))
 
-    def _name_hits(self, compiled: regex.Pattern, field: TextField) -> np.ndarray | None:
+    def _name_hits(self, compiled: regex.Pattern, field: TextField, budget: Budget) -> np.ndarray | None:
         """Every name in a name field that matches, read off the names joined in one buffer, or None when that
         cannot be done exactly (the per-name scan answers then). Scanning hundreds of thousands of short names one
         by one costs Arrow about 50 ns each (35 ms for 673k names), while most patterns match no name at all and
@@ -271,9 +276,10 @@ class CorpusSearch:
         words = literal_language(compiled.pattern)
         if words is None or len(words) > MAX_SPLIT_LITERALS:
             return None
-        return self._literal_name_hits(words, not compiled.flags & regex.IGNORECASE, field)
+        return self._literal_name_hits(words, not compiled.flags & regex.IGNORECASE, field, budget)
 
-    def _literal_name_hits(self, words: frozenset[str], sensitive: bool, field: TextField) -> np.ndarray | None:
+    def _literal_name_hits(self, words: frozenset[str], sensitive: bool, field: TextField,
+                           budget: Budget) -> np.ndarray | None:
         """Names holding any of the literals. Exact on ASCII names (lower-casing ASCII is how the regex module folds
         ASCII case); the few non-ASCII names, where an ASCII letter may also match a non-ASCII one (`k` and the
         Kelvin sign), go through RE2 with the pattern's exact translation. None past MAX_NAME_HITS hits."""
@@ -300,7 +306,7 @@ class CorpusSearch:
         if plan is None or not plan.exact:
             return None
         others = np.flatnonzero(~self.is_ascii(field))  # RE2 folds case as the regex module does (re2_plan)
-        more = self._re2_hits(plan.superset, others, Budget(60), field) if len(others) else others
+        more = self._re2_hits(plan.superset, others, budget, field) if len(others) else others
         return None if more is None else np.union1d(hits, more).astype(np.int64)
 
     def _no_name_matches(self, compiled: regex.Pattern, field: TextField) -> bool:
@@ -324,11 +330,14 @@ class CorpusSearch:
 
     def _names(self, field: TextField) -> tuple[bytes, np.ndarray] | None:
         """The field's values joined by newlines, as bytes, and where each one starts (the buffer's end appended);
-        None if a name holds a newline."""
+        None if a name holds a newline. Spaced names are the filenames with `_` read as a space: same offsets."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         def build():
+            if field == "spaced_filename":
+                base = self._names("filename")
+                return None if base is None else (base[0].replace(b"_", b" "), base[1])
             names = self.arrow(field)
             if pc.any(pc.match_substring(names, "\n")).as_py():
                 return None

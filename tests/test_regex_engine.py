@@ -102,10 +102,11 @@ def test_fast_scan_equals_naive_scan(docs, pattern, case_sensitive, chunk_chars,
     pattern = global_flag + pattern
     corpus = Corpus.from_texts({f"d{i:02d}.txt": t if t.strip() else "empty" for i, t in enumerate(docs)})
     compiled = compile_untrusted(pattern, case_sensitive=case_sensitive)
-    saved = scanner.CHUNK_CHARS, scanner.SLICE_BYTES, scanner.SUBSET_FRACTION
-    # Tiny chunks and slices put documents on chunk and slice boundaries; a subset fraction of 1 gathers every
-    # target set instead of scanning the whole column.
+    saved = scanner.CHUNK_CHARS, scanner.SLICE_BYTES, scanner.SUBSET_FRACTION, scanner.PARALLEL_MIN_BYTES
+    # Tiny chunks and slices put documents on chunk and slice boundaries (and slices on the scan threads); a subset
+    # fraction of 1 gathers every target set instead of scanning the whole column.
     scanner.CHUNK_CHARS, scanner.SLICE_BYTES, scanner.SUBSET_FRACTION = chunk_chars, chunk_chars, subset_fraction
+    scanner.PARALLEL_MIN_BYTES = 0
     try:
         fast = corpus.search.filter(compiled, None, Budget(5))
         subset = list(range(0, len(corpus), 2))
@@ -113,7 +114,7 @@ def test_fast_scan_equals_naive_scan(docs, pattern, case_sensitive, chunk_chars,
         fresh = Corpus.from_texts({d.filename: d.text for d in corpus.docs})  # no answer kept from the scan above
         fresh_subset = fresh.search.filter(compiled, subset, Budget(5))
     finally:
-        scanner.CHUNK_CHARS, scanner.SLICE_BYTES, scanner.SUBSET_FRACTION = saved
+        scanner.CHUNK_CHARS, scanner.SLICE_BYTES, scanner.SUBSET_FRACTION, scanner.PARALLEL_MIN_BYTES = saved
     naive = [i for i, d in enumerate(corpus.docs) if compiled.search(d.norm)]
     assert fast == naive
     assert fast_subset == fresh_subset == [i for i in naive if i % 2 == 0]
@@ -238,7 +239,7 @@ def test_literal_names_are_found_in_the_joined_buffer():
     search = corpus.search
 
     def named(pattern: str, field: str = "filename", case_sensitive: bool = False) -> list[str] | None:
-        hits = search._name_hits(compile_untrusted(pattern, case_sensitive=case_sensitive), field)
+        hits = search._name_hits(compile_untrusted(pattern, case_sensitive=case_sensitive), field, Budget(5))
         return None if hits is None else [corpus.docs[i].filename for i in hits.tolist()]
 
     assert named("chuck") == ["Chuck_Berry.txt", "chuckle.txt"]
@@ -246,3 +247,14 @@ def test_literal_names_are_found_in_the_joined_buffer():
     assert named("Chuck Berry", "spaced_filename", case_sensitive=True) == ["Chuck_Berry.txt"]
     assert named("zebra") == []  # no match anywhere in the joined names
     assert named(r"\Achuck") is None  # not blob-safe: left to the per-name scan
+
+
+def test_name_checks_fall_back_to_the_per_name_scan_when_the_joined_buffer_cannot_answer(monkeypatch):
+    corpus = Corpus.from_texts({"a_chuck.txt": "x", "b_chuck.txt": "y", "c.txt": "z"})
+    compiled = compile_untrusted("chuck")
+    monkeypatch.setattr(scanner, "MAX_NAME_HITS", 1)  # two names hold the literal: past the cap
+    assert corpus.search._name_hits(compiled, "filename", Budget(5)) is None
+    assert corpus.search.filter(compiled, None, Budget(5), "filename") == [0, 1]
+    with_newline = Corpus.from_texts({"a\nchuck.txt": "x", "c.txt": "z"})  # names cannot be joined by newlines
+    assert with_newline.search._name_hits(compiled, "filename", Budget(5)) is None
+    assert with_newline.search.filter(compiled, None, Budget(5), "filename") == [0]
