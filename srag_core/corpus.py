@@ -455,9 +455,7 @@ def cached_load(p: Path, max_doc_bytes: int, cache_dir: Path, build: Callable[[]
         info = json.loads(index.read_text(encoding="utf-8"))
         data = cache_dir / f"{info['content_hash']}.arrow"
         if data.exists():
-            corpus = Corpus(open_table(data), source=info["source"], warnings=tuple(info["warnings"]))
-            _release_arrow_memory()
-            return corpus
+            return Corpus(open_table(data), source=info["source"], warnings=tuple(info["warnings"]))
     corpus = build()
     data = cache_dir / f"{corpus.content_hash}.arrow"
     if not data.exists():
@@ -476,20 +474,14 @@ def _release_python_memory() -> None:
     import ctypes
     import gc
 
+    import pyarrow as pa
+
     gc.collect()
-    _release_arrow_memory()
+    pa.default_memory_pool().release_unused()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to trim
         pass
-
-
-def _release_arrow_memory() -> None:
-    """Hand the memory Arrow's allocator keeps after transient work (hash tables, masks) back to the system: a
-    replica's resident size is what limits actors per node."""
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
 
 
 def _write_table(corpus: Corpus, f) -> None:
