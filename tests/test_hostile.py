@@ -417,8 +417,7 @@ def test_a_filename_that_is_not_utf8_loads_under_an_escaped_name(tmp_path):
     (tmp_path / "ok.txt").write_text("A good document.")
     with open(os.path.join(os.fsencode(tmp_path), b"bad\xff\xfename.txt"), "wb") as fh:
         fh.write(b"Another document.")
-    corpus, seconds = timed(load_corpus, tmp_path)
-    assert seconds < QUICK_S * 5  # generous: the load itself, no hostile input to blow it up
+    corpus = load_corpus(tmp_path)
     assert [d.filename for d in corpus.docs] == ["bad\\xff\\xfename.txt", "ok.txt"]
     assert corpus.warnings == ("bad\\xff\\xfename.txt: the filename is not valid UTF-8; loaded under this escaped "
                                "name",)
@@ -430,8 +429,7 @@ def test_the_escaped_name_of_a_filename_that_is_not_utf8_never_collides_with_a_r
         fh.write(b"Bytes that are not UTF-8 in the name.")
     (tmp_path / "bad\\xff.txt").write_text("A real file named like the escape.")  # a backslash, then "xff"
     (tmp_path / "bad\\xff~1.txt").write_text("And like the first way out.")
-    corpus, seconds = timed(load_corpus, tmp_path)
-    assert seconds < QUICK_S * 5
+    corpus = load_corpus(tmp_path)
     by_name = {d.filename: d.text for d in corpus.docs}
     assert by_name == {"bad\\xff.txt": "A real file named like the escape.",
                        "bad\\xff~1.txt": "And like the first way out.",
