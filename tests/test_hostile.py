@@ -146,7 +146,7 @@ ABSENT_QUERY = " ".join(f"absent{i:03d}" for i in range(111))[:1000]
 @pytest.mark.parametrize("tool,args", [("find_in_doc", {"doc_id": "big.txt"}), ("read_docs", {"doc_ids": ["big.txt"]})])
 def test_a_legal_query_on_an_8_mb_document_is_bounded_by_the_call_budget(big_ws, tool, args):
     """Query scoring is not regex matching, yet it draws on the call's budget: at most 32 words are looked for, and
-    the budget is checked between them (it took 2.6 s here, 20 s at the 64 MB cap)."""
+    the budget is checked between them."""
     assert len(big_ws.corpus.docs[0].text) > 8_000_000 and len(ABSENT_QUERY) == 1000
     obs, seconds = timed(run_tool, big_ws, tool, {**args, "query": ABSENT_QUERY})
     assert "error" not in obs and seconds < 5
@@ -159,7 +159,7 @@ def test_a_legal_query_on_an_8_mb_document_is_bounded_by_the_call_budget(big_ws,
 
 
 def test_an_llm_call_made_by_a_tool_ends_by_the_episode_deadline(fake_llm):
-    """label_docs and the regex proposer call the LLM through the episode's handle, which carries its deadline."""
+    """`_ChargedLLM` ends a call by the episode's deadline, and refuses a call made after it."""
     from srag_core.agent import _ChargedLLM
     from srag_core.llm import LLMError
 
