@@ -146,7 +146,7 @@ ABSENT_QUERY = " ".join(f"absent{i:03d}" for i in range(111))[:1000]
 @pytest.mark.parametrize("tool,args", [("find_in_doc", {"doc_id": "big.txt"}), ("read_docs", {"doc_ids": ["big.txt"]})])
 def test_a_legal_query_on_an_8_mb_document_is_bounded_by_the_call_budget(big_ws, tool, args):
     """Query scoring is not regex matching, yet it draws on the call's budget: at most 32 words are looked for, and
-    the budget is checked between them (it took 2.6 s here, 20 s at the 64 MB cap)."""
+    the budget is checked between them."""
     assert len(big_ws.corpus.docs[0].text) > 8_000_000 and len(ABSENT_QUERY) == 1000
     obs, seconds = timed(run_tool, big_ws, tool, {**args, "query": ABSENT_QUERY})
     assert "error" not in obs and seconds < 5
@@ -159,7 +159,7 @@ def test_a_legal_query_on_an_8_mb_document_is_bounded_by_the_call_budget(big_ws,
 
 
 def test_an_llm_call_made_by_a_tool_ends_by_the_episode_deadline(fake_llm):
-    """label_docs and the regex proposer call the LLM through the episode's handle, which carries its deadline."""
+    """`_ChargedLLM` ends a call by the episode's deadline, and refuses a call made after it."""
     from srag_core.agent import _ChargedLLM
     from srag_core.llm import LLMError
 
@@ -417,8 +417,7 @@ def test_a_filename_that_is_not_utf8_loads_under_an_escaped_name(tmp_path):
     (tmp_path / "ok.txt").write_text("A good document.")
     with open(os.path.join(os.fsencode(tmp_path), b"bad\xff\xfename.txt"), "wb") as fh:
         fh.write(b"Another document.")
-    corpus, seconds = timed(load_corpus, tmp_path)
-    assert seconds < QUICK_S * 5  # generous: the load itself, no hostile input to blow it up
+    corpus = load_corpus(tmp_path)
     assert [d.filename for d in corpus.docs] == ["bad\\xff\\xfename.txt", "ok.txt"]
     assert corpus.warnings == ("bad\\xff\\xfename.txt: the filename is not valid UTF-8; loaded under this escaped "
                                "name",)
@@ -430,8 +429,7 @@ def test_the_escaped_name_of_a_filename_that_is_not_utf8_never_collides_with_a_r
         fh.write(b"Bytes that are not UTF-8 in the name.")
     (tmp_path / "bad\\xff.txt").write_text("A real file named like the escape.")  # a backslash, then "xff"
     (tmp_path / "bad\\xff~1.txt").write_text("And like the first way out.")
-    corpus, seconds = timed(load_corpus, tmp_path)
-    assert seconds < QUICK_S * 5
+    corpus = load_corpus(tmp_path)
     by_name = {d.filename: d.text for d in corpus.docs}
     assert by_name == {"bad\\xff.txt": "A real file named like the escape.",
                        "bad\\xff~1.txt": "And like the first way out.",

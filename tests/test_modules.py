@@ -60,6 +60,11 @@ def test_without_an_llm_the_condition_mode_is_not_offered():
     functions = {f.name: f for f in turn_functions([REGISTRY["create_regex"]], frozenset({"regex_proposer"}))}
     assert "give a condition" in functions["create_regex"].description
     assert '{"condition": "what to detect", "sample_set_name": "working"}' in full
+    # Given no module list, a tool shows all its modes, as its schema and description do.
+    mode_example = {"condition": "what to detect", "sample_set_name": "working"}
+    assert mode_example in REGISTRY["create_regex"].shown_examples()
+    assert mode_example not in REGISTRY["create_regex"].shown_examples(frozenset())
+    assert "condition" in REGISTRY["create_regex"].schema()["properties"]
 
 
 def test_tools_and_modes_follow_their_modules_not_only_their_family():

@@ -3,6 +3,7 @@
 import pytest
 
 from srag_core import Budgets, Corpus, Workspace, run_tool
+from srag_core.tools.reading import keyword_excerpts, rank_windows
 from tests.corpora import FILING, filings_corpus, hearings_corpus
 
 
@@ -69,6 +70,18 @@ def test_find_in_doc_exact_regex_and_query_modes():
     slice_ = run_tool(ws, "read_docs", {"doc_ids": [doc_id], "start_char": top["start_char"], "max_chars": 800})
     assert "merger closed" in slice_["docs"][0]["text"]
     assert "needs a pattern" in run_tool(ws, "find_in_doc", {"doc_id": doc_id})["error"]
+
+
+def test_offsets_match_the_raw_text_when_a_character_case_folds_to_two():
+    """ß folds to "ss" under str.casefold; a search in that longer copy would report offsets past the word."""
+    text = "ßßßßßß " * 1000 + "MERGER"
+    at = text.index("MERGER")
+    top = rank_windows(text, "merger", 1)[0]
+    assert top["start_char"] <= at < top["end_char"] and "MERGER" in text[top["start_char"]:top["end_char"]]
+    top = rank_windows(text, "merger", 1, window=200)[0]  # a window short enough that its preview reaches the word
+    assert top["start_char"] <= at and "MERGER" in top["preview"]
+    excerpt = keyword_excerpts(text, ["Merger"], 600)
+    assert excerpt.endswith("ßßßßßß MERGER")  # the window around the word, cut at the raw offsets
 
 
 def test_table_lookup_returns_row_headers_and_numbers():

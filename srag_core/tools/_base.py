@@ -92,11 +92,16 @@ class Tool:
     def available(self, present: Collection[str]) -> bool:
         return all(n in present for n in self.needs)
 
+    def _modes(self, present: Collection[str] | None) -> list[Mode]:
+        """The modes the present modules allow; all of them when `present` is None."""
+        return [m for m in self.modes if present is None or m.needs in present]
+
     def schema(self, present: Collection[str] | None = None) -> dict:
         """The arguments' JSON schema; given the present modules, without the arguments of modes they do not allow."""
         schema = copy.deepcopy(self.args.model_json_schema())  # edited below: never touch a shared copy
+        allowed = self._modes(present)
         for mode in self.modes:
-            if present is None or mode.needs in present:
+            if mode in allowed:
                 continue
             props = schema.get("properties", {})
             for a in mode.args:
@@ -114,11 +119,12 @@ class Tool:
 
     def describe(self, present: Collection[str] | None = None) -> str:
         """The summary, with those of the modes the present modules allow (all of them when `present` is None)."""
-        extra = [m.summary for m in self.modes if m.summary and (present is None or m.needs in present)]
+        extra = [m.summary for m in self._modes(present) if m.summary]
         return " ".join([self.summary, *extra])
 
-    def shown_examples(self, present: Collection[str]) -> list[dict]:
-        return [*self.examples, *(ex for m in self.modes if m.needs in present for ex in m.examples)]
+    def shown_examples(self, present: Collection[str] | None = None) -> list[dict]:
+        """The examples, with those of the modes the present modules allow (all of them when `present` is None)."""
+        return [*self.examples, *(ex for m in self._modes(present) for ex in m.examples)]
 
 
 REGISTRY: dict[str, Tool] = {}

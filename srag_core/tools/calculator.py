@@ -4,9 +4,9 @@ Allowed: numbers, + - * / // % **, parentheses, the functions in FUNCTIONS, the 
 variables, and names of earlier steps in a multi-step calculation. Anything else (attributes, subscripts, strings,
 lambdas, dunder names) is refused with a message. Powers and factorials are bounded before they are computed, so a
 request like 9**9**9 is refused instead of hanging the worker, and every intermediate value is bounded after it is
-computed: integers by their digits, lists by their elements and nesting; round's digits are bounded too. Arithmetic takes numbers only (no list
-repetition such as [0]*1000), so one value never holds more than MAX_ELEMENTS numbers of at most MAX_INT_DIGITS
-digits, whatever a document tells the model to compute.
+computed: integers by their digits, lists by their elements and nesting; round's digits are bounded too.
+Arithmetic takes numbers only (no list repetition such as [0]*1000), so one value never holds more than
+MAX_ELEMENTS numbers of at most MAX_INT_DIGITS digits, whatever a document tells the model to compute.
 """
 
 from __future__ import annotations
@@ -32,18 +32,22 @@ def _log(x: float, base: float | None = None) -> float:
     return math.log(x) if base is None else math.log(x, base)
 
 
+def _whole(n: float, lo: int, hi: int, what: str) -> int:
+    """`n` as an int if it is a whole number from lo to hi, else a ToolError saying "{what} from {lo} to {hi}"."""
+    if n != int(n) or not lo <= n <= hi:
+        raise ToolError(f"{what} from {lo} to {hi}")
+    return int(n)
+
+
 def _factorial(n: float) -> int:
-    if n != int(n) or n < 0 or n > 170:
-        raise ToolError("factorial takes a whole number from 0 to 170")
-    return math.factorial(int(n))
+    return math.factorial(_whole(n, 0, 170, "factorial takes a whole number"))
 
 
 def _round(x: float, digits: float | None = None) -> float:
     if digits is None:
         return round(x)
-    if digits != int(digits) or abs(digits) > MAX_INT_DIGITS:  # round(1, -10**7) would compute 10**(10**7)
-        raise ToolError(f"round takes a whole number of digits from -{MAX_INT_DIGITS} to {MAX_INT_DIGITS}")
-    return round(x, int(digits))
+    # bounded, since round(1, -10**7) would compute 10**(10**7)
+    return round(x, _whole(digits, -MAX_INT_DIGITS, MAX_INT_DIGITS, "round takes a whole number of digits"))
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {

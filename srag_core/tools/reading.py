@@ -11,7 +11,7 @@ from pydantic import Field
 
 from srag_core import diagnostics as dx
 from srag_core.landscape import question_keywords
-from srag_core.regex_engine import Budget, compile_untrusted, finditer, search
+from srag_core.regex_engine import Budget, compile_untrusted, finditer, fold, search
 from srag_core.tools._base import MAX_QUERY_CHARS, Args, ToolError, tool
 from srag_core.tools.values import parse_number
 from srag_core.workspace import Workspace
@@ -100,19 +100,21 @@ def _read_one(ws: Workspace, i: int, a: ReadDocsArgs, per_doc: int, terms: list[
 def keyword_excerpts(text: str, terms: list[str], budget: int, clock: Budget | None = None) -> str:
     """Windows around occurrences of the terms, merged and joined with [...], within `budget` characters.
 
-    At most MAX_QUERY_WORDS terms are looked for, a term absent from the case-folded text is skipped at memchr
-    speed, and `clock` is checked between terms."""
+    At most MAX_QUERY_WORDS terms are looked for, each by `str.find` in the case-folded text, and `clock` is checked
+    between terms. `fold` keeps the text's length, so a hit's offsets are the raw text's."""
     spans: list[tuple[int, int]] = [(0, min(len(text), EXCERPT_WINDOW // 2))]  # the head names the document
-    folded = text.casefold()
+    folded = fold(text)
     for term in terms[:MAX_QUERY_WORDS]:
         if clock is not None:
             clock.remaining()
-        if term.casefold() not in folded:
-            continue
-        for m in regex.finditer(regex.escape(term), text, regex.IGNORECASE):
-            spans.append((max(0, m.start() - EXCERPT_WINDOW // 2), min(len(text), m.end() + EXCERPT_WINDOW // 2)))
+        word = fold(term)
+        pos = folded.find(word) if word else -1
+        while pos >= 0:
+            end = pos + len(word)
+            spans.append((max(0, pos - EXCERPT_WINDOW // 2), min(len(text), end + EXCERPT_WINDOW // 2)))
             if len(spans) > 4 * budget // EXCERPT_WINDOW:
                 break
+            pos = folded.find(word, end)
     spans.sort()
     merged: list[list[int]] = []
     for s, e in spans:
@@ -169,13 +171,13 @@ def rank_windows(text: str, query: str, k: int, window: int = 800, clock: Budget
 
     The work is bounded by the text's size: at most MAX_QUERY_WORDS words, each found with at most one `str.find`
     per window (`_windows_with`), and `clock` is checked between words."""
-    words = list(dict.fromkeys(w.casefold() for w in _WORD.findall(query) if w.casefold() not in _STOP))
+    words = list(dict.fromkeys(fold(w) for w in _WORD.findall(query) if fold(w) not in _STOP))
     if not words:
         raise ToolError("query has no usable words")
     words = words[:MAX_QUERY_WORDS]
     step = window // 2
     n = len(range(0, max(1, len(text) - step), step))
-    folded = text.casefold()
+    folded = fold(text)  # same length as text, so window offsets and previews line up with the raw text
     hits: dict[int, list[str]] = {}
     idf = {}
     for w in words:
