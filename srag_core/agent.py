@@ -124,6 +124,7 @@ class _Run:
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)  # tools may call the LLM from several threads
     last_text: str = ""  # the text of the last reply (the answer of last resort)
+    doing: str = ""  # what the episode is at, for the error of a call its deadline cuts
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -174,9 +175,13 @@ class Agent:
         try:
             self._loop(run, question)
         except LLMError as e:
-            # A call cut by the episode's deadline (a branch choice, a tool's call) ends the episode as a timeout.
-            late = e.kind == "timeout" and run.elapsed() >= self.config.episode_timeout_s
-            run.episode.status, run.episode.error = ("timeout" if late else "llm_error"), f"{e.kind}: {e}"
+            # A call cut by the episode's deadline (the loop's, a branch choice, a tool's) ends it as a timeout.
+            if e.kind == "timeout" and run.elapsed() >= self.config.episode_timeout_s:
+                run.episode.status = "timeout"
+                run.episode.error = (f"episode ran past its {self.config.episode_timeout_s:g}s limit during "
+                                     f"{run.doing} ({e.kind}: {e})")
+            else:
+                run.episode.status, run.episode.error = "llm_error", f"{e.kind}: {e}"
         except EpisodeTimeout as e:
             run.episode.status, run.episode.error = "timeout", str(e)
         except EpisodeOverBudget as e:
@@ -216,6 +221,7 @@ class Agent:
                               prompts.bad_turn_message(turn.problem, self.protocol))
                 continue
             tool, args = turn.tool, turn.args
+            run.doing = f"the {tool} call of step {step}"
             if self.config.branch_and_select and tool in REGISTRY and REGISTRY[tool].deterministic:
                 tool, args = self._branch(run, ws, step, tool, args)
             started = time.monotonic()
@@ -242,6 +248,7 @@ class Agent:
             raise EpisodeTimeout(f"episode ran past its {self.config.episode_timeout_s:g}s limit at step {step}")
         self._check_budget(run, step)
         sent = self._prepare(run)
+        run.doing = f"the LLM call of step {step}"
         result = self._chat(run, sent, step, final, deadline)
         turn = turn_from_reply(result, self.protocol)
         retried = result.finish_reason == "length" and turn.problem is not None
@@ -281,13 +288,7 @@ class Agent:
             options.update(tools=functions, tool_choice=choice)
         else:
             options["json_schema"] = self.first_schema if first_call else self.schema
-        try:
-            result = self.llm.chat(sent, **options)
-        except LLMError as error:
-            if error.kind == "timeout" and time.monotonic() >= deadline:
-                raise EpisodeTimeout(f"episode ran past its {self.config.episode_timeout_s:g}s limit during the "
-                                     f"LLM call of step {step}") from error
-            raise
+        result = self.llm.chat(sent, **options)  # a timeout past the deadline becomes the episode's in run()
         self._account(run, result)
         return result
 

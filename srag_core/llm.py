@@ -257,9 +257,12 @@ def _classify_status(error: openai.APIStatusError) -> _Failure:
     status = error.status_code
     detail = f"HTTP {status}: {_server_message(error.body)}"
     retry_after = retry_after_seconds(error.response.headers)
+    if status == 429 and retry_after is None:
+        retry_after = ratelimit_reset_seconds(error.response.headers)
+    if retry_after is not None:  # capped once here: the sleep and the limiter's pause of every thread share it
+        retry_after = min(retry_after, MAX_SERVER_WAIT_S)
     if status == 429:
-        return _Failure("rate_limit", True, detail, status,
-                        retry_after if retry_after is not None else ratelimit_reset_seconds(error.response.headers))
+        return _Failure("rate_limit", True, detail, status, retry_after)
     if status == 408:
         return _Failure("timeout", True, detail, status, retry_after)
     if status == 409 or status >= 500:

@@ -25,17 +25,19 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx2
 import openai
 
-from srag_core.llm import PLACEHOLDER_API_KEY
+from srag_core.llm import _DEADLINE, PLACEHOLDER_API_KEY, _deadline_http_client, _Oversize, _read_capped
 from srag_core.profiles import Profile
 
 LIMIT = 16
 CAP, REASONING_CAP = 256, 4096
+MAX_REPLY_BYTES = 1_000_000  # a probe's reply is a few KB at most (4,096 tokens)
 _COUNT = [{"role": "system", "content": "You follow instructions exactly."},
           {"role": "user", "content": "Count from 1 to 200, separated by spaces."}]
 _JSON = [{"role": "system", "content": "You reply with JSON only."},
@@ -80,7 +82,8 @@ class _Prober:
     def __init__(self, base_url: str, model: str, api_key_env: str, timeout_s: float) -> None:
         self.result = ProbeResult(base_url, model)
         self.key = os.environ.get(api_key_env) or PLACEHOLDER_API_KEY
-        self.client = openai.OpenAI(api_key=self.key, base_url=base_url, timeout=timeout_s, max_retries=0)
+        self.client = openai.OpenAI(api_key=self.key, base_url=base_url, timeout=timeout_s, max_retries=0,
+                                    http_client=_deadline_http_client())
         self.timeout_s = timeout_s
         self.cap: dict[str, int] = {}  # the completion cap sent with every capability probe once limits are known
         self.answered = False
@@ -89,22 +92,31 @@ class _Prober:
         """(the response body, "") on 200, (None, the server's reason) on another refusal; raises ProbeError when
         probing cannot go on."""
         self.result.requests += 1
+        # As in LLMClient: timeout_s bounds the whole request (httpx's timeout is per read, which a server dripping
+        # a byte at a time never trips) and the body is read up to a cap.
+        _DEADLINE.at = time.monotonic() + self.timeout_s
         try:
             response = self.client.post("/chat/completions", body={"model": self.result.model, **self.cap, **body},
-                                        cast_to=httpx2.Response)
+                                        cast_to=httpx2.Response, stream=True, stream_cls=None)
+            raw = _read_capped(response, MAX_REPLY_BYTES)
         except openai.APIStatusError as error:
             if error.status_code in (401, 403, 404):
                 raise self._fatal(f"HTTP {error.status_code}") from None
             return None, self._reason(error)
-        except openai.APITimeoutError:
+        except (openai.APITimeoutError, httpx2.TimeoutException):
             if not self.answered:
                 raise self._fatal(f"unreachable (no answer in {self.timeout_s:g} s)") from None
             return None, f"no answer in {self.timeout_s:g} s"
-        except openai.APIConnectionError as error:
+        except (openai.APIConnectionError, httpx2.TransportError) as error:
             raise self._fatal(f"unreachable ({type(error).__name__})") from None
+        except _Oversize as error:
+            self.answered = True
+            return None, str(error)
+        finally:
+            _DEADLINE.at = None
         self.answered = True
         try:
-            data = response.json()
+            data = json.loads(raw)
         except ValueError:
             return None, "the reply is not JSON"
         self.result.tokens += int((data.get("usage") or {}).get("total_tokens") or 0)

@@ -9,6 +9,9 @@ Schema: the root is an object (not an `anyOf`); every object lists all its prope
 - a free-form map (`additionalProperties: {schema}`, e.g. calculator variables) becomes an array of
   `{"key", "value"}` pairs;
 - a free-form object (no properties at all) becomes a string holding the object as JSON;
+- `oneOf` (pydantic's discriminated unions), which strict mode refuses, becomes `anyOf` (which it takes) and its
+  `discriminator` is dropped: the branches stay as they are and the tool's validation still picks exactly one;
+- a `$ref` loses its sibling keywords (strict mode refuses them);
 - `default` is dropped (strict mode has no use for it; the pydantic model still applies it), and so are the
   constraints the reference does not support, `minLength` and `maxLength` among them (the pydantic model still
   checks lengths; llama.cpp's and vLLM's profiles are not strict, so their grammars keep the bounds).
@@ -31,7 +34,7 @@ UNSUPPORTED = frozenset({
     "patternProperties", "unevaluatedProperties", "propertyNames", "minProperties", "maxProperties",  # objects
     "unevaluatedItems", "contains", "minContains", "maxContains", "uniqueItems",  # arrays
 })
-_DROPPED = frozenset({"default"}) | UNSUPPORTED
+_DROPPED = frozenset({"default", "discriminator"}) | UNSUPPORTED
 ROOT_KEY = "value"  # the property that holds a root anyOf in strict mode
 
 
@@ -53,6 +56,10 @@ def _strict(node: dict[str, Any]) -> dict[str, Any]:
     if "$ref" in node:
         return {"$ref": node["$ref"]}
     node = {k: v for k, v in node.items() if k not in _DROPPED and k != "$defs"}
+    if "oneOf" in node:  # refused by strict mode; as anyOf it only loosens the schema
+        if "anyOf" in node:
+            raise ValueError("a schema node with both oneOf and anyOf has no strict form")
+        node["anyOf"] = node.pop("oneOf")
     if "anyOf" in node:
         node["anyOf"] = [_strict(branch) for branch in node["anyOf"]]
     if isinstance(node.get("items"), dict):
@@ -125,10 +132,10 @@ def _restore(value: Any, node: dict[str, Any], defs: dict[str, Any]) -> Any:
 
 
 def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    """The node itself, its $ref target, or for an anyOf the first branch that is an object, map or array."""
+    """The node itself, its $ref target, or for an anyOf (oneOf) the first branch that is an object, map or array."""
     if "$ref" in node:
         return _resolve(defs.get(node["$ref"].rsplit("/", 1)[-1], {}), defs)
-    for branch in node.get("anyOf") or []:
+    for branch in node.get("anyOf") or node.get("oneOf") or []:
         branch = _resolve(branch, defs)
         if branch.get("type") in ("object", "array"):
             return branch

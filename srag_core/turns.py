@@ -106,7 +106,8 @@ def turn_schema(tool_names: Iterable[str], answer_allowed: bool = True,
     FIRST_THOUGHT_CHARS): small models can repeat one character until max_tokens cuts the JSON. Without
     `answer_allowed` (the agent's `first_turn_tool`) those alternatives are all there is: the turn must be a tool
     call; with it, a final-answer alternative joins them.
-    `text_chars` bounds the thought and the answer in every turn (AgentConfig.max_text_chars). Length bounds and
+    `text_chars` bounds the thought and the answer in every turn (AgentConfig.max_text_chars); without it they are
+    unbounded wherever an answer is allowed, FIRST_THOUGHT_CHARS only in a tool-call-only turn. Length bounds and
     alternatives are left out unless asked for: not every provider's structured outputs accept them. Strict
     endpoints get the alternatives wrapped in an object root and no length bounds (`strict_schema`); `parse_turn`
     reads both shapes."""
@@ -117,7 +118,9 @@ def turn_schema(tool_names: Iterable[str], answer_allowed: bool = True,
             "tool": {"anyOf": [{"type": "string", "enum": sorted(tool_names)}, {"type": "null"}]},
             "args": {"type": "object"},
             "answer": {"anyOf": [text, {"type": "null"}]}}, "required": ["thought"]}
-    thought = {"type": "string", "maxLength": text_chars or FIRST_THOUGHT_CHARS}
+    # FIRST_THOUGHT_CHARS only where no answer can come: a turn that may answer bounds its text by text_chars alone
+    chars = text_chars or (None if answer_allowed else FIRST_THOUGHT_CHARS)
+    thought = {"type": "string", **({"maxLength": chars} if chars else {})}
     defs: dict[str, Any] = {}  # the argument schemas' shared definitions: their $refs resolve from the root
     turns = []
     for name in sorted(tool_names):

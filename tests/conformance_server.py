@@ -8,7 +8,8 @@ reference documents them:
 - `response_format: {"type": "json_object"}` needs the word "json" somewhere in the messages;
 - a strict schema (`response_format.json_schema.strict` or a function's `strict`) needs an object root, and on every
   object `additionalProperties: false` and every property listed in `required`; it may not use the keywords the
-  reference leaves out of the strict subset (`minLength`/`maxLength` on strings, `allOf`, `not`, `uniqueItems`, ...);
+  reference leaves out of the strict subset (`minLength`/`maxLength` on strings, `allOf`, `oneOf`, `not`,
+  `uniqueItems`, ...), nor give a `$ref` sibling keywords;
 - reasoning models (o-series, the gpt-5 family) reject `max_tokens` (they take `max_completion_tokens`) and any
   `temperature` but the default 1; o-series models (o1, o3, o4-mini) also reject `parallel_tool_calls`, which the
   gpt-5 family takes; other models reject `reasoning_effort`;
@@ -58,7 +59,7 @@ _REASONING_MODEL = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
 _O_SERIES = re.compile(r"^o\d", re.IGNORECASE)
 # Keywords outside the strict subset: the reference supports only `pattern` and `format` on strings, and names these.
 NOT_IN_STRICT_SUBSET = frozenset({
-    "minLength", "maxLength", "allOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+    "minLength", "maxLength", "allOf", "oneOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
     "patternProperties", "unevaluatedProperties", "propertyNames", "minProperties", "maxProperties",
     "unevaluatedItems", "contains", "minContains", "maxContains", "uniqueItems"})
 
@@ -181,6 +182,10 @@ def _check_strict_schema(schema: object, prefix: str) -> None:
         refused = sorted(NOT_IN_STRICT_SUBSET.intersection(node))
         if refused:
             raise RequestRejected(f"{prefix}: {context}, '{refused[0]}' is not permitted.", "response_format",
+                                  "invalid_json_schema")
+        if "$ref" in node and len(node) > 1:
+            siblings = sorted(k for k in node if k != "$ref")
+            raise RequestRejected(f"{prefix}: {context}, $ref cannot have keywords {siblings}.", "response_format",
                                   "invalid_json_schema")
         if node.get("type") != "object" and "properties" not in node:
             continue

@@ -8,7 +8,7 @@ import pytest
 from srag_core import Budgets
 from srag_core.agent import Agent, AgentConfig
 from srag_core.llm import LLMClient, LLMConfig
-from srag_core.turns import EXAMPLE_ANSWER
+from srag_core.turns import EXAMPLE_ANSWER, FIRST_THOUGHT_CHARS
 from tests.corpora import hearings_corpus
 from tests.fake_llm import count_tokens, prompt_text
 
@@ -186,6 +186,19 @@ def test_max_arg_chars_holds_every_turns_arguments_to_each_tools_schema(fake_llm
         assert tools["count_set"]["properties"]["thought"]["maxLength"] == 150
         final = [alt for alt in schema["anyOf"] if "answer" in alt["properties"]]
         assert len(final) == answers and all(alt["required"] == ["thought", "answer"] for alt in final)
+
+
+def test_max_arg_chars_alone_leaves_the_thought_and_answer_unbounded(fake_llm):
+    long = "x" * (FIRST_THOUGHT_CHARS + 100)  # a grammar-constrained endpoint would cut it at a maxLength
+    fake_llm.script([call("count_set", set_name="all"), answer(long)])
+    ep = make_agent(fake_llm, response_format="json_object_schema", first_turn_tool=True,
+                    max_arg_chars=40).run(QUESTION)
+    assert ep.status == "ok" and ep.answer == long
+    first, second = (r["response_format"]["schema"] for r in fake_llm.requests)
+    assert all(alt["properties"]["thought"]["maxLength"] == FIRST_THOUGHT_CHARS for alt in first["anyOf"])
+    (final,) = [alt for alt in second["anyOf"] if "answer" in alt["properties"]]
+    assert final["properties"]["answer"] == {"type": "string"} and final["properties"]["thought"] == {"type": "string"}
+    assert all("maxLength" not in alt["properties"]["thought"] for alt in second["anyOf"])
 
 
 def test_first_turn_tool_rejects_an_answer_the_endpoint_let_through(fake_llm):

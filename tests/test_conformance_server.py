@@ -93,6 +93,30 @@ def test_strict_schemas_refuse_keywords_outside_the_strict_subset(openai_server,
     assert rejected(post(openai_server, tools=tools), f"'{keyword}' is not permitted")
 
 
+def strict_format(schema: dict) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": "x", "strict": True, "schema": schema}}
+
+
+def test_strict_schemas_refuse_one_of_and_take_any_of(openai_server):
+    def with_union(keyword: str) -> dict:
+        return {**STRICT_OK, "properties": {**STRICT_OK["properties"], "a": {
+            keyword: [{"type": "string"}, {"type": "integer"}]}}}
+
+    bad = post(openai_server, response_format=strict_format(with_union("oneOf")))
+    assert rejected(bad, "'oneOf' is not permitted") and "'properties', 'a'" in bad.json()["error"]["message"]
+    assert post(openai_server, response_format=strict_format(with_union("anyOf"))).status_code == 200
+
+
+def test_strict_schemas_refuse_a_ref_with_sibling_keywords(openai_server):
+    def with_ref(**siblings: str) -> dict:
+        return {**STRICT_OK, "properties": {**STRICT_OK["properties"], "a": {"$ref": "#/$defs/A", **siblings}},
+                "$defs": {"A": {"type": "string"}}}
+
+    bad = post(openai_server, response_format=strict_format(with_ref(description="the a")))
+    assert rejected(bad, "$ref cannot have keywords ['description']")
+    assert post(openai_server, response_format=strict_format(with_ref())).status_code == 200
+
+
 def test_strict_function_parameters_follow_the_same_rules(openai_server):
     bad = post(openai_server, tools=[function("count_set", {"type": "object", "properties": {
         "set_name": {"type": "string"}}, "required": ["set_name"]})])

@@ -374,6 +374,28 @@ def test_the_limiter_is_held_around_every_attempt(fake_llm: FakeLLM) -> None:
     assert limiter.taken == len(fake_llm.requests) == 24 + 4
 
 
+class PauseRecorder(CountingLimiter):
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.paused: list[float] = []
+
+    def pause(self, seconds: float) -> None:
+        self.paused.append(seconds)
+
+
+@pytest.mark.parametrize("headers", [{"Retry-After": "86400"}, {"x-ratelimit-reset-tokens": "24h0m0s"}])
+def test_a_huge_server_wait_pauses_the_limiter_no_longer_than_max_server_wait(
+        fake_llm: FakeLLM, headers: dict[str, str]) -> None:
+    fake_llm.script([{"status": 429, "headers": headers}, "ok"])
+    limiter = PauseRecorder()
+    client = LLMClient(make_client(fake_llm).config, limiter=limiter)
+
+    with pytest.raises(LLMError) as error:  # the deadline ends the call; the pause is what every thread would wait
+        client.chat([{"role": "user", "content": "hi"}], deadline=time.monotonic() + 5)
+
+    assert error.value.kind == "timeout" and limiter.paused == [MAX_SERVER_WAIT_S]
+
+
 # -- the key never leaks ----------------------------------------------------------------------------------------
 
 

@@ -134,6 +134,24 @@ def test_a_root_any_of_goes_strict_inside_an_object_root() -> None:
         strict_schema({"type": "string"})
 
 
+def test_strict_schemas_carry_no_one_of_and_no_ref_with_siblings() -> None:
+    """A discriminated union's oneOf becomes anyOf, and a $ref loses its siblings: strict mode refuses both."""
+    schema = {"type": "object", "required": ["shape", "unit"], "properties": {
+        "shape": {"oneOf": [{"$ref": "#/$defs/Box"}, {"$ref": "#/$defs/Ball"}],
+                  "discriminator": {"propertyName": "kind"}},
+        "unit": {"$ref": "#/$defs/Unit", "description": "the unit"}},
+        "$defs": {"Box": {"type": "object", "properties": {"kind": {"enum": ["box"]}}, "required": ["kind"]},
+                  "Ball": {"type": "object", "properties": {"kind": {"enum": ["ball"]}}, "required": ["kind"]},
+                  "Unit": {"enum": ["cm", "in"]}}}
+    strict = strict_schema(schema)
+    assert strict["properties"]["shape"] == {"anyOf": [{"$ref": "#/$defs/Box"}, {"$ref": "#/$defs/Ball"}]}
+    assert strict["properties"]["unit"] == {"$ref": "#/$defs/Unit"}
+    check_request({"model": "gpt-4.1", "messages": messages(), "response_format": {
+        "type": "json_schema", "json_schema": {"name": "shape", "strict": True, "schema": strict}}}, "openai-chat")
+    with pytest.raises(ValueError, match="both oneOf and anyOf"):
+        strict_schema({"type": "object", "properties": {"a": {"oneOf": [], "anyOf": []}}})
+
+
 def test_strict_arguments_are_read_back_into_the_tool_s_own_shape() -> None:
     calculate = REGISTRY["calculate"].schema()
     sent = {"expr": "a * b", "expressions": None, "variables": [{"key": "a", "value": 2}, {"key": "b", "value": 3}]}

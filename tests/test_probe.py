@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,19 @@ def test_a_capability_probe_that_never_answers_is_a_missing_capability(profile: 
     assert all(r.get("max_completion_tokens") == cap for r in sent[3:]) and result.profile.protocol == "json"
     # temperature 0 wherever it was accepted (a reasoning model refuses it), so a small model does not ramble
     assert all(r.get("temperature") == (0 if profile == "llama.cpp" else None) for r in sent[3:])
+
+
+def test_a_server_dripping_a_byte_at_a_time_is_cut_at_the_probes_timeout() -> None:
+    """timeout_s bounds each request as a whole: a byte every 0.5 s never trips a per-read timeout."""
+    def drip_on_tools(request: dict) -> object:
+        reply = obedient_reply(request, named_choice=True)
+        return {"drip": 0.5, "content": "x" * 200} if request.get("tools") else reply
+
+    with ConformanceLLM("vllm", responder=drip_on_tools) as server:
+        started = time.monotonic()
+        result = probe(server.base_url, server.model, timeout_s=2)
+        elapsed = time.monotonic() - started
+        dripped = sum(1 for r in server.requests if r.get("tools"))
+    rows = {c.name: (c.ok, c.detail) for c in result.checks}
+    assert rows["tools"] == (False, "no answer in 2 s") and rows["json_schema"][0]
+    assert elapsed < 2 * dripped + 5  # each dripping request ends at its 2 s (the body alone would take minutes)
