@@ -338,8 +338,10 @@ class ExportPool:
         """Wait for every actor; their results summed (CPU is the export's whole cost, errors the last few)."""
         # An actor runs its calls in several threads, so a `drain` sent after an `add` may run first: wait for the
         # adds, or the drain could find an empty queue and the actor be stopped in the middle of a trace.
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         ray.get(self.pending, timeout=timeout_s)
-        results = ray.get([actor.drain.remote(timeout_s) for actor in self.actors])
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())  # one timeout for the whole drain
+        results = ray.get([actor.drain.remote(left) for actor in self.actors])
         errors = [e for r in results for e in r["errors"]]
         return {"actors": len(results), "exported": sum(r["exported"] for r in results),
                 "queued": sum(r["queued"] for r in results), "errors": errors[-5:],
