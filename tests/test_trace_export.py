@@ -105,3 +105,30 @@ def test_drain_gives_the_actors_only_the_time_the_pending_adds_left(monkeypatch)
     pool.pending = []
     pool.drain(None)
     assert waits[4:] == [None, None]
+
+
+def test_an_unrelated_warning_of_mlflows_exporter_does_not_fail_the_trace(tmp_path, monkeypatch):
+    """Only the warnings of a trace MLflow did not write count: one about its attachments leaves it written."""
+    import logging
+
+    import pipelines.engine.trace_export as te
+
+    def with_a_warning(*args):
+        trace_id = episode_trace(*args)
+        logging.getLogger("mlflow.tracing.export.mlflow_v3").warning("Failed to upload trace attachments: boom")
+        return trace_id
+
+    monkeypatch.setattr(te, "episode_trace", with_a_warning)
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
+    mlflow_run = tracker.create_run("r1", {}, {})
+    run_dir = RunDir.create(tmp_path / "runs", "r1")
+    store = run_dir.store()
+    RunFolderSink(run_dir, store).episode(record("q0"))
+    store.close()
+    exporter = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run, client=tracker.client)
+    assert exporter.export([(("q0", 1), "traces/q0.1.json")]) == [] and exporter.errors == []
+    assert exporter.exported == 1 and missing_traces(run_dir) == {}
+    with te._mlflow_export_failures() as failures:  # while a failed write still counts
+        logging.getLogger("mlflow.tracing.export.mlflow_v3").warning("Failed to send trace to MLflow backend: x")
+    assert failures == ["Failed to send trace to MLflow backend: x"]
+    tracker.close()

@@ -193,7 +193,10 @@ class TraceExporter:
 
 class _Failures(logging.Handler):
     """Collects, per thread, the warnings MLflow's trace exporter logs when it fails to write a trace (it logs them
-    instead of raising)."""
+    instead of raising); not its other warnings (attachments, prompt links), which leave the trace written."""
+
+    # MLflow 3's exporter (mlflow/tracing/export/mlflow_v3.py `_log_trace`, async_export_queue.py): the trace is lost
+    LOST = ("Failed to send trace to MLflow backend", "No trace or trace info provided", "Trace export queue is full")
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -201,8 +204,9 @@ class _Failures(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         sink = getattr(self.local, "sink", None)
-        if sink is not None:
-            sink.append(record.getMessage()[:300])
+        message = record.getMessage()
+        if sink is not None and message.startswith(self.LOST):
+            sink.append(message[:300])
 
 
 _FAILURES = _Failures()
