@@ -399,6 +399,28 @@ def test_sigterm_and_a_start_up_failure_leave_run_json_failed(ray_local, fake_ll
     assert "corpus" in meta["error"] and "Terminated" not in meta["error"], meta["error"]
 
 
+KEEPS_SIGTERM = """
+import signal
+from pipelines.engine.ray_utils import init_ray
+
+def ours(signum, frame):
+    pass
+
+signal.signal(signal.SIGTERM, ours)
+init_ray(None)
+print("KEPT" if signal.getsignal(signal.SIGTERM) is ours else "REPLACED")
+"""
+
+
+def test_connecting_to_ray_keeps_the_sigterm_handler_the_program_set(ray_local):
+    """`ray.init` sets its own SIGTERM handler: a SIGTERM from Ray's start until the run began would have been
+    recorded as SystemExit, not as the run stopped by SIGTERM."""
+    env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", KEEPS_SIGTERM], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.stdout.strip().splitlines()[-1:] == ["KEPT"], proc.stdout + proc.stderr[-3000:]
+
+
 def test_run_ids_cannot_leave_the_runs_dir(tmp_path, capsys):
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "run.json").write_text("{}")

@@ -125,7 +125,8 @@ def test_params_are_the_effective_config_of_each_variant(sweep):
         assert json.loads(inputs[0]["dataset"]["source"]) == {"uri": str(questions_file)}
         source = {k: v for k, v in tags.items() if k.startswith("mlflow.source.")}
         assert source["mlflow.source.git.commit"] == _git("rev-parse", "HEAD")
-        assert source["mlflow.source.git.branch"] == _git("rev-parse", "--abbrev-ref", "HEAD")
+        branch = _git("rev-parse", "--abbrev-ref", "HEAD")  # "HEAD" on a detached checkout, which gets no tag
+        assert source.get("mlflow.source.git.branch") == (None if branch == "HEAD" else branch)
         assert ("mlflow.source.git.repoURL" in source) == bool(_git("remote"))  # this checkout may have no remote
         parent = _tags(rest(sweep["uri"], "runs/get", run_id=tags["mlflow.parentRunId"])["run"])
         assert {k: v for k, v in parent.items() if k.startswith("mlflow.source.")} == source  # the parent's too

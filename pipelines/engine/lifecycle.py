@@ -276,7 +276,6 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
     from pipelines.engine.worker import EpisodeWorker, RayLimiterSlot, start_limiter
 
     init_ray(cfg.execution.ray_address)  # no-op when connected above
-    rearm_sigterm()
     corpus = corpus_for(Path(meta["corpus"]))
     store = run_dir.store()
     stats = _stats_so_far(run_dir, store, {q["id"] for q, _ in todo})
@@ -514,12 +513,6 @@ def sigterm_recorded() -> Iterator[None]:
     finally:
         _sigterm["blocks"] -= 1
         signal.signal(signal.SIGTERM, previous)
-
-
-def rearm_sigterm() -> None:
-    """Connecting to Ray replaces the SIGTERM handler (its core worker aborts the process): take it back."""
-    if _sigterm["blocks"] and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 def stop_reason(error: BaseException) -> str | None:

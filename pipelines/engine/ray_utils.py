@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -34,13 +36,27 @@ def init_ray(address: str | None) -> None:
             return
         address = address or own_local_cluster()
         env = {"env_vars": dict(RAY_ENV)}
-        if address:
-            ray.init(address=address, runtime_env=env, log_to_driver=False)
-        else:  # "local": a new instance, never whatever cluster someone else started on this machine
-            ray.init(address="local", include_dashboard=False, runtime_env=env, log_to_driver=False)
+        with _own_sigterm_kept():
+            if address:
+                ray.init(address=address, runtime_env=env, log_to_driver=False)
+            else:  # "local": a new instance, never whatever cluster someone else started on this machine
+                ray.init(address="local", include_dashboard=False, runtime_env=env, log_to_driver=False)
             if ray.util.get_node_ip_address() != LOOPBACK:
                 log.warning("local Ray did not start on loopback (Ray was imported before init_ray); its ports may "
                             "be reachable from the network")
+
+
+@contextmanager
+def _own_sigterm_kept() -> Iterator[None]:
+    """`ray.init` sets a SIGTERM handler of its own (SystemExit(15)): a handler this program had set (the run's, which
+    records the stop in run.json) is put back. Where there was none, Ray's stays: it exits through atexit, which shuts
+    Ray down, where the default would kill the process outright."""
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if callable(before) and threading.current_thread() is threading.main_thread():  # main thread: signal.signal
+            signal.signal(signal.SIGTERM, before)
 
 
 @contextmanager

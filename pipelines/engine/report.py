@@ -103,9 +103,7 @@ def accuracy_interval(scores: list[float], level: float = 0.95, resamples: int =
         ci = binomtest(int(sum(scores)), len(scores)).proportion_ci(level, method="wilson")
         lo, hi = ci.low, ci.high
     else:
-        from car_baselines import bootstrap_mean_interval  # the package loads scipy: not for `srag --help`
-
-        lo, hi = bootstrap_mean_interval(scores, level, resamples, seed=0)
+        lo, hi = bootstrap_ci(scores, resamples, seed=0, level=level)
     mean = round(fmean(scores), 4)
     return [min(round(float(lo), 4), mean), max(round(float(hi), 4), mean)]
 
@@ -183,7 +181,7 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 
 def bootstrap_ci(diffs: list[float], resamples: int, seed: int, level: float = 0.95) -> list[float]:
-    """Percentile bootstrap interval of the mean paired difference, resampling questions (seeded)."""
+    """Percentile bootstrap interval of a mean (a paired difference, a score), resampling questions (seeded)."""
     from car_baselines import bootstrap_mean_interval  # the package loads scipy: not for `srag --help`
 
     lo, hi = bootstrap_mean_interval(diffs, level, resamples, seed)
@@ -275,7 +273,7 @@ def plot_accuracy_intervals(runs: list[dict[str, Any]], path: Path) -> Path:
         acc, ci = r["summary"].get("accuracy"), r["summary"].get("accuracy_ci95")
         if acc is None:
             continue
-        err = [[max(0.0, acc - ci[0])], [max(0.0, ci[1] - acc)]] if ci else None  # rounding must not go below 0
+        err = [[acc - ci[0]], [ci[1] - acc]] if ci else None  # never negative: the interval holds the accuracy
         ax.bar(i, acc, color="#4c72b0", yerr=err, capsize=6)
         ax.annotate(f"n={r['summary']['judged']}", (i, 0.02), ha="center", fontsize=7, color="white")
     ax.set_xticks(range(len(runs)), [r["label"] for r in runs], rotation=20, fontsize=8)

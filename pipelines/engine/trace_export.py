@@ -193,7 +193,10 @@ class TraceExporter:
 
 class _Failures(logging.Handler):
     """Collects, per thread, the warnings MLflow's trace exporter logs when it fails to write a trace (it logs them
-    instead of raising)."""
+    instead of raising); not its other warnings (attachments, prompt links), which leave the trace written."""
+
+    # MLflow 3's exporter (mlflow/tracing/export/mlflow_v3.py `_log_trace`, async_export_queue.py): the trace is lost
+    LOST = ("Failed to send trace to MLflow backend", "No trace or trace info provided", "Trace export queue is full")
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -201,8 +204,9 @@ class _Failures(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         sink = getattr(self.local, "sink", None)
-        if sink is not None:
-            sink.append(record.getMessage()[:300])
+        message = record.getMessage()
+        if sink is not None and message.startswith(self.LOST):
+            sink.append(message[:300])
 
 
 _FAILURES = _Failures()
@@ -338,8 +342,10 @@ class ExportPool:
         """Wait for every actor; their results summed (CPU is the export's whole cost, errors the last few)."""
         # An actor runs its calls in several threads, so a `drain` sent after an `add` may run first: wait for the
         # adds, or the drain could find an empty queue and the actor be stopped in the middle of a trace.
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         ray.get(self.pending, timeout=timeout_s)
-        results = ray.get([actor.drain.remote(timeout_s) for actor in self.actors])
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())  # one timeout for the whole drain
+        results = ray.get([actor.drain.remote(left) for actor in self.actors])
         errors = [e for r in results for e in r["errors"]]
         return {"actors": len(results), "exported": sum(r["exported"] for r in results),
                 "queued": sum(r["queued"] for r in results), "errors": errors[-5:],
