@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 from collections import Counter
-from types import SimpleNamespace
 from urllib.parse import urlparse
 
 from pipelines.engine.results import RunDir, RunFolderSink
@@ -72,39 +71,6 @@ def test_a_trace_mlflow_failed_to_write_is_deleted_and_left_for_a_retry(tmp_path
     assert set(missing_traces(run_dir)) == {("q0", 1)}  # unmarked: `--resume` tries again
     assert tracker.client.search_traces(locations=[broken], run_id=mlflow_run) == []  # the broken one is gone
     tracker.close()
-
-
-def test_drain_gives_the_actors_only_the_time_the_pending_adds_left(monkeypatch):
-    """The drain's timeout bounds the whole drain: waiting for the adds uses part of it, the actors get the rest."""
-    import pipelines.engine.trace_export as te
-
-    clock, waits = [100.0], []
-
-    class FakeRay:
-        @staticmethod
-        def get(refs, timeout=None):
-            if refs == ["add"]:
-                clock[0] += 7.0  # the pending adds took 7 s of the 10
-                return [None]
-            return list(refs)
-
-    class Actor:
-        class drain:
-            @staticmethod
-            def remote(timeout_s):
-                waits.append(timeout_s)
-                return {"exported": 1, "queued": 0, "errors": [], "n_errors": 0, "cpu_s": 0.1}
-
-    monkeypatch.setattr(te, "ray", FakeRay)
-    monkeypatch.setattr(te, "time", SimpleNamespace(monotonic=lambda: clock[0]))
-    pool = te.ExportPool([Actor(), Actor()])
-    pool.pending = ["add"]
-    assert pool.drain(10.0)["exported"] == 2 and waits == [3.0, 3.0]
-    pool.pending = ["add"]
-    assert pool.drain(5.0)["actors"] == 2 and waits[2:] == [0.0, 0.0]  # overran: the actors only report
-    pool.pending = []
-    pool.drain(None)
-    assert waits[4:] == [None, None]
 
 
 def test_an_unrelated_warning_of_mlflows_exporter_does_not_fail_the_trace(tmp_path, monkeypatch):
