@@ -234,3 +234,18 @@ def test_set_algebra_laws(a, b, c):
     ab = op("union", "A", "B").name
     assert op("intersect", ab, "C").members == (a & c) | (b & c)  # distributivity
     assert ws.get_set("A_and_B").members == a & b
+
+
+@pytest.mark.parametrize("at", [100, 19_990, 30_000, 318_500, 600_000])
+def test_a_snippet_is_the_first_match_wherever_it_lies_in_a_long_document(at):
+    """Snippets read a document's head, then a longer head, then the whole: the excerpt is the first match's, also
+    when the match lies past a cut or runs across one (`\\d+` at 19,990 and 318,500 is cut by the 20,000- and
+    320,000-character heads)."""
+    from srag_core.diagnostics import HEAD_CHARS, HEAD_GROWTH
+
+    assert HEAD_CHARS < 30_000 < HEAD_CHARS * HEAD_GROWTH < 600_000
+    text = "é" * at + "Code 1234567890123 " + "x" * 700_000 + " Code 99"
+    ws = Workspace(Corpus.from_texts({"long.txt": text, "short.txt": "nothing here"}))
+    obs = run_tool(ws, "apply_filter", {"pattern": r"Code \d+", "output_prefix": "code"})
+    (snippet,) = obs["snippets"]["positive"]
+    assert "Code 1234567890123 " in snippet["text"] and "Code 99" not in snippet["text"]

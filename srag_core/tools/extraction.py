@@ -35,7 +35,7 @@ def extract_field(a: ExtractFieldArgs, ws: Workspace) -> dict:
     compiled, group, note = _compile_with_group(ws, a.pattern, a.group, a.case_sensitive)
     target = ws.get_set(a.target_set)
     values, failed, unmatched = {}, [], []
-    for i, m in _first_matches(ws, compiled, sorted(target.members), "norm"):
+    for i, m in _first_matches(ws, compiled, target.sorted(), "norm"):
         if m is None:
             unmatched.append(i)
             continue
@@ -74,7 +74,7 @@ def extract_list(a: ExtractListArgs, ws: Workspace) -> dict:
     budget = Budget(ws.regex_budget_s)
     values: dict[int, list[str]] = {}
     capped = 0
-    for i in _candidates(ws, compiled, sorted(target.members), "text"):
+    for i in _candidates(ws, compiled, target.sorted(), "text"):
         items = []
         for m in finditer(compiled, ws.corpus.docs[i].text, budget):
             if len(items) == MAX_ITEMS_PER_DOC:
@@ -111,7 +111,7 @@ def extract_from_filename(a: ExtractFromFilenameArgs, ws: Workspace) -> dict:
     target = ws.get_set(a.target_set)
     budget = Budget(ws.regex_budget_s)
     values = {}
-    for i in sorted(target.members):
+    for i in target.sorted():
         m = search(compiled, ws.corpus.docs[i].filename, budget)
         value = parse_value(a.as_type, m.group(group) or "") if m else None
         if value is not None:

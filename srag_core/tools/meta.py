@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from srag_core import diagnostics as dx
 from srag_core.regex_engine import Budget, compile_untrusted
 from srag_core.tools._base import Args, Mode, ToolError, tool
@@ -16,11 +18,10 @@ class CountSetArgs(Args):
       examples=({"set_name": "my_set"},))
 def count_set(a: CountSetArgs, ws: Workspace) -> dict:
     ds = ws.get_set(a.set_name)
-    members = ds.sorted()
     obs = {"set_name": ds.name, "count": len(ds), "provenance": ds.provenance()}
     obs.update(dx.count_set_diagnostics(ws, ds))
-    if members:
-        obs["snippets"] = {"positive": dx.anchor_snippets(ws, members)}
+    if len(ds):
+        obs["snippets"] = {"positive": dx.anchor_snippets(ws, ds.ids)}
     return obs
 
 
@@ -64,10 +65,10 @@ def create_regex(a: CreateRegexArgs, ws: Workspace) -> dict:
     pattern = a.pattern if proposal is None else proposal["pattern"]
     compiled = compile_untrusted(pattern)  # a proposed pattern is untrusted like any other: same limits
     name = check_name(a.name or f"regex_{len(ws.regexes) + 1}")
-    hits = ws.corpus.search.filter(compiled, None, Budget(ws.regex_budget_s))  # a pattern that fails is not kept
+    hits = ws.corpus.search.filter_ids(compiled, None, Budget(ws.regex_budget_s))  # a pattern that fails is not kept
     ws.regexes[name] = pattern
     obs = {"registered": name, "pattern": pattern, "use_as": f"@{name}", "matches_in_all": len(hits)}
     if proposal is not None:
-        obs["matches_in_sample_set"] = len(sample.members.intersection(hits))
+        obs["matches_in_sample_set"] = len(np.intersect1d(sample.ids, hits, assume_unique=True))
         obs["proposal"] = {k: v for k, v in proposal.items() if k != "pattern"}
     return obs
