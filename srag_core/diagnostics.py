@@ -16,13 +16,14 @@ import regex
 
 from srag_core.landscape import TOKEN
 from srag_core.regex_engine import Budget, search
-from srag_core.workspace import DocSet, Workspace
+from srag_core.workspace import DocSet, Workspace, intersect_ids
 
 SNIPPET_CHARS = 400
-# Snippets are looked for in a document's first HEAD_CHARS characters first, then in HEAD_GROWTH times as many, and
-# only then in the whole text; a match that ends within HEAD_MARGIN of a cut (it might run on, or a `\b` or `$` might
-# hold only at the cut) is looked for again further on. Decoding a whole 1 MB document took about 0.7 ms a snippet.
-HEAD_CHARS, HEAD_MARGIN, HEAD_GROWTH = 20_000, 2_000, 16
+# Snippets are looked for in a document's first HEAD_CHARS characters, then in HEAD_GROWTH times as many, and so on
+# until the head is the whole document: decoding a whole 1 MB document to find a match in its first lines took about
+# 0.7 ms. A match that ends within HEAD_MARGIN of a cut (it might run on, or a `\b` or `$` might hold only at the
+# cut) is looked for again in the next head.
+HEAD_CHARS, HEAD_MARGIN, HEAD_GROWTH = 5_000, 1_000, 4
 _LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
 MAX_DECOMPOSITION = 5
 # Escapes (\b, \d, \p{L}), group names and counted repeats are syntax, not words: drop them before tokenizing.
@@ -68,14 +69,16 @@ def first_match(ws: Workspace, i: int, compiled: regex.Pattern, budget: Budget |
     def find(text: str):
         return search(compiled, text, budget) if budget is not None else compiled.search(text)
 
-    if not any(mark in compiled.pattern for mark in _LOOKAROUND):  # a lookaround may look past the cut
-        for chars in (HEAD_CHARS, HEAD_CHARS * HEAD_GROWTH):
-            text, whole = ws.corpus.search.head(i, field, chars)
-            m = find(text)
-            if whole or (m is not None and m.end() <= len(text) - HEAD_MARGIN):
-                return text, m, whole
-    text = ws.corpus.search.text(i, field)
-    return text, find(text), True
+    if any(mark in compiled.pattern for mark in _LOOKAROUND):  # a lookaround may look past any cut
+        text = ws.corpus.search.text(i, field)
+        return text, find(text), True
+    chars = HEAD_CHARS
+    while True:  # ends: a head as long as the document is whole
+        text, whole = ws.corpus.search.head(i, field, chars)
+        m = find(text)
+        if whole or (m is not None and m.end() <= len(text) - HEAD_MARGIN):
+            return text, m, whole
+        chars *= HEAD_GROWTH
 
 
 def match_snippets(ws: Workspace, compiled: regex.Pattern, members: Sequence[int], budget: Budget,
@@ -109,7 +112,7 @@ def _anchor_pattern(ws: Workspace) -> regex.Pattern | None:
 
 
 def set_composition(a: DocSet, b: DocSet) -> dict[str, Any]:
-    both = len(np.intersect1d(a.ids, b.ids, assume_unique=True))
+    both = len(intersect_ids(a.ids, b.ids))
     return {"sets": [a.name, b.name], "sizes": [len(a), len(b)], "intersect": both,
             "union": len(a) + len(b) - both, f"{a.name} minus {b.name}": len(a) - both,
             f"{b.name} minus {a.name}": len(b) - both}
@@ -161,7 +164,7 @@ def _decomposition(ws: Workspace, tokens: list[str], target: DocSet, n_pos: int,
         out["selectivity_note"] = (f"The whole pattern matched {n_pos}; its keywords alone match "
                                    f"{min(counts)} to {max(counts)} documents each. Consider starting from one keyword.")
     a, b = tokens[0], tokens[1]
-    both = len(np.intersect1d(hits[a], hits[b], assume_unique=True))
+    both = len(intersect_ids(hits[a], hits[b]))
     out["keyword_intersection"] = {"keywords": [a, b], "both_match": both}
     if both > n_pos:
         out["selectivity_gap"] = (f"{both - n_pos} documents contain both {a!r} and {b!r} but do not match the "
@@ -190,11 +193,11 @@ def _anchor_checks(ws: Workspace, target: DocSet, pos: np.ndarray, n_neg: int) -
         return {}
     anchor = ws.anchors[0]
     with_anchor = ws.corpus.search.ids_containing([anchor], None)
-    inside = len(np.intersect1d(with_anchor, pos, assume_unique=True))
+    inside = len(intersect_ids(with_anchor, pos))
     out: dict[str, Any] = {"entity_coverage": {"anchor": anchor, "in_positive": inside,
                                                "outside_positive": len(with_anchor) - inside}}
     if n_neg:  # the negatives are the target's other members: no pass over them (673k for `all`)
-        neg_hits = len(np.intersect1d(with_anchor, target.ids, assume_unique=True)) - inside
+        neg_hits = len(intersect_ids(with_anchor, target.ids)) - inside
         out["negative_entity_check"] = f"{neg_hits}/{n_neg} negatives contain {anchor!r} (keyword only)."
     return out
 

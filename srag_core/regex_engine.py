@@ -314,6 +314,7 @@ def required_literals(pattern: str, case_sensitive: bool = False) -> frozenset[s
 MAX_LANGUAGE = 64
 
 
+@lru_cache(maxsize=4096)  # asked for by the scan, the name checks and the diagnostics of one call
 def literal_language(pattern: str) -> frozenset[str] | None:
     """Every string the pattern can match, when that is a small finite set of literals (`composer`,
     `prison|jail`, `colou?r` is not: repeats are left out), else None."""

@@ -165,15 +165,20 @@ class CorpusSearch:
         return self.corpus.docs.value(field, i)
 
     def head(self, i: int, field: TextField, chars: int) -> tuple[str, bool]:
-        """The first `chars` characters of a document's field, and whether that is all of it: a snippet near the
-        start of a 1 MB document need not decode the whole of it."""
+        """About the first `chars` bytes of a document's field, decoded (cut back to a character boundary), and
+        whether that is all of it: a snippet near the start of a 1 MB document need not decode the whole of it, and
+        decoding straight from the column's buffer skips the copy Arrow's slicing kernels make (a 320k-character
+        head took 0.45 ms through `utf8_slice_codeunits`)."""
         if field == "spaced_filename":
             return self.text(i, field), True
-        import pyarrow.compute as pc
-
-        cell = self.arrow(field).slice(i, 1)
-        text = pc.utf8_slice_codeunits(cell, 0, chars)[0].as_py()
-        return text, len(text) < chars or pc.binary_length(cell)[0].as_py() == len(text.encode("utf-8"))
+        arr = self.arrow(field)
+        offsets = _offsets(arr)
+        start, stop = int(offsets[i]), int(offsets[i + 1])
+        data = memoryview(arr.buffers()[2])
+        cut = min(stop, start + max(1, chars))
+        while start < cut < stop and data[cut] & 0xC0 == 0x80:  # a continuation byte: step back to a character start
+            cut -= 1
+        return str(data[start:cut], "utf-8"), cut == stop
 
     def texts(self, field: TextField) -> "_Texts":
         """The field's texts by document index, decoded from the column when asked for (never all at once)."""
@@ -455,7 +460,11 @@ class CorpusSearch:
         hits = np.concatenate(found)
         if members is None:
             return hits
-        return np.intersect1d(hits, members, assume_unique=True) if whole else members[hits]
+        if not whole:
+            return members[hits]
+        mask = np.zeros(len(self.corpus), dtype=bool)
+        mask[hits] = True
+        return members[mask[members]]
 
     @staticmethod
     def _rest(offsets: np.ndarray, start: int, probe_seconds: float) -> list[tuple[int, int]]:

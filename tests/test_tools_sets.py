@@ -236,16 +236,28 @@ def test_set_algebra_laws(a, b, c):
     assert ws.get_set("A_and_B").members == a & b
 
 
-@pytest.mark.parametrize("at", [100, 19_990, 30_000, 318_500, 600_000])
+@pytest.mark.parametrize("at", [100, 4_990, 10_000, 79_990, 160_000, 1_279_990, 1_400_000])
 def test_a_snippet_is_the_first_match_wherever_it_lies_in_a_long_document(at):
-    """Snippets read a document's head, then a longer head, then the whole: the excerpt is the first match's, also
-    when the match lies past a cut or runs across one (`\\d+` at 19,990 and 318,500 is cut by the 20,000- and
-    320,000-character heads)."""
+    """Snippets read a document's head, then longer heads, then the whole: the excerpt is the first match's, also
+    when the match lies past a cut or runs across one (`\\d+` at 4,990, 79,990 and 1,279,990 is cut by the 5,000-,
+    80,000- and 1,280,000-character heads)."""
     from srag_core.diagnostics import HEAD_CHARS, HEAD_GROWTH
 
-    assert HEAD_CHARS < 30_000 < HEAD_CHARS * HEAD_GROWTH < 600_000
-    text = "é" * at + "Code 1234567890123 " + "x" * 700_000 + " Code 99"
+    assert (HEAD_CHARS, HEAD_GROWTH) == (5_000, 4)
+    text = "é" * at + "Code 1234567890123 " + "x" * 100_000 + " Code 99"
     ws = Workspace(Corpus.from_texts({"long.txt": text, "short.txt": "nothing here"}))
     obs = run_tool(ws, "apply_filter", {"pattern": r"Code \d+", "output_prefix": "code"})
     (snippet,) = obs["snippets"]["positive"]
     assert "Code 1234567890123 " in snippet["text"] and "Code 99" not in snippet["text"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.integers(0, 300)), st.sets(st.integers(0, 300)))
+def test_intersect_ids_is_set_intersection(a, b):
+    import numpy as np
+
+    from srag_core.workspace import doc_ids, intersect_ids
+
+    assert intersect_ids(doc_ids(a), doc_ids(b)).tolist() == sorted(a & b)
+    assert doc_ids(list(a) + list(a)).tolist() == sorted(a) and not doc_ids(a).flags.writeable
+    assert doc_ids(np.array(sorted(b), dtype=np.int32)).dtype == np.int64

@@ -11,7 +11,7 @@ from srag_core import diagnostics as dx
 from srag_core.regex_engine import Budget, RegexTimeout, compile_untrusted, pure_literal
 from srag_core.tools._base import Args, Mode, ToolError, resolve_pattern, slug, tool
 from srag_core.tools.values import compare_values, parse_threshold
-from srag_core.workspace import ALL, Workspace
+from srag_core.workspace import ALL, Workspace, intersect_ids
 
 
 class ApplyFilterArgs(Args):
@@ -123,7 +123,7 @@ _OP_WORD = {"intersect": "and", "union": "or", "difference": "minus"}
 def set_operation(a: SetOperationArgs, ws: Workspace) -> dict:
     sa, sb = ws.get_set(a.set_a), ws.get_set(a.set_b)
     if a.operation == "intersect":
-        members, refined = np.intersect1d(sa.ids, sb.ids, assume_unique=True), sa.refined or sb.refined
+        members, refined = intersect_ids(sa.ids, sb.ids), sa.refined or sb.refined
     elif a.operation == "union":
         members, refined = np.union1d(sa.ids, sb.ids), sa.refined and sb.refined
     else:

@@ -7,7 +7,7 @@ import numpy as np
 from srag_core import diagnostics as dx
 from srag_core.regex_engine import Budget, compile_untrusted
 from srag_core.tools._base import Args, Mode, ToolError, tool
-from srag_core.workspace import ALL, Workspace, check_name
+from srag_core.workspace import ALL, Workspace, check_name, intersect_ids
 
 
 class CountSetArgs(Args):
@@ -69,6 +69,6 @@ def create_regex(a: CreateRegexArgs, ws: Workspace) -> dict:
     ws.regexes[name] = pattern
     obs = {"registered": name, "pattern": pattern, "use_as": f"@{name}", "matches_in_all": len(hits)}
     if proposal is not None:
-        obs["matches_in_sample_set"] = len(np.intersect1d(sample.ids, hits, assume_unique=True))
+        obs["matches_in_sample_set"] = len(intersect_ids(sample.ids, hits))
         obs["proposal"] = {k: v for k, v in proposal.items() if k != "pattern"}
     return obs
