@@ -26,6 +26,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
+from srag_core.memory import release_unused
+
 DEFAULT_MAX_DOC_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024 * 1024  # a whole .json / .jsonl corpus
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n")
@@ -464,24 +466,8 @@ def cached_load(p: Path, max_doc_bytes: int, cache_dir: Path, build: Callable[[]
     _write_atomically(index, lambda f: f.write(json.dumps(info).encode("utf-8")))
     source, warnings = corpus.source, corpus.warnings
     del corpus  # the parsed documents: from here on the mapped file holds the texts
-    _release_python_memory()
+    release_unused(collect=True)
     return Corpus(open_table(data), source=source, warnings=warnings)
-
-
-def _release_python_memory() -> None:
-    """Give the memory of freed documents back to the system (glibc keeps freed heap pages otherwise: a first start
-    of 673k files stayed at several times the corpus's size after its documents were gone)."""
-    import ctypes
-    import gc
-
-    import pyarrow as pa
-
-    gc.collect()
-    pa.default_memory_pool().release_unused()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to trim
-        pass
 
 
 def _write_table(corpus: Corpus, f) -> None:

@@ -40,6 +40,7 @@ from typing import Iterable, Literal, Protocol, Sequence
 import numpy as np
 import regex
 
+from srag_core.memory import release_unused, return_large_blocks
 from srag_core.regex_engine import (Budget, BudgetSpent, RE2Plan, ScanIncomplete, blob_safe, literal_language,
                                     re2_plan, search, warm_translations)
 
@@ -127,6 +128,7 @@ class CorpusSearch:
     """Search structures of one corpus, each built on first use and kept (the corpus is immutable)."""
 
     def __init__(self, corpus: _Corpus):
+        return_large_blocks()  # a replica's RSS stays what it holds across tool calls (memory.return_large_blocks)
         self.corpus = corpus
         self._cache: dict[tuple[str, str], object] = {}
         self._masks: OrderedDict[tuple, np.ndarray] = OrderedDict()  # (pattern, flags, field) -> packed hits
@@ -189,7 +191,8 @@ class CorpusSearch:
         import pyarrow.compute as pc
 
         if field == "spaced_filename":
-            return self._memo(("arrow", field), lambda: pc.replace_substring(self.arrow("filename"), "_", " "))
+            return self._memo(("arrow", field), lambda: _released(
+                pc.replace_substring(self.arrow("filename"), "_", " ", memory_pool=_pool())))
         return self.corpus.docs.column(field)
 
     def is_ascii(self, field: TextField) -> np.ndarray:
@@ -197,10 +200,12 @@ class CorpusSearch:
         import pyarrow.compute as pc
 
         def build():
+            if field == "spaced_filename":  # the same bytes but `_` read as a space: the same answer
+                return self.is_ascii("filename")
             arr = self.arrow(field)
             pool = _pool()
-            return pc.equal(pc.binary_length(arr, memory_pool=pool), pc.utf8_length(arr, memory_pool=pool),
-                            memory_pool=pool).to_numpy(zero_copy_only=False)
+            return _released(pc.equal(pc.binary_length(arr, memory_pool=pool), pc.utf8_length(arr, memory_pool=pool),
+                                      memory_pool=pool).to_numpy(zero_copy_only=False))
 
         return self._memo(("ascii", field), build)
 
@@ -314,7 +319,7 @@ class CorpusSearch:
             return None
         buf, starts = names
         if not sensitive:
-            buf = self._memo(("names_folded", field), buf.lower)
+            buf = self._memo(("names_folded", field), lambda: _released(buf.lower()))
         found: set[int] = set()
         for word in words:
             needle = (word if sensitive else word.lower()).encode()
@@ -364,13 +369,13 @@ class CorpusSearch:
             if field == "spaced_filename":
                 base = self._names("filename")
                 return None if base is None else (base[0].replace(b"_", b" "), base[1])
-            names = self.arrow(field)
-            if pc.any(pc.match_substring(names, "\n")).as_py():
+            names, pool = self.arrow(field), _pool()
+            if pc.any(pc.match_substring(names, "\n", memory_pool=pool)).as_py():
                 return None
-            listed = pa.LargeListArray.from_arrays(pa.array([0, len(names)], pa.int64()), names)
-            buf = pc.binary_join(listed, pa.scalar("\n", names.type))[0].as_buffer().to_pybytes()
-            lengths = pc.binary_length(names).to_numpy(zero_copy_only=False).astype(np.int64)
-            return buf, np.concatenate([[0], np.cumsum(lengths + 1)])  # each name and its newline
+            listed = pa.LargeListArray.from_arrays(pa.array([0, len(names)], pa.int64()), names, pool=pool)
+            buf = pc.binary_join(listed, pa.scalar("\n", names.type), memory_pool=pool)[0].as_buffer().to_pybytes()
+            starts = _offsets(names) - _offsets(names)[0] + np.arange(len(names) + 1)  # each name and its newline
+            return _released((buf, starts))
 
         return self._memo(("names", field), build)
 
@@ -573,6 +578,12 @@ def _pool():
     import pyarrow as pa
 
     return pa.system_memory_pool()
+
+
+def _released(built):
+    """`built`, after the temporaries of its build are given back to the system (see `memory.release_unused`)."""
+    release_unused()
+    return built
 
 
 def _offsets(arr) -> np.ndarray:
