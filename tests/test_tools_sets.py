@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from srag_core import Corpus, Workspace, run_tool
+from srag_core.regex_engine import compile_untrusted
 from srag_core.tools import REGISTRY
 from tests.corpora import HEARINGS, hearings_corpus
 
@@ -236,17 +237,29 @@ def test_set_algebra_laws(a, b, c):
     assert ws.get_set("A_and_B").members == a & b
 
 
-@pytest.mark.parametrize("at", [100, 4_990, 10_000, 79_990, 160_000, 1_279_990, 1_400_000])
-def test_a_snippet_is_the_first_match_wherever_it_lies_in_a_long_document(at):
-    """Snippets read a document's head, then longer heads, then the whole: the excerpt is the first match's, also
-    when the match lies past a cut or runs across one (`\\d+` at 4,990, 79,990 and 1,279,990 is cut by the 5,000-,
-    80,000- and 1,280,000-character heads)."""
-    from srag_core.diagnostics import HEAD_CHARS, HEAD_GROWTH
+@pytest.mark.parametrize("before, pattern", [
+    ("é" * 50, r"Code \d+"),  # in the first 5,000 bytes
+    ("é" * 2_495, r"Code \d+"),  # starts in them, ends past them: the next head
+    ("é" * 40_000, r"Code \d+"),  # far in: a head of 80,000 bytes
+    ("é" * 200_000 + " ", r"\bCode \d+"),  # past the heads: the whole text
+    ("é" * 40_000 + "xCode 555 é\n\n", r"^Code \d+"),  # only where a line starts
+    ("é" * 40_000 + "éCode 555 \n", r"\bCode \d+"),  # `\b` after é: no boundary for the regex module
+])
+def test_a_snippet_is_the_first_match_wherever_it_lies_in_a_long_document(before, pattern):
+    """A snippet decodes ever longer heads of the document, up to the whole text: whichever it stops at, the match
+    is the regex module's first match of the whole document."""
+    from srag_core.diagnostics import first_match
 
-    assert (HEAD_CHARS, HEAD_GROWTH) == (5_000, 4)
-    text = "é" * at + "Code 1234567890123 " + "x" * 100_000 + " Code 99"
+    text = before + "Code 1234567890123 " + "x" * 20_000 + " Code 99"
     ws = Workspace(Corpus.from_texts({"long.txt": text, "short.txt": "nothing here"}))
-    obs = run_tool(ws, "apply_filter", {"pattern": r"Code \d+", "output_prefix": "code"})
+    compiled = compile_untrusted(pattern)
+    norm = ws.corpus.docs[0].norm
+    expected = compiled.search(norm)
+    part, m, whole = first_match(ws, 0, compiled, None)
+    assert m.group() == expected.group() == "Code 1234567890123"
+    assert part[:m.start()].endswith(norm[max(0, expected.start() - 100):expected.start()])  # the same place
+    assert whole == (part == norm)
+    obs = run_tool(ws, "apply_filter", {"pattern": pattern, "output_prefix": "code"})
     (snippet,) = obs["snippets"]["positive"]
     assert "Code 1234567890123 " in snippet["text"] and "Code 99" not in snippet["text"]
 
