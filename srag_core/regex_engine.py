@@ -516,9 +516,10 @@ def _ascii_item(op, av, ic: bool, dotall: bool) -> str:  # noqa: C901 - one case
         return f"(?:{_ascii_seq(list(sub), ic, dotall)}){{{lo},{'' if hi is _sc.MAXREPEAT else hi}}}"
     if op is _sc.SUBPATTERN:
         _group, add, delete, sub = av
-        if add & ~re.IGNORECASE or delete & ~re.IGNORECASE:
-            raise _NoRE2("inline flags other than i")
-        return f"(?:{_ascii_seq(list(sub), (ic or bool(add)) and not delete, dotall)})"
+        _check_scoped_flags(add, delete)
+        sub_ic = (ic or bool(add & re.IGNORECASE)) and not delete & re.IGNORECASE
+        sub_dotall = (dotall or bool(add & re.DOTALL)) and not delete & re.DOTALL
+        return f"(?:{_ascii_seq(list(sub), sub_ic, sub_dotall)})"
     if op is _sc.BRANCH:
         return "(?:" + "|".join(_ascii_seq(list(b), ic, dotall) for b in av[1]) + ")"
     if op is _sc.AT:
@@ -607,13 +608,14 @@ def _re2_item(op, av, ic: bool, state: dict, keep_bounds: bool) -> str:  # noqa:
         return f"(?:{inner}){{{lo},{upper}}}"
     if op is _sc.SUBPATTERN:
         _group, add, delete, sub = av
+        _check_scoped_flags(add, delete)
         sub_ic = (ic or bool(add & re.IGNORECASE)) and not delete & re.IGNORECASE
-        if add & ~re.IGNORECASE or delete & ~re.IGNORECASE:
-            raise _NoRE2("inline flags other than i")
         if sub_ic != ic:
             _inexact(state)
-        flag = "" if sub_ic == ic else ("i" if sub_ic else "-i")
-        return f"(?{flag}:{_re2_seq(list(sub), sub_ic, state, keep_bounds)})"
+        flags = ("i" if sub_ic and not ic else "") + ("s" if add & re.DOTALL else "")
+        off = ("i" if ic and not sub_ic else "") + ("s" if delete & re.DOTALL else "")
+        scope = flags + (f"-{off}" if off else "")  # RE2 knows scoped i and s: `.` in (?s:...) takes a newline
+        return f"(?{scope}:{_re2_seq(list(sub), sub_ic, state, keep_bounds)})"
     if op is _sc.ATOMIC_GROUP:
         _inexact(state, ascii_too=True)
         return f"(?:{_re2_seq(list(av), ic, state, keep_bounds)})"
@@ -625,6 +627,13 @@ def _re2_item(op, av, ic: bool, state: dict, keep_bounds: bool) -> str:  # noqa:
         _inexact(state, ascii_too=True)
         return "" if op is not _sc.GROUPREF else f"{_ANY}*"
     raise _NoRE2(str(op))
+
+
+def _check_scoped_flags(add: int, delete: int) -> None:
+    """Scoped inline flags RE2 can follow: i and s either way, m turned on (it always is here), x (it only changed
+    how the pattern was read)."""
+    if add & ~(re.IGNORECASE | re.DOTALL | re.MULTILINE | re.VERBOSE) or delete & ~(re.IGNORECASE | re.DOTALL):
+        raise _NoRE2("inline flags other than i, s, m and x")
 
 
 def _re2_anchor(at, state: dict, keep_bounds: bool) -> str:

@@ -168,6 +168,10 @@ def test_re2_translations():
     assert re2_plan("a++a", case_sensitive=True).exact is False  # possessive: gives nothing back
     assert re2_plan("(?i)kilo", case_sensitive=True) == re2_plan("kilo", case_sensitive=False)  # global inline flag
     assert re2_plan(r"(?a)\d", case_sensitive=True) is None  # ASCII-only classes: not what is translated
+    # scoped s (and i) flags are RE2's too: `(?:(?s:.)+)+fine` stays in RE2, away from the regex module's backtracking
+    assert re2_plan("(?:(?s:.)+)+fine", case_sensitive=True).superset == "(?m)(?:(?:(?s:.)){1,}){1,}fine"
+    assert re2_plan("(?s)a(?-s:.)b", case_sensitive=True).exact
+    assert re2_plan("(?-m:^a)", case_sensitive=True) is None  # ^ at the text's start only: not translated
 
 
 ascii_texts = st.lists(st.lists(st.sampled_from([w for w in WORDS if w.isascii()] + [" ", "\n", ", ", "_", "-"]),
