@@ -9,7 +9,8 @@
      cache, create a workspace), each in a fresh process, with its RSS;
    - for each of six patterns, case-sensitive and not: `apply_filter` (diagnostics included), the scan alone
      (`CorpusSearch.filter`), a per-document `re.search` loop over the normalized texts and `rg -l` over the
-     folder, best of --repeats, interleaved; whether the four document counts agree.
+     folder, best of --repeats, interleaved, each after a PAUSE_S idle pause; whether the four document counts
+     agree.
 
 Run: `SRAG_SHARED_DIR=/path/to/shared .venv/bin/python benchmarks/tool_latency.py [--shape-mb 300] [--repeats 3]`
 (the shared folder defaults to ../shared beside the repository). ripgrep comes from Debian
@@ -36,6 +37,10 @@ from srag_core.regex_engine import Budget, compile_untrusted
 
 SHARED = Path(os.environ.get("SRAG_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")) / "data" / "2wikimultihopqa"
 QUESTION = "Where was the composer of song Back In The U.S.A. born?"
+# Every timed call comes after the same short idle pause, as a tool call comes after the model's reply: without it,
+# whichever side ran right after ripgrep's subprocess started from an idle CPU and paid for it (a cold apply_filter
+# took 2.0 ms against 1.2 ms back to back, while the re loop hardly changed, 1.2 against 1.16 ms).
+PAUSE_S = 0.05
 SCAN_PATTERNS = ["Chuck Berry", "(?i)director", r"born in \d{4}", "prison|jail", r"\b(?:18|19)\d{2}\b",
                  r"[A-Z][a-z]+ \d{1,2}, \d{4}"]
 
@@ -187,6 +192,7 @@ def shape_table(label: str, texts: dict[str, str], repeats: int, tmp: Path) -> d
                     sides["rg"] = lambda: rg_count(p, case_sensitive, folder)
                 for side, fn in sides.items():
                     corpus.search.forget(keep=after_start)  # no answer kept from the previous round
+                    time.sleep(PAUSE_S)
                     t0 = time.perf_counter()
                     out = fn()
                     times.setdefault((p, side), []).append(time.perf_counter() - t0)
