@@ -97,21 +97,19 @@ patterns = st.recursive(atoms, lambda inner: st.one_of(
 
 @settings(max_examples=400, deadline=None)
 @given(texts, patterns, st.booleans(), st.sampled_from([8, 4_000_000]), st.sampled_from([1, 4]),
-       st.sampled_from(["", "", "(?i)", "(?s)"]), st.sampled_from([0.0, 60.0]), st.sampled_from([1, 10**9]))
+       st.sampled_from(["", "", "(?i)", "(?s)"]), st.sampled_from([0.0, 60.0]))
 def test_fast_scan_equals_naive_scan(docs, pattern, case_sensitive, chunk_chars, subset_fraction, global_flag,
-                                     fast_rest_s, long_document_bytes):
+                                     fast_rest_s):
     pattern = global_flag + pattern
     corpus = Corpus.from_texts({f"d{i:02d}.txt": t if t.strip() else "empty" for i, t in enumerate(docs)})
     compiled = compile_untrusted(pattern, case_sensitive=case_sensitive)
     saved = (scanner.CHUNK_CHARS, scanner.SLICE_BYTES, scanner.SUBSET_FRACTION, scanner.PARALLEL_MIN_BYTES,
-             scanner.PARALLEL_MIN_SECONDS, scanner.FAST_REST_S, scanner.LONG_DOCUMENT_BYTES)
+             scanner.PARALLEL_MIN_SECONDS, scanner.FAST_REST_S)
     # Tiny chunks and slices put documents on chunk and slice boundaries (and slices on the scan threads); a subset
     # fraction of 1 gathers every target set instead of scanning the whole column. A rest projected as slow (0 s)
-    # is cut into slices, a fast one (60 s) is one piece per thread. A mean document size of 1 byte or more counts
-    # as long (the ASCII-exact form goes first), 1 GB as short (the superset goes first).
+    # is cut into slices, a fast one (60 s) is one piece per thread.
     scanner.CHUNK_CHARS, scanner.SLICE_BYTES, scanner.SUBSET_FRACTION = chunk_chars, chunk_chars, subset_fraction
     scanner.PARALLEL_MIN_BYTES, scanner.PARALLEL_MIN_SECONDS, scanner.FAST_REST_S = 0, 0.0, fast_rest_s
-    scanner.LONG_DOCUMENT_BYTES = long_document_bytes
     try:
         fast = corpus.search.filter(compiled, None, Budget(5))
         subset = list(range(0, len(corpus), 2))
@@ -120,7 +118,7 @@ def test_fast_scan_equals_naive_scan(docs, pattern, case_sensitive, chunk_chars,
         fresh_subset = fresh.search.filter(compiled, subset, Budget(5))
     finally:
         (scanner.CHUNK_CHARS, scanner.SLICE_BYTES, scanner.SUBSET_FRACTION, scanner.PARALLEL_MIN_BYTES,
-         scanner.PARALLEL_MIN_SECONDS, scanner.FAST_REST_S, scanner.LONG_DOCUMENT_BYTES) = saved
+         scanner.PARALLEL_MIN_SECONDS, scanner.FAST_REST_S) = saved
     naive = [i for i, d in enumerate(corpus.docs) if compiled.search(d.norm)]
     assert fast == naive
     assert fast_subset == fresh_subset == [i for i in naive if i % 2 == 0]
