@@ -32,8 +32,8 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import astuple, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -443,7 +443,20 @@ def decode_tool_call(call: Mapping[str, str], functions: Mapping[str, FunctionSp
 
 # -- request deadline -------------------------------------------------------------------------------------------
 
-_DEADLINE = threading.local()  # .at: monotonic time by which this thread's current HTTP attempt must be over
+# This thread's current HTTP attempt: .at, the monotonic time by which it must be over; .left, the bytes it may
+# still read (status line, headers and body, a 4xx/5xx body too, which the SDK reads whole before raising).
+_DEADLINE = threading.local()
+
+
+@contextmanager
+def bounded_attempt(until: float, max_bytes: int) -> Iterator[None]:
+    """Every socket operation of the HTTP attempt made inside waits at most until `until` and reads at most
+    `max_bytes` in all (past that, `_Oversize`); needs a client from `_deadline_http_client`."""
+    _DEADLINE.at, _DEADLINE.left = until, max_bytes
+    try:
+        yield
+    finally:
+        _DEADLINE.at = _DEADLINE.left = None
 
 
 def _clip(timeout: float | None, error: type[Exception]) -> float | None:
@@ -464,7 +477,13 @@ class _DeadlineStream(httpcore2.NetworkStream):
         self.inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self.inner.read(max_bytes, _clip(timeout, httpcore2.ReadTimeout))
+        data = self.inner.read(max_bytes, _clip(timeout, httpcore2.ReadTimeout))
+        left = getattr(_DEADLINE, "left", None)
+        if left is not None:
+            _DEADLINE.left = left - len(data)
+            if _DEADLINE.left < 0:  # not an httpcore error: it passes through httpx and the SDK to the caller
+                raise _Oversize("reply is over the size limit")
+        return data
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self.inner.write(buffer, _clip(timeout, httpcore2.WriteTimeout))
@@ -514,18 +533,12 @@ def _deadline_http_client() -> httpx2.Client:
     return client
 
 
-def _read_capped(response: httpx2.Response, cap: int) -> bytes:
-    """The whole body, or _Oversize once it passes `cap` bytes (the rest is never read)."""
-    chunks, size = [], 0
+def read_body(response: httpx2.Response) -> bytes:
+    """A streamed response's whole body (read inside `bounded_attempt`, which stops a body past its size)."""
     try:
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size > cap:
-                raise _Oversize(f"reply body is over {cap:,} bytes")
-            chunks.append(chunk)
+        return response.read()
     finally:
         response.close()
-    return b"".join(chunks)
 
 
 class _Oversize(Exception):
@@ -764,25 +777,23 @@ class LLMClient:
 
         slot = self.limiter.slot(self._token_estimate(request)) if self.limiter is not None else nullcontext()
         try:
-            with slot:
-                _DEADLINE.at = min(time.monotonic() + self.config.timeout_s, deadline or math.inf)
+            until = min(time.monotonic() + self.config.timeout_s, deadline or math.inf)
+            with slot, bounded_attempt(until, self.config.max_reply_bytes):
                 try:
                     # The SDK's generic post keeps its auth and error mapping but skips the typed-params transform
                     # (several ms of CPU per call on long conversations). stream=True leaves the body to us, so
                     # that it is read under the deadline and the size cap.
                     response = self._openai.post("/chat/completions", body={**request, **self._extra_body()},
                                                  cast_to=httpx2.Response, stream=True, stream_cls=None)
-                    body = _read_capped(response, self.config.max_reply_bytes)
+                    body = read_body(response)
                 except httpx2.TimeoutException:
                     return _Failure("timeout", True, "request ran past its total deadline")
                 except httpx2.TransportError as error:
                     return _Failure("connection", True, f"connection failed ({type(error).__name__})")
-                finally:
-                    _DEADLINE.at = None
         except openai.APIError as error:
             return _classify(error)
-        except _Oversize as error:
-            return _Failure("oversize", False, str(error), response.status_code)
+        except _Oversize:
+            return _Failure("oversize", False, f"reply is over {self.config.max_reply_bytes:,} bytes")
         try:
             completion = _parse_completion(body, request["messages"])
         except _BadResponse as error:

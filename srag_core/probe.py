@@ -32,7 +32,7 @@ from typing import Any
 import httpx2
 import openai
 
-from srag_core.llm import _DEADLINE, PLACEHOLDER_API_KEY, _deadline_http_client, _Oversize, _read_capped
+from srag_core.llm import PLACEHOLDER_API_KEY, _deadline_http_client, _Oversize, bounded_attempt, read_body
 from srag_core.profiles import Profile
 
 LIMIT = 16
@@ -93,12 +93,12 @@ class _Prober:
         probing cannot go on."""
         self.result.requests += 1
         # As in LLMClient: timeout_s bounds the whole request (httpx's timeout is per read, which a server dripping
-        # a byte at a time never trips) and the body is read up to a cap.
-        _DEADLINE.at = time.monotonic() + self.timeout_s
+        # a byte at a time never trips) and its bytes are capped, an error's body included.
         try:
-            response = self.client.post("/chat/completions", body={"model": self.result.model, **self.cap, **body},
-                                        cast_to=httpx2.Response, stream=True, stream_cls=None)
-            raw = _read_capped(response, MAX_REPLY_BYTES)
+            with bounded_attempt(time.monotonic() + self.timeout_s, MAX_REPLY_BYTES):
+                response = self.client.post("/chat/completions", body={"model": self.result.model, **self.cap, **body},
+                                            cast_to=httpx2.Response, stream=True, stream_cls=None)
+                raw = read_body(response)
         except openai.APIStatusError as error:
             if error.status_code in (401, 403, 404):
                 raise self._fatal(f"HTTP {error.status_code}") from None
@@ -109,11 +109,9 @@ class _Prober:
             return None, f"no answer in {self.timeout_s:g} s"
         except (openai.APIConnectionError, httpx2.TransportError) as error:
             raise self._fatal(f"unreachable ({type(error).__name__})") from None
-        except _Oversize as error:
+        except _Oversize:
             self.answered = True
-            return None, str(error)
-        finally:
-            _DEADLINE.at = None
+            return None, f"the reply is over {MAX_REPLY_BYTES:,} bytes"
         self.answered = True
         try:
             data = json.loads(raw)

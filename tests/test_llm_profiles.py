@@ -229,6 +229,15 @@ def test_a_ten_megabyte_reply_ends_as_an_oversize_error() -> None:
     assert time.monotonic() - started < 10
 
 
+def test_an_error_reply_with_a_ten_megabyte_body_ends_as_an_oversize_error() -> None:
+    """The SDK reads a 5xx body whole before raising: the byte cap holds for it too, and it is not retried."""
+    with ConformanceLLM("vllm") as server, client_for(server, max_retries=3) as client:
+        server.script([{"status": 500, "body": "x" * 10_000_000}])
+        with pytest.raises(LLMError) as error:
+            client.chat(messages())
+    assert error.value.kind == "oversize" and error.value.attempts == 1 and "4,000,000 bytes" in str(error.value)
+
+
 def test_a_reply_far_over_the_token_limit_is_refused() -> None:
     with ConformanceLLM("llama.cpp") as server, client_for(server, max_tokens=100, max_retries=0) as client:
         server.script([{"content": "y" * 4000}])  # a server that honours the limit cuts this

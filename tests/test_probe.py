@@ -123,3 +123,15 @@ def test_a_server_dripping_a_byte_at_a_time_is_cut_at_the_probes_timeout() -> No
     rows = {c.name: (c.ok, c.detail) for c in result.checks}
     assert rows["tools"] == (False, "no answer in 2 s") and rows["json_schema"][0]
     assert elapsed < 2 * dripped + 5  # each dripping request ends at its 2 s (the body alone would take minutes)
+
+
+def test_an_error_reply_with_a_huge_body_is_cut_at_the_cap() -> None:
+    """The SDK reads a 4xx/5xx body whole before raising: the probe's byte cap holds for that body too."""
+    def huge_error_on_tools(request: dict) -> object:
+        reply = obedient_reply(request, named_choice=True)
+        return {"status": 500, "body": "x" * 20_000_000} if request.get("tools") else reply
+
+    with ConformanceLLM("vllm", responder=huge_error_on_tools) as server:
+        result = probe(server.base_url, server.model, timeout_s=20)
+    rows = {c.name: (c.ok, c.detail) for c in result.checks}
+    assert rows["tools"] == (False, "the reply is over 1,000,000 bytes") and rows["json_schema"][0]
