@@ -237,15 +237,15 @@ def test_set_algebra_laws(a, b, c):
     assert ws.get_set("A_and_B").members == a & b
 
 
-@pytest.mark.parametrize("before, pattern", [
-    ("é" * 50, r"Code \d+"),  # in the first 5,000 bytes
-    ("é" * 2_495, r"Code \d+"),  # starts in them, ends past them: the next head
-    ("é" * 40_000, r"Code \d+"),  # far in: a head of 80,000 bytes
-    ("é" * 200_000 + " ", r"\bCode \d+"),  # past the heads: the whole text
-    ("é" * 40_000 + "xCode 555 é\n\n", r"^Code \d+"),  # only where a line starts
-    ("é" * 40_000 + "éCode 555 \n", r"\bCode \d+"),  # `\b` after é: no boundary for the regex module
+@pytest.mark.parametrize("before, pattern, head_bytes", [
+    ("é" * 50, r"Code \d+", 5_000),  # in the first 5,000 bytes
+    ("é" * 2_495, r"Code \d+", 20_000),  # starts in them, ends past them: the next head
+    ("é" * 30_000, r"Code \d+", 80_000),  # far in: the third head
+    ("é" * 200_000 + " ", r"\bCode \d+", None),  # past the heads: the whole text
+    ("é" * 40_000 + "xCode 555 é\n\n", r"^Code \d+", None),  # only where a line starts
+    ("é" * 40_000 + "éCode 555 \n", r"\bCode \d+", None),  # `\b` after é: no boundary for the regex module
 ])
-def test_a_snippet_is_the_first_match_wherever_it_lies_in_a_long_document(before, pattern):
+def test_a_snippet_is_the_first_match_wherever_it_lies_in_a_long_document(before, pattern, head_bytes):
     """A snippet decodes ever longer heads of the document, up to the whole text: whichever it stops at, the match
     is the regex module's first match of the whole document."""
     from srag_core.diagnostics import first_match
@@ -259,6 +259,7 @@ def test_a_snippet_is_the_first_match_wherever_it_lies_in_a_long_document(before
     assert m.group() == expected.group() == "Code 1234567890123"
     assert part[:m.start()].endswith(norm[max(0, expected.start() - 100):expected.start()])  # the same place
     assert whole == (part == norm)
+    assert whole == (head_bytes is None) and (whole or head_bytes - 4 <= len(part.encode()) <= head_bytes)
     obs = run_tool(ws, "apply_filter", {"pattern": pattern, "output_prefix": "code"})
     (snippet,) = obs["snippets"]["positive"]
     assert "Code 1234567890123 " in snippet["text"] and "Code 99" not in snippet["text"]
