@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipelines.engine.ray_utils import init_ray
-
-RUNS_DIR = Path(__file__).resolve().parents[2] / "runs"  # the default local store's folder, as for srag run
+# The default local MLflow store's folder: the repository's runs/ (unlike srag run, whose --runs-dir defaults to ./runs
+# or SRAG_RUNS_DIR: pass --tracking-uri to log a grid beside a run elsewhere).
+RUNS_DIR = Path(__file__).resolve().parents[2] / "runs"
 # Retrievers that may reuse the dense cell's cached corpus embeddings, so their cells wait for it.
 MAY_EMBED = ("dense_rerank", "two_stage", "two_stage_rssg", "regex_ner")
 METRICS = ("tca_at_k", "recall_at_k", "mean_rank", "median_rank", "mrr", "anchor_recall_at_k", "answer_accuracy",
@@ -31,6 +31,8 @@ def run_cell(dataset: str, retriever: str, data_dir: str, options: dict[str, Any
 
 def run_grid(datasets: list[str], retrievers: list[str], data_dir: str, options: dict[str, Any]) -> list[dict]:
     """Every cell as a Ray task (on RAY_ADDRESS, else a local instance); results in grid order."""
+    from pipelines.engine.ray_utils import init_ray  # here: it loads srag_core, which a single cell does not need
+
     init_ray(None)  # before anything imports Ray: a local instance must start on loopback
     import ray
 
@@ -79,8 +81,7 @@ def log_grid(results: list[dict], uri: str, experiment: str, config: dict[str, A
 def _metrics(result: dict) -> dict[str, float]:
     out = {k: result[k] for k in METRICS if result.get(k) is not None}
     out["tca_ci95_low"], out["tca_ci95_high"] = result["tca_ci95"]
-    if result.get("recall_ci95"):
-        out["recall_ci95_low"], out["recall_ci95_high"] = result["recall_ci95"]
+    out["recall_ci95_low"], out["recall_ci95_high"] = result["recall_ci95"]
     for hop, cell in result.get("tca_by_hop", {}).items():
         out[f"tca_{hop}"] = cell["tca"]
     return out
