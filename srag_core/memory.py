@@ -3,6 +3,17 @@
 from __future__ import annotations
 
 import ctypes
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1)
+def _glibc() -> ctypes.CDLL | None:
+    """glibc, loaded once (release_unused runs after every long scan), or None on another C library."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
+    except OSError:
+        return None
 
 
 def release_unused(collect: bool = False) -> None:
@@ -18,27 +29,19 @@ def release_unused(collect: bool = False) -> None:
     if collect:
         gc.collect()
     pa.default_memory_pool().release_unused()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to trim
-        pass
+    if _glibc() is not None:  # not glibc: nothing to trim
+        _glibc().malloc_trim(0)
 
 
 _MMAP_THRESHOLD = -3  # mallopt's M_MMAP_THRESHOLD
 LARGE_BLOCK_BYTES = 1 << 20
-_fixed = False
 
 
+@lru_cache(maxsize=1)  # once per process
 def return_large_blocks() -> None:
     """Have glibc serve every block of LARGE_BLOCK_BYTES or more with its own mapping, given back when freed. By
     default glibc raises that threshold to 32 MB once a large block is freed, and from then on keeps the freed
     arrays of each tool call (a few of 5 MB per call on 673k documents): a replica grew by 45 MB over twelve
-    apply_filter calls, against 20 MB with the threshold fixed. Process-wide and idempotent; a no-op off glibc."""
-    global _fixed
-    if _fixed:
-        return
-    try:
-        ctypes.CDLL("libc.so.6").mallopt(_MMAP_THRESHOLD, LARGE_BLOCK_BYTES)
-    except (OSError, AttributeError):
-        pass
-    _fixed = True
+    apply_filter calls, against 20 MB with the threshold fixed. Process-wide; a no-op off glibc."""
+    if _glibc() is not None:
+        _glibc().mallopt(_MMAP_THRESHOLD, LARGE_BLOCK_BYTES)
