@@ -15,15 +15,16 @@ import numpy as np
 import regex
 
 from srag_core.landscape import TOKEN
-from srag_core.regex_engine import Budget, search
+from srag_core.regex_engine import Budget, re2_plan, search
 from srag_core.workspace import DocSet, Workspace, intersect_ids
 
 SNIPPET_CHARS = 400
-# Snippets are looked for in a document's first HEAD_CHARS bytes, then in HEAD_GROWTH times as many, and so on until
-# the head is the whole document: decoding a whole 1 MB document of 2Wiki text took 1.2 ms, to find a match that is
-# often in its first lines. A match that ends within HEAD_MARGIN of a cut (it might run on, or a `\b` or `$` might
-# hold only at the cut) is looked for again in the next head. (Asking RE2 where the first match begins, through
-# Arrow's replace_substring_regex, took 2.4 ms a document: more than decoding.)
+# Snippets are looked for in a document's first HEAD_CHARS bytes: decoding a whole 1 MB document of 2Wiki text took
+# 1.2 ms, to find a match that is often in its first lines. Past them, RE2 says where the pattern's superset
+# translation first matches (Arrow's extract_regex_span: 0.3 to 0.8 ms a document on 1 MB files), and stretches of
+# HEAD_CHARS bytes from there, then HEAD_GROWTH times as many, are decoded until the match is found. A match that ends
+# within HEAD_MARGIN of a cut (it might run on, or a `\b` or `$` might hold only at the cut) is looked for again in the
+# next, longer stretch.
 HEAD_CHARS, HEAD_MARGIN, HEAD_GROWTH = 5_000, 1_000, 4
 _LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
 MAX_DECOMPOSITION = 5
@@ -65,21 +66,50 @@ def excerpt(text: str, start: int, end: int, width: int = SNIPPET_CHARS, more: b
 
 def first_match(ws: Workspace, i: int, compiled: regex.Pattern, budget: Budget | None,
                 field: str = "norm") -> tuple[str, regex.Match | None, bool]:
-    """(text, its first match of `compiled`, whether text is the whole document), reading only the document's head
-    when the match is found well inside it."""
-    def find(text: str):
-        return search(compiled, text, budget) if budget is not None else compiled.search(text)
+    """(text, its first match of `compiled`, whether text is the whole document). Only part of a long document is
+    decoded: its head when the match lies well inside it, else the stretch from where RE2 first finds the pattern's
+    superset translation (no match can start before that)."""
+    def find(text: str, pos: int = 0):
+        return search(compiled, text, budget, pos) if budget is not None else compiled.search(text, pos)
 
+    scan = ws.corpus.search
     if any(mark in compiled.pattern for mark in _LOOKAROUND):  # a lookaround may look past any cut
-        text = ws.corpus.search.text(i, field)
+        text = scan.text(i, field)
         return text, find(text), True
-    chars = HEAD_CHARS
+    text, whole = scan.head(i, field, HEAD_CHARS)
+    m = find(text)
+    if whole or (m is not None and m.end() <= len(text) - HEAD_MARGIN):
+        return text, m, whole
+    plan = re2_plan(compiled.pattern, not compiled.flags & regex.IGNORECASE)
+    at = scan.first_hit(i, field, plan.superset) if plan is not None else None
+    if at is None:  # RE2 cannot say: ever longer heads
+        return _from_heads(scan, i, field, find)
+    found = _from_hit(scan, i, field, find, at) if at >= 0 else None
+    return found or (text, None, whole)
+
+
+def _from_heads(scan, i: int, field: str, find) -> tuple[str, regex.Match | None, bool]:
+    chars = HEAD_CHARS * HEAD_GROWTH
     while True:  # ends: a head as long as the document is whole
-        text, whole = ws.corpus.search.head(i, field, chars)
+        text, whole = scan.head(i, field, chars)
         m = find(text)
         if whole or (m is not None and m.end() <= len(text) - HEAD_MARGIN):
             return text, m, whole
         chars *= HEAD_GROWTH
+
+
+def _from_hit(scan, i: int, field: str, find, at: int) -> tuple[str, regex.Match, bool] | None:
+    """The first match at or after byte `at`, searched in ever longer stretches that begin HEAD_MARGIN bytes
+    before it (what `\b` or `^` needs to see); None when there is none."""
+    before, from_start, _ = scan.part(i, field, at - HEAD_MARGIN, at)
+    size = HEAD_CHARS
+    while True:
+        after, _, to_end = scan.part(i, field, at, at + size)
+        text = before + after
+        m = find(text, len(before))
+        if to_end or (m is not None and m.end() <= len(text) - HEAD_MARGIN):
+            return None if m is None else (text, m, from_start and to_end)
+        size *= HEAD_GROWTH
 
 
 def match_snippets(ws: Workspace, compiled: regex.Pattern, members: Sequence[int], budget: Budget,

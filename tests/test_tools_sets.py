@@ -237,18 +237,22 @@ def test_set_algebra_laws(a, b, c):
     assert ws.get_set("A_and_B").members == a & b
 
 
-@pytest.mark.parametrize("before, pattern, head_bytes", [
-    ("é" * 50, r"Code \d+", 5_000),  # in the first 5,000 bytes
-    ("é" * 2_495, r"Code \d+", 20_000),  # starts in them, ends past them: the next head
-    ("é" * 30_000, r"Code \d+", 80_000),  # far in: the third head
-    ("é" * 200_000 + " ", r"\bCode \d+", None),  # past the heads: the whole text
-    ("é" * 40_000 + "xCode 555 é\n\n", r"^Code \d+", None),  # only where a line starts
-    ("é" * 40_000 + "éCode 555 \n", r"\bCode \d+", None),  # `\b` after é: no boundary for the regex module
+@pytest.mark.parametrize("before, pattern, route", [
+    ("é" * 50, r"Code \d+", "head"),  # in the first 5,000 bytes
+    ("é" * 2_495, r"Code \d+", "hit"),  # starts in them, ends past them
+    ("é" * 30_000, r"Code \d+", "hit"),  # far in
+    ("é" * 200_000 + " ", r"\bCode \d+", "hit"),
+    ("é" * 40_000 + "xCode 555 é\n\n", r"^Code \d+", "hit"),  # only where a line starts
+    ("é" * 40_000 + "éCode 555 \n", r"\bCode \d+", "hit"),  # RE2 stops at `éCode` (no `\b` there for the regex module)
+    ("é" * 30_000, r"Code \d+ x+", "hit, to the end"),  # a 20,000-byte match: stretches grow till the end
+    ("é" * 30_000, r"(?P<c>Code) \d+ (?:x|(?P=c))", "hit"),  # a backreference: RE2 finds a superset
+    ("é" * 30_000, r"Code \p{Nd}+", "heads"),  # regex-only syntax: no RE2 translation, ever longer heads
 ])
-def test_a_snippet_is_the_first_match_wherever_it_lies_in_a_long_document(before, pattern, head_bytes):
-    """A snippet decodes ever longer heads of the document, up to the whole text: whichever it stops at, the match
-    is the regex module's first match of the whole document."""
-    from srag_core.diagnostics import first_match
+def test_a_snippet_is_the_first_match_wherever_it_lies_in_a_long_document(before, pattern, route):
+    """A snippet decodes the document's first 5,000 bytes; past them, the stretch from where RE2 first finds the
+    pattern's superset translation (or ever longer heads when RE2 cannot express the pattern). Whichever it takes,
+    the match is the regex module's first match of the whole document."""
+    from srag_core.diagnostics import HEAD_CHARS, HEAD_GROWTH, HEAD_MARGIN, first_match
 
     text = before + "Code 1234567890123 " + "x" * 20_000 + " Code 99"
     ws = Workspace(Corpus.from_texts({"long.txt": text, "short.txt": "nothing here"}))
@@ -256,13 +260,59 @@ def test_a_snippet_is_the_first_match_wherever_it_lies_in_a_long_document(before
     norm = ws.corpus.docs[0].norm
     expected = compiled.search(norm)
     part, m, whole = first_match(ws, 0, compiled, None)
-    assert m.group() == expected.group() == "Code 1234567890123"
+    assert m.group() == expected.group() and m.group().startswith("Code 1234567890123")
     assert part[:m.start()].endswith(norm[max(0, expected.start() - 100):expected.start()])  # the same place
-    assert whole == (part == norm)
-    assert whole == (head_bytes is None) and (whole or head_bytes - 4 <= len(part.encode()) <= head_bytes)
+    assert not whole and part in norm
+    decoded, lead = len(part.encode()), len(part[:m.start()].encode())
+    if route == "head":
+        assert norm.startswith(part) and HEAD_CHARS - 4 <= decoded <= HEAD_CHARS
+    elif route.startswith("hit"):  # HEAD_MARGIN bytes before RE2's hit (the match, a character before it, or
+        assert HEAD_MARGIN - 4 <= lead <= HEAD_MARGIN + 16  # `éCode 555`), then HEAD_CHARS after it or more
+        assert norm.endswith(part) if route.endswith("end") else HEAD_CHARS - 16 <= decoded - lead <= HEAD_CHARS
+    else:
+        assert norm.startswith(part) and decoded > HEAD_CHARS
     obs = run_tool(ws, "apply_filter", {"pattern": pattern, "output_prefix": "code"})
     (snippet,) = obs["snippets"]["positive"]
     assert "Code 1234567890123 " in snippet["text"] and "Code 99" not in snippet["text"]
+
+
+_PIECES = ["é" * 700, "x" * 900, " ", "\n", "Code", "12", "éCode 7", "code 33 ", "\nCode 5\n", "İ"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["", "é" * 2_600, "x" * 5_500 + "\n", "é" * 25_000]),
+       st.lists(st.sampled_from(_PIECES), min_size=1, max_size=60),
+       st.sampled_from([r"Code \d+", r"\bCode\b", r"^Code \d", r"(?i)code \d+", r"\d$", r"Code[^\n]*x{5}",
+                        r"é+Code", r"(?i)i\w", r"\bcode \d+ \b", r"\p{Lu}ode \d"]))
+def test_a_snippet_match_is_the_regex_modules_first_match(filler, pieces, pattern):
+    """On random long texts, whichever way `first_match` goes (head, RE2's hit, heads), its match is where the regex
+    module first matches the whole document, or there is none."""
+    from srag_core.diagnostics import first_match
+
+    text = filler + "".join(pieces) * 3
+    ws = Workspace(Corpus.from_texts({"a.txt": text}))
+    compiled = compile_untrusted(pattern)
+    norm = ws.corpus.docs[0].norm
+    expected = compiled.search(norm)
+    part, m, whole = first_match(ws, 0, compiled, None)
+    assert (m is None) == (expected is None)
+    if m is not None:
+        before, after = part[:m.start()], part[m.end():]
+        assert m.group() == expected.group()
+        assert norm[:expected.start()].endswith(before[-300:])  # the same place, with what `\b` and `^` look at
+        assert len(before) >= min(200, expected.start())
+        assert norm[expected.end():].startswith(after[:300])
+
+
+def test_a_snippet_of_a_long_document_without_a_match_shows_its_start():
+    """RE2's superset translation finds `Code 12` after é, but the regex module sees no word boundary there and no
+    other match: the excerpt is the document's start, as for any document without a match."""
+    from srag_core.diagnostics import first_match
+
+    text = "Start here. " + "é" * 40_000 + "éCode 12 " + "y" * 10_000
+    ws = Workspace(Corpus.from_texts({"long.txt": text}))
+    part, m, whole = first_match(ws, 0, compile_untrusted(r"\bCode \d+"), None)
+    assert m is None and not whole and part.startswith("Start here. ") and len(part.encode()) <= 5_000
 
 
 @settings(max_examples=200, deadline=None)
