@@ -475,9 +475,11 @@ class RE2Plan:
 
 
 @lru_cache(maxsize=512)
-def re2_plan(pattern: str, case_sensitive: bool = False) -> RE2Plan | None:
+def re2_plan(pattern: str, case_sensitive: bool = False, anchors: bool = True) -> RE2Plan | None:
     """The RE2 plan of a pattern, or None when RE2 cannot express it (backreferences are widened, but inline flags
-    other than i, and syntax only the regex module knows, are refused)."""
+    other than i, and syntax only the regex module knows, are refused). Without `anchors`, the superset also drops
+    `^`, `$`, `\\A` and `\\z`: it then finds every text that holds a match of the pattern as a part of it, such as a
+    filename among all the filenames run together."""
     if any(s in pattern for s in _REGEX_ONLY_SYNTAX):
         return None
     try:
@@ -486,13 +488,13 @@ def re2_plan(pattern: str, case_sensitive: bool = False) -> RE2Plan | None:
         if flags & (re.ASCII | re.LOCALE):
             return None  # \w, \d and case folding would not be the Unicode ones translated here
         ic, dotall, items = bool(flags & re.IGNORECASE), bool(flags & re.DOTALL), list(parsed)
-        state = {"exact": True, "ascii": True}
+        state = {"exact": True, "ascii": True, "anchors": anchors}
         superset = _re2_seq(items, ic, state, keep_bounds=False)
     except (_NoRE2, Exception):
         return None
     head = "(?m)" + ("(?i)" if ic else "") + ("(?s)" if dotall else "")
     ascii = None
-    if not state["exact"]:
+    if not state["exact"] and anchors:
         try:
             ascii = "(?m)(?:\\A|[\\x00-\\x7f])(?:" + _ascii_seq(items, ic, dotall) + ")(?:[\\x00-\\x7f]|\\z)"
         except (_NoRE2, Exception):
@@ -637,6 +639,9 @@ def _check_scoped_flags(add: int, delete: int) -> None:
 
 
 def _re2_anchor(at, state: dict, keep_bounds: bool) -> str:
+    if not state["anchors"]:  # texts run together: where one begins or ends is no line's or text's start or end
+        _inexact(state)
+        return ""
     if at in (_sc.AT_BEGINNING, _sc.AT_BEGINNING_LINE):
         return "^"
     if at in (_sc.AT_END, _sc.AT_END_LINE):

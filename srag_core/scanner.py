@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -223,8 +224,7 @@ class CorpusSearch:
         import pyarrow.compute as pc
 
         if field == "spaced_filename":
-            return self._memo(("arrow", field), lambda: _released(
-                pc.replace_substring(self.arrow("filename"), "_", " ", memory_pool=_pool())))
+            return self._memo(("arrow", field), lambda: _released(_spaced(self.arrow("filename"))))
         return self.corpus.docs.column(field)
 
     def is_ascii(self, field: TextField) -> np.ndarray:
@@ -330,10 +330,10 @@ class CorpusSearch:
                           self.filter_ids(compiled, indices, budget, "spaced_filename")).astype(np.int64)
 
     def _name_hits(self, compiled: regex.Pattern, field: TextField, budget: Budget) -> np.ndarray | None:
-        """Every name in a name field that matches, read off the names joined in one buffer, or None when that
-        cannot be done exactly (the per-name scan answers then). Scanning hundreds of thousands of short names one
-        by one costs Arrow about 50 ns each (35 ms for 673k names), while most patterns match no name at all and
-        filename diagnostics mostly ask for a few literals."""
+        """Every name in a name field that matches, read off the names run together in the column's buffer, or None
+        when that cannot be done exactly (the per-name scan answers then). Scanning hundreds of thousands of short
+        names one by one costs Arrow about 50 ns each (35 ms for 673k names), while most patterns match no name at
+        all and filename diagnostics mostly ask for a few literals."""
         if self._no_name_matches(compiled, field, budget):
             return np.zeros(0, dtype=np.int64)
         words = literal_language(compiled.pattern)
@@ -343,25 +343,34 @@ class CorpusSearch:
 
     def _literal_name_hits(self, words: frozenset[str], sensitive: bool, field: TextField,
                            budget: Budget) -> np.ndarray | None:
-        """Names holding any of the literals. Exact on ASCII names (lower-casing ASCII is how the regex module folds
-        ASCII case); the few non-ASCII names, where an ASCII letter may also match a non-ASCII one (`k` and the
-        Kelvin sign), go through RE2 with the pattern's exact translation. None past MAX_NAME_HITS hits."""
-        names = self._names(field)
-        if names is None or not all(w.isascii() and "\n" not in w for w in words):
+        """Names holding any of the literals, found in the filenames run together (a hit that runs on into the next
+        name is passed over). Exact on ASCII names (lower-casing ASCII is how the regex module folds ASCII case);
+        the few non-ASCII names, where an ASCII letter may also match a non-ASCII one (`k` and the Kelvin sign), go
+        through RE2 with the pattern's exact translation. Spaced names are looked for in the filenames too: a space
+        in a literal finds a space or `_` there. None past MAX_NAME_HITS hits."""
+        if not all(w.isascii() for w in words):
             return None
-        buf, starts = names
-        if not sensitive:
-            buf = self._memo(("names_folded", field), lambda: _released(buf.lower()))
+        names = self.arrow("filename")
+        offsets, buf = _offsets(names), memoryview(names.buffers()[2])
+        if not sensitive:  # the same bytes, lower-cased, at the same offsets
+            buf = self._memo(("names_folded", "filename"), lambda: _released(bytes(buf).lower()))
         found: set[int] = set()
         for word in words:
             needle = (word if sensitive else word.lower()).encode()
-            pos = buf.find(needle)
-            while pos != -1:
-                k = int(np.searchsorted(starts, pos, side="right")) - 1
+            if field == "spaced_filename" and b"_" in needle:
+                continue  # no spaced name holds an underscore
+            parts = needle.split(b" ") if field == "spaced_filename" else [needle]
+            finder = re.compile(b"[ _]".join(re.escape(part) for part in parts))
+            m = finder.search(buf, int(offsets[0]))
+            while m is not None:
+                k = int(np.searchsorted(offsets, m.start(), side="right")) - 1
+                if m.end() > offsets[k + 1]:  # runs on into the next name
+                    m = finder.search(buf, m.start() + 1)
+                    continue
                 found.add(k)
                 if len(found) > MAX_NAME_HITS:
                     return None
-                pos = buf.find(needle, int(starts[k + 1]))  # the next name: one hit per name is enough
+                m = finder.search(buf, int(offsets[k + 1]))  # the next name: one hit per name is enough
         hits = np.fromiter(sorted(found), dtype=np.int64, count=len(found))
         if sensitive:
             return hits
@@ -373,53 +382,33 @@ class CorpusSearch:
         return None if more is None else np.union1d(hits, more).astype(np.int64)
 
     def _no_name_matches(self, compiled: regex.Pattern, field: TextField, budget: Budget) -> bool:
-        """True when no name in the field matches: one search over all the names joined by newlines. A pattern
-        that `blob_safe` admits matches a name alone only if it also matches the joined names, so no hit there is
-        exact; a hit sends the pattern on to the literal or per-name scan. Up to SMALL_NAMES_BYTES of names, the
-        regex module searches them (300 names: tens of microseconds, where an Arrow call took 0.2 to 0.6 ms);
-        past that, RE2 does."""
-        names = self._names(field) if blob_safe(compiled) else None
-        if names is None:
-            return False
-        if len(names[0]) <= SMALL_NAMES_BYTES:
-            text = self._memo(("names_text", field), lambda: names[0].decode())
+        """True when no name in the field matches. Up to SMALL_NAMES_BYTES of names, the regex module searches them
+        joined by newlines (300 names: tens of microseconds, where an Arrow call took 0.2 to 0.6 ms): a pattern
+        that `blob_safe` admits matches a name alone only if it also matches there. Otherwise RE2 searches the
+        names run together in the column's own buffer (no copy), for the pattern's superset without anchors: a
+        name that matches holds a match of it. No hit is exact; a hit sends the pattern on to the literal or
+        per-name scan."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        names = self.arrow(field)
+        offsets = _offsets(names)
+        if offsets[-1] - offsets[0] <= SMALL_NAMES_BYTES and blob_safe(compiled):
+            text = self._memo(("names_text", field), lambda: _joined(names))
             try:  # a pattern that backtracks here goes on to RE2, with the call's budget untouched
-                return search(compiled, text, Budget(min(SMALL_NAMES_S, budget.remaining()))) is None
+                if text is not None:
+                    return search(compiled, text, Budget(min(SMALL_NAMES_S, budget.remaining()))) is None
             except RegexTimeout:
                 pass
-        plan = re2_plan(compiled.pattern, not compiled.flags & regex.IGNORECASE)
+        plan = re2_plan(compiled.pattern, not compiled.flags & regex.IGNORECASE, anchors=False)
         if plan is None:
             return False
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        buf = pa.py_buffer(names[0])  # an Arrow view of the bytes, not a copy
-        offsets = pa.py_buffer(np.array([0, len(buf)], dtype=np.int64))
-        joined = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, buf])
+        bounds = pa.py_buffer(np.array([offsets[0], offsets[-1]], dtype=np.int64))
+        together = pa.Array.from_buffers(pa.large_string(), 1, [None, bounds, names.buffers()[2]])
         try:
-            return not pc.match_substring_regex(joined, plan.superset)[0].as_py()
+            return not pc.match_substring_regex(together, plan.superset)[0].as_py()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return False
-
-    def _names(self, field: TextField) -> tuple[bytes, np.ndarray] | None:
-        """The field's values joined by newlines, as bytes, and where each one starts (the buffer's end appended);
-        None if a name holds a newline. Spaced names are the filenames with `_` read as a space: same offsets."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        def build():
-            if field == "spaced_filename":
-                base = self._names("filename")
-                return None if base is None else (base[0].replace(b"_", b" "), base[1])
-            names, pool = self.arrow(field), _pool()
-            if pc.any(pc.match_substring(names, "\n", memory_pool=pool)).as_py():
-                return None
-            listed = pa.LargeListArray.from_arrays(pa.array([0, len(names)], pa.int64()), names, pool=pool)
-            buf = pc.binary_join(listed, pa.scalar("\n", names.type), memory_pool=pool)[0].as_buffer().to_pybytes()
-            starts = _offsets(names) - _offsets(names)[0] + np.arange(len(names) + 1)  # each name and its newline
-            return _released((buf, starts))
-
-        return self._memo(("names", field), build)
 
     def _plan_and_scan(self, compiled: regex.Pattern, members: np.ndarray | None, budget: Budget,
                        field: TextField) -> np.ndarray:
@@ -587,6 +576,24 @@ class CorpusSearch:
 
     def _all_array(self, members: np.ndarray | None) -> np.ndarray:
         return np.arange(len(self.corpus), dtype=np.int64) if members is None else members
+
+
+def _joined(names) -> str | None:
+    """The names joined by newlines, or None when a name holds a newline."""
+    values = names.to_pylist()
+    return None if any("\n" in v for v in values) else "\n".join(values)
+
+
+def _spaced(names):
+    """The names with `_` read as a space: `_` and a space are one byte each, so the names keep their offsets and
+    share the filename column's offsets buffer (5 MB at 673k names); only the text is new."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    data = names.buffers()[2]
+    whole = pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(np.array([0, data.size], np.int64)), data])
+    spaced = pc.replace_substring(whole, "_", " ", memory_pool=_pool()).buffers()[2]
+    return pa.Array.from_buffers(names.type, len(names), [None, names.buffers()[1], spaced], offset=names.offset)
 
 
 def _pool():

@@ -3,7 +3,7 @@ import time
 
 import pytest
 import regex
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from srag_core import scanner
@@ -135,6 +135,8 @@ def test_scan_agrees_with_re_on_the_sample(sample_corpus):
 
 @settings(max_examples=400, deadline=None)
 @given(texts, patterns, st.booleans())
+@example(["beta", "alpha"], "^alpha", True).via("an anchor inside texts run together")
+@example(["alpha", "beta"], r"alpha\Z", False).via("an anchor inside texts run together")
 def test_re2_translation_is_a_superset_and_exact_when_it_says_so(docs, pattern, case_sensitive):
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -149,6 +151,14 @@ def test_re2_translation_is_a_superset_and_exact_when_it_says_so(docs, pattern, 
         found = compiled.search(text) is not None
         assert hit or not found, (pattern, re2, text)
         assert not exact or hit == found, (pattern, re2, text)
+    from srag_core.regex_engine import re2_plan
+
+    # without anchors: every text run together with the others still shows a match of each one that has one
+    together = re2_plan(pattern, case_sensitive, anchors=False).superset
+    for k, text in enumerate(docs):
+        if compiled.search(text) is not None:
+            around = "".join(docs[:k]) + text + "".join(docs[k + 1:])
+            assert pc.match_substring_regex(pa.array([around], pa.large_string()), together)[0].as_py(), (pattern, text)
 
 
 def test_re2_translations():
@@ -269,6 +279,9 @@ def test_literal_names_are_found_in_the_joined_buffer():
     assert named("chuck") == ["Chuck_Berry.txt", "chuckle.txt"]
     assert named("kelvin") == ["\u212aelvin_x.txt"]  # a non-ASCII name, checked alone
     assert named("Chuck Berry", "spaced_filename", case_sensitive=True) == ["Chuck_Berry.txt"]
+    assert named("chuck berry", "spaced_filename") == ["Chuck_Berry.txt"]  # read off the folded filenames
+    assert named("Chuck_Berry|chuckle", "spaced_filename") == ["chuckle.txt"]  # no spaced name holds `_`
+    assert named("Chuck_Berry|chuckle") == ["Chuck_Berry.txt", "chuckle.txt"]
     assert named("zebra") == []  # no match anywhere in the joined names
     assert named(r"\Achuck") is None  # not blob-safe: left to the per-name scan
 
@@ -279,6 +292,19 @@ def test_name_checks_fall_back_to_the_per_name_scan_when_the_joined_buffer_canno
     monkeypatch.setattr(scanner, "MAX_NAME_HITS", 1)  # two names hold the literal: past the cap
     assert corpus.search._name_hits(compiled, "filename", Budget(5)) is None
     assert corpus.search.filter(compiled, None, Budget(5), "filename") == [0, 1]
-    with_newline = Corpus.from_texts({"a\nchuck.txt": "x", "c.txt": "z"})  # names cannot be joined by newlines
-    assert with_newline.search._name_hits(compiled, "filename", Budget(5)) is None
-    assert with_newline.search.filter(compiled, None, Budget(5), "filename") == [0]
+
+
+@pytest.mark.parametrize("small_names", [True, False])
+def test_names_run_together_answer_only_within_one_name(monkeypatch, small_names):
+    """Literals are found in the names run together: a hit across two names is passed over, and a name holding a
+    newline is no obstacle. Anchored patterns are checked without their anchors there, then name by name."""
+    if not small_names:
+        monkeypatch.setattr(scanner, "SMALL_NAMES_BYTES", 0)
+    corpus = Corpus.from_texts({"ab.txt": "x", "cd\nchuck.txt": "y", "ck_x.txt": "z", "e.txt": "w"})
+    search = corpus.search
+    assert search._name_hits(compile_untrusted("chuck"), "filename", Budget(5)).tolist() == [1]
+    assert search._name_hits(compile_untrusted(r"txtck|b\.txtc"), "filename", Budget(5)).tolist() == []
+    assert search.filter(compile_untrusted(r"^ck"), None, Budget(5), "filename") == [2]
+    assert search.filter(compile_untrusted(r"txt$"), None, Budget(5), "spaced_filename") == [0, 1, 2, 3]
+    assert search.filter(compile_untrusted(r"ck x"), None, Budget(5), "spaced_filename") == [2]
+    assert search.filter(compile_untrusted(r"\Ae\.txt\Z"), None, Budget(5), "filename") == [3]
