@@ -31,6 +31,7 @@ scan instead of running it again. When the budget runs out between slices or doc
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import re
 import threading
@@ -128,7 +129,7 @@ _NAME_FIELDS = ("filename", "spaced_filename")
 _HIT = "srag_hit"  # the capture that asks RE2 where a match is (translations have no capturing groups)
 SMALL_NAMES_BYTES = 1_000_000  # names joined up to this size are also kept decoded, for the regex module
 SMALL_NAMES_S = 0.05  # the regex module's time on them, before RE2 takes over
-MAX_NAME_HITS = 20_000  # past this many, reading names off the joined buffer costs more than the per-name scan
+MAX_NAME_HITS = 20_000  # past this many occurrences, the per-name scan costs less than reading them off
 MAX_SPLIT_LITERALS = 8  # past this many, one scan of the alternation costs less than one scan per literal
 MIN_LITERAL_CHARS = 3
 
@@ -326,8 +327,11 @@ class CorpusSearch:
     def filenames_matching(self, compiled: regex.Pattern, indices: Sequence[int] | np.ndarray | None,
                            budget: Budget) -> np.ndarray:
         """Sorted indices of the documents whose filename matches, as is or with underscores read as spaces."""
-        return np.union1d(self.filter_ids(compiled, indices, budget, "filename"),
-                          self.filter_ids(compiled, indices, budget, "spaced_filename")).astype(np.int64)
+        plain = self.filter_ids(compiled, indices, budget, "filename")
+        words = literal_language(compiled.pattern)
+        if words is not None and not any(c in w for w in words for c in " _"):
+            return plain  # such literals occur in a name exactly where they occur with `_` read as a space
+        return np.union1d(plain, self.filter_ids(compiled, indices, budget, "spaced_filename")).astype(np.int64)
 
     def _name_hits(self, compiled: regex.Pattern, field: TextField, budget: Budget) -> np.ndarray | None:
         """Every name in a name field that matches, read off the names run together in the column's buffer, or None
@@ -354,24 +358,16 @@ class CorpusSearch:
         offsets, buf = _offsets(names), memoryview(names.buffers()[2])
         if not sensitive:  # the same bytes, lower-cased, at the same offsets
             buf = self._memo(("names_folded", "filename"), lambda: _released(bytes(buf).lower()))
-        found: set[int] = set()
+        found = [np.zeros(0, dtype=np.int64)]
         for word in words:
             needle = (word if sensitive else word.lower()).encode()
             if field == "spaced_filename" and b"_" in needle:
                 continue  # no spaced name holds an underscore
-            parts = needle.split(b" ") if field == "spaced_filename" else [needle]
-            finder = re.compile(b"[ _]".join(re.escape(part) for part in parts))
-            m = finder.search(buf, int(offsets[0]))
-            while m is not None:
-                k = int(np.searchsorted(offsets, m.start(), side="right")) - 1
-                if m.end() > offsets[k + 1]:  # runs on into the next name
-                    m = finder.search(buf, m.start() + 1)
-                    continue
-                found.add(k)
-                if len(found) > MAX_NAME_HITS:
-                    return None
-                m = finder.search(buf, int(offsets[k + 1]))  # the next name: one hit per name is enough
-        hits = np.fromiter(sorted(found), dtype=np.int64, count=len(found))
+            holding = _names_holding(buf, needle, field == "spaced_filename", offsets)
+            if holding is None:
+                return None
+            found.append(holding)
+        hits = np.unique(np.concatenate(found)).astype(np.int64)
         if sensitive:
             return hits
         plan = re2_plan("|".join(regex.escape(w) for w in sorted(words)), case_sensitive=False)
@@ -594,6 +590,30 @@ def _spaced(names):
     whole = pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(np.array([0, data.size], np.int64)), data])
     spaced = pc.replace_substring(whole, "_", " ", memory_pool=_pool()).buffers()[2]
     return pa.Array.from_buffers(names.type, len(names), [None, names.buffers()[1], spaced], offset=names.offset)
+
+
+def _names_holding(buf, needle: bytes, spaced: bool, offsets: np.ndarray) -> np.ndarray | None:
+    """Indices of the names (run together in `buf`, name i at offsets[i]:offsets[i + 1]) holding `needle`, a space
+    in it finding a space or `_` when `spaced`; None past MAX_NAME_HITS occurrences. The `re` module reads the
+    column's buffer in place and finds them all in one pass (about 7 ms over 20 MB of names)."""
+    parts = needle.split(b" ") if spaced else [needle]
+    finder = re.compile(b"[ _]".join(re.escape(part) for part in parts))
+    stop, size = int(offsets[-1]), len(needle)
+    found = itertools.islice(finder.finditer(buf, int(offsets[0]), stop), MAX_NAME_HITS + 1)
+    at = np.fromiter((m.start() for m in found), dtype=np.int64)
+    if len(at) > MAX_NAME_HITS:
+        return None
+    k = np.searchsorted(offsets, at, side="right") - 1
+    inside = at + size <= offsets[k + 1]
+    names = [k[inside]]
+    for p in at[~inside].tolist():  # one that runs on into the next name may hide one that begins inside it
+        m = finder.search(buf, p + 1, stop)
+        while m is not None and m.start() < p + size:
+            j = int(np.searchsorted(offsets, m.start(), side="right")) - 1
+            if m.end() <= offsets[j + 1]:
+                names.append(np.array([j], dtype=np.int64))
+            m = finder.search(buf, m.start() + 1, stop)
+    return np.concatenate(names)
 
 
 def _pool():

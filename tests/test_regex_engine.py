@@ -236,7 +236,8 @@ NAME_WORDS = ["alpha", "Beta", "GAMMA", "star", "ſtar", "KELVIN", "\u212aelvin"
 names = st.lists(st.lists(st.sampled_from(NAME_WORDS), min_size=1, max_size=4).map("_".join), min_size=1,
                  max_size=10, unique=True)
 name_patterns = st.one_of(patterns, st.sampled_from(["alpha", "star|kelvin", "Beta_GAMMA", "beta gamma", "KELVIN",
-                                                     "(?i)istanbul", "1899|x1", "zzz", "a_b|c d", ".txt", "txt$"]))
+                                                     "(?i)istanbul", "1899|x1", "zzz", "a_b|c d", ".txt", "txt$",
+                                                     "a_b", "star x1", "beta|GAMMA"]))
 
 
 @settings(max_examples=300, deadline=None)
@@ -250,10 +251,14 @@ def test_name_fields_read_off_the_joined_names_agree_with_regex(stems, pattern, 
         for small_names in (saved, 0):  # the regex module searches the joined names, or RE2 does
             scanner.SMALL_NAMES_BYTES = small_names
             corpus = Corpus.from_texts({f"{stem}.txt": "text" for stem in stems})
+            either = set()
             for field in ("filename", "spaced_filename"):
                 naive = [i for i in range(len(corpus)) if compiled.search(corpus.search.text(i, field))]
                 assert corpus.search.filter(compiled, None, Budget(5), field) == naive, field
                 assert corpus.search.filter(compiled, [0], Budget(5), field) == [i for i in naive if i == 0], field
+                either.update(naive)
+            corpus.search.forget()
+            assert corpus.search.filenames_matching(compiled, None, Budget(5)).tolist() == sorted(either)
     finally:
         scanner.SMALL_NAMES_BYTES = saved
 
@@ -304,6 +309,8 @@ def test_names_run_together_answer_only_within_one_name(monkeypatch, small_names
     search = corpus.search
     assert search._name_hits(compile_untrusted("chuck"), "filename", Budget(5)).tolist() == [1]
     assert search._name_hits(compile_untrusted(r"txtck|b\.txtc"), "filename", Budget(5)).tolist() == []
+    hidden = Corpus.from_texts({"ab": "x", "abab.txt": "y"}).search  # run together: "ababab.txt"
+    assert hidden._name_hits(compile_untrusted("abab"), "filename", Budget(5)).tolist() == [1]
     assert search.filter(compile_untrusted(r"^ck"), None, Budget(5), "filename") == [2]
     assert search.filter(compile_untrusted(r"txt$"), None, Budget(5), "spaced_filename") == [0, 1, 2, 3]
     assert search.filter(compile_untrusted(r"ck x"), None, Budget(5), "spaced_filename") == [2]
