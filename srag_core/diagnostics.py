@@ -100,7 +100,7 @@ def _from_heads(scan, i: int, field: str, find) -> tuple[str, regex.Match | None
 
 def _from_hit(scan, i: int, field: str, find, at: int) -> tuple[str, regex.Match, bool] | None:
     """The first match at or after byte `at`, searched in ever longer stretches that begin HEAD_MARGIN bytes
-    before it (what `\b` or `^` needs to see); None when there is none."""
+    before it (what `\\b` or `^` needs to see); None when there is none."""
     before, from_start, _ = scan.part(i, field, at - HEAD_MARGIN, at)
     size = HEAD_CHARS
     while True:

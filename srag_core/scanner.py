@@ -351,7 +351,7 @@ class CorpusSearch:
         name is passed over). Exact on ASCII names (lower-casing ASCII is how the regex module folds ASCII case);
         the few non-ASCII names, where an ASCII letter may also match a non-ASCII one (`k` and the Kelvin sign), go
         through RE2 with the pattern's exact translation. Spaced names are looked for in the filenames too: a space
-        in a literal finds a space or `_` there. None past MAX_NAME_HITS hits."""
+        in a literal finds a space or `_` there. None past MAX_NAME_HITS occurrences of a literal."""
         if not all(w.isascii() for w in words):
             return None
         names = self.arrow("filename")
