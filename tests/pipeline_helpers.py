@@ -1,4 +1,5 @@
-"""A scripted agent behind the fake LLM server, and small benchmarks for pipeline tests.
+"""A scripted agent behind the fake LLM server, small benchmarks for pipeline tests, and a check that a local Ray
+listens on loopback only.
 
 Question n asks "What is the code of item Q<n>?" and its gold answer is "<n>". The scripted agent calls one tool,
 then answers n. Sets of question numbers select injected faults; `healed` switches the persistent ones off, so a
@@ -8,8 +9,12 @@ rerun can fill the failures.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -18,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.config import set_dotted
+from tests.conftest import REPO
 
 QUESTION = re.compile(r"Question: What is the code of item Q(\d+)\?")
 
@@ -119,3 +125,64 @@ def run_scenario(module: str, workdir: Path, sample_corpus: Path, n: int) -> dic
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(lines[0][len("RESULT "):])
+
+
+# Prints the node address of this process's Ray and the hosts its process tree listens on; run after Ray started.
+LISTENING_REPORT = r'''
+import os
+import ray
+
+def read(path):  # a thread or process may end while it is read: nothing to report for it
+    try:
+        return open(path).read()
+    except OSError:
+        return ""
+
+def listed(path):
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+def tree(pid):
+    kids = [int(k) for t in listed(f"/proc/{pid}/task") for k in read(f"/proc/{pid}/task/{t}/children").split()]
+    return [pid] + [p for k in kids for p in tree(k)]
+
+inodes = set()
+for pid in tree(os.getpid()):
+    for fd in listed(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+hosts = set()
+for table in ("tcp", "tcp6"):
+    for line in open(f"/proc/net/{table}").read().splitlines()[1:]:
+        f = line.split()
+        if f[3] == "0A" and f[9] in inodes:  # LISTEN
+            hosts.add(f[1].split(":")[0])
+print("NODE", ray.util.get_node_ip_address())
+print("HOSTS", " ".join(sorted(hosts)))
+ray.shutdown()
+'''
+LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
+
+
+def assert_local_ray_on_loopback(start_ray: str) -> None:
+    """Run `start_ray` (Python that starts a local Ray) in a fresh interpreter, then check that the node address is
+    loopback and that every socket its process tree listens on is bound to loopback."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
+    # A Ray temp folder of its own: init_ray joins this user's `ray start` head when Ray's address file names one
+    # (another test's cluster, perhaps stopping), and then no Ray process would be a child of the one checked here.
+    ray_tmp = tempfile.mkdtemp(prefix="srl", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
+    try:
+        proc = subprocess.run([sys.executable, "-c", start_ray + LISTENING_REPORT], cwd=REPO, capture_output=True,
+                              env={**env, "PYTHONPATH": str(REPO), "RAY_TMPDIR": ray_tmp}, text=True, timeout=300)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("NODE", "HOSTS")))
+    assert lines.get("NODE") == "127.0.0.1", proc.stdout + proc.stderr[-3000:]
+    hosts = set(lines["HOSTS"].split())
+    assert hosts and hosts <= LOOPBACK, hosts  # gcs_server, raylet, workers, agents: none on another interface

@@ -111,7 +111,7 @@ def test_grid_runs_on_ray_and_logs_parent_and_children(ray_local, data, tmp_path
 
 
 def test_a_grid_starts_its_local_ray_on_loopback(data, tmp_path):
-    from tests.test_hostile import assert_local_ray_on_loopback
+    from tests.pipeline_helpers import assert_local_ray_on_loopback
 
     argv = car(data, tmp_path, "--dataset", "finsuperqa,legal-real", "--retriever", "oracle",
                "--tracking-uri", f"sqlite:///{tmp_path}/mlflow.db", "--json")

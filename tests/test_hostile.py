@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 from collections import Counter
@@ -31,7 +29,7 @@ from srag_core.llm import LLMClient, LLMConfig
 from srag_core.tools._base import MAX_OBSERVATION_BYTES, bounded_observation
 from tests.conftest import REPO
 from tests.hostile_llm import BLOW_UP, INJECTED_FILE, MODES, HostileModel, question, write_hostile_benchmark
-from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
+from tests.pipeline_helpers import ScriptedAgent, assert_local_ray_on_loopback, run_config, write_benchmark
 
 QUICK_S = 1.0  # "answers in under 1 s"
 
@@ -497,56 +495,6 @@ def test_submit_ships_only_tracked_files_and_lists_them(tmp_path, capsys):
                              text=True).stdout.split("\0")
     assert files[-1] == "_submitted/quickstart.yaml" and set(files[:-1]) <= set(tracked)
     assert "pipelines/cli/__init__.py" in files and not any(f.startswith((".venv", ".git/", "runs/")) for f in files)
-
-
-# Prints the node address of this process's Ray and the hosts its process tree listens on; run after Ray started.
-LISTENING_REPORT = r'''
-import os
-import ray
-
-def tree(pid):
-    kids = [int(k) for t in os.listdir(f"/proc/{pid}/task") for k in
-            open(f"/proc/{pid}/task/{t}/children").read().split()]
-    return [pid] + [p for k in kids for p in tree(k)]
-
-inodes = set()
-for pid in tree(os.getpid()):
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-hosts = set()
-for table in ("tcp", "tcp6"):
-    for line in open(f"/proc/net/{table}").read().splitlines()[1:]:
-        f = line.split()
-        if f[3] == "0A" and f[9] in inodes:  # LISTEN
-            hosts.add(f[1].split(":")[0])
-print("NODE", ray.util.get_node_ip_address())
-print("HOSTS", " ".join(sorted(hosts)))
-ray.shutdown()
-'''
-LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
-
-
-def assert_local_ray_on_loopback(start_ray: str) -> None:
-    """Run `start_ray` (Python that starts a local Ray) in a fresh interpreter, then check that the node address is
-    loopback and that every socket its process tree listens on is bound to loopback."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
-    # A Ray temp folder of its own: init_ray joins this user's `ray start` head when Ray's address file names one
-    # (another test's cluster, perhaps stopping), and then no Ray process would be a child of the one checked here.
-    ray_tmp = tempfile.mkdtemp(prefix="srl", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
-    try:
-        proc = subprocess.run([sys.executable, "-c", start_ray + LISTENING_REPORT], cwd=REPO, capture_output=True,
-                              env={**env, "PYTHONPATH": str(REPO), "RAY_TMPDIR": ray_tmp}, text=True, timeout=300)
-    finally:
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("NODE", "HOSTS")))
-    assert lines.get("NODE") == "127.0.0.1", proc.stdout + proc.stderr[-3000:]
-    hosts = set(lines["HOSTS"].split())
-    assert hosts and hosts <= LOOPBACK, hosts  # gcs_server, raylet, workers, agents: none on another interface
 
 
 @pytest.mark.parametrize("start", [
