@@ -243,8 +243,9 @@ name_patterns = st.one_of(patterns, st.sampled_from(["alpha", "star|kelvin", "Be
 @settings(max_examples=300, deadline=None)
 @given(names, name_patterns, st.booleans())
 def test_name_fields_read_off_the_joined_names_agree_with_regex(stems, pattern, case_sensitive):
-    """Filename scans answer from the names joined in one buffer (no match at all, or a few literals found there);
-    every answer must be the one the regex module gives name by name, as is and with underscores read as spaces."""
+    """Filename scans answer from all the names at once, joined or run together (no match at all, or a few literals
+    found there); every answer must be the one the regex module gives name by name, as is and with underscores read
+    as spaces."""
     compiled = compile_untrusted(pattern, case_sensitive=case_sensitive)
     saved = scanner.SMALL_NAMES_BYTES
     try:
@@ -273,7 +274,7 @@ def test_a_pattern_that_backtracks_on_the_joined_names_is_answered_by_re2():
     assert time.monotonic() - started < 3
 
 
-def test_literal_names_are_found_in_the_joined_buffer():
+def test_literal_names_are_found_in_the_names_run_together():
     corpus = Corpus.from_texts({"Chuck_Berry.txt": "a", "chuckle.txt": "b", "\u212aelvin_x.txt": "c", "other.txt": "d"})
     search = corpus.search
 
@@ -287,11 +288,11 @@ def test_literal_names_are_found_in_the_joined_buffer():
     assert named("chuck berry", "spaced_filename") == ["Chuck_Berry.txt"]  # read off the folded filenames
     assert named("Chuck_Berry|chuckle", "spaced_filename") == ["chuckle.txt"]  # no spaced name holds `_`
     assert named("Chuck_Berry|chuckle") == ["Chuck_Berry.txt", "chuckle.txt"]
-    assert named("zebra") == []  # no match anywhere in the joined names
+    assert named("zebra") == []  # no match anywhere in the names
     assert named(r"\Achuck") is None  # not blob-safe: left to the per-name scan
 
 
-def test_name_checks_fall_back_to_the_per_name_scan_when_the_joined_buffer_cannot_answer(monkeypatch):
+def test_name_checks_fall_back_to_the_per_name_scan_past_the_occurrence_cap(monkeypatch):
     corpus = Corpus.from_texts({"a_chuck.txt": "x", "b_chuck.txt": "y", "c.txt": "z"})
     compiled = compile_untrusted("chuck")
     monkeypatch.setattr(scanner, "MAX_NAME_HITS", 1)  # two names hold the literal: past the cap
