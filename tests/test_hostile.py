@@ -325,7 +325,7 @@ def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_quest
     """Ctrl-C mid-run leaves run.json failed; a torn tail, a record of the wrong shape and bytes that are not UTF-8
     are then added to results.jsonl; `--resume` from another directory (the corpus path was relative) records every
     question exactly once, and report and rerun still work."""
-    n = 24
+    n = 48  # 12 rounds of 4 episodes: the signal comes well before the end (CI once saw the run end first, n = 24)
     agent = ScriptedAgent(delay=0.3)
     fake_llm.respond_with(agent)
     bench = tmp_path / "bench"
@@ -337,9 +337,11 @@ def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_quest
     runs = tmp_path / "runs"
     driver = srag_driver(ray_local, bench, runs, "run", "run.yaml")
     wait_for_episodes(driver, runs, 6)
+    running = driver.poll() is None
     driver.send_signal(signal.SIGINT)
-    _, err = driver.communicate(timeout=120)
-    assert driver.returncode == 130, err.decode()[-3000:]
+    out, err = driver.communicate(timeout=120)
+    recorded = sum(p.read_text().count('"type": "episode"') for p in runs.glob("*/results.jsonl"))
+    assert running and driver.returncode == 130, (running, recorded, out.decode()[-2000:], err.decode()[-3000:])
     [run_dir] = [RunDir(p.parent) for p in runs.glob("*/run.json")]
     meta = run_dir.read_meta()
     assert meta["status"] == "failed" and meta["error"] == "KeyboardInterrupt" and Path(meta["corpus"]).is_absolute()
