@@ -305,8 +305,11 @@ def test_the_trace_export_refuses_a_trace_file_outside_the_run_folder(tmp_path):
 def srag_driver(ray_local, cwd: Path, runs: Path, *argv: str) -> subprocess.Popen:
     """`srag ARGV` as its own driver process on the test session's Ray, as a user would start it."""
     env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address, "PYTHONPATH": str(REPO)}
+    # SIGINT as a terminal leaves it: a shell without job control starts background commands (a CI job's, say) with
+    # SIGINT ignored, the child inherits that, and Python then installs no KeyboardInterrupt handler.
     return subprocess.Popen([sys.executable, "-m", "pipelines.cli", *argv, "--runs-dir", str(runs), "--quiet",
-                             "--json"], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             "--json"], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def wait_for_episodes(driver: subprocess.Popen, runs: Path, n: int, timeout_s: float = 300) -> None:
