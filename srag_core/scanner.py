@@ -607,12 +607,13 @@ def _names_holding(buf, needle: bytes, spaced: bool, offsets: np.ndarray) -> np.
     inside = at + size <= offsets[k + 1]
     names = [k[inside]]
     for p in at[~inside].tolist():  # one that runs on into the next name may hide one that begins inside it
-        m = finder.search(buf, p + 1, stop)
-        while m is not None and m.start() < p + size:
+        window = min(stop, p + 2 * size)  # a hidden one begins before p + size: no search reads further
+        m = finder.search(buf, p + 1, window)
+        while m is not None:
             j = int(np.searchsorted(offsets, m.start(), side="right")) - 1
             if m.end() <= offsets[j + 1]:
                 names.append(np.array([j], dtype=np.int64))
-            m = finder.search(buf, m.start() + 1, stop)
+            m = finder.search(buf, m.start() + 1, window)
     return np.concatenate(names)
 
 
