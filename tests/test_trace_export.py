@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections import Counter
 from urllib.parse import urlparse
 
 from pipelines.engine.results import RunDir, RunFolderSink
-from pipelines.engine.trace_export import MARKERS, TraceExporter, export_missing, missing_traces, whole_traces_only
+import pytest
+
+from pipelines.engine.trace_export import (MARKERS, ExportPool, TraceExporter, export_missing, missing_traces,
+                                         whole_traces_only)
 from pipelines.engine.tracking import Tracker, episode_trace
 
 
@@ -98,3 +102,43 @@ def test_an_unrelated_warning_of_mlflows_exporter_does_not_fail_the_trace(tmp_pa
         logging.getLogger("mlflow.tracing.export.mlflow_v3").warning("Failed to send trace to MLflow backend: x")
     assert failures == ["Failed to send trace to MLflow backend: x"]
     tracker.close()
+
+
+class _SlowAdds:
+    """An export actor whose `add` calls take `add_s` each; it keeps the time `drain` was given."""
+
+    def __init__(self, add_s: float):
+        self.add_s, self.given = add_s, None
+
+    def add(self, items, verdicts) -> None:
+        time.sleep(self.add_s)
+
+    def drain(self, timeout_s):
+        self.given = timeout_s
+        return {"exported": 0, "queued": 0, "errors": [], "n_errors": 0, "cpu_s": 0.0}
+
+    def drain_given(self):
+        return self.given
+
+
+def test_a_pool_drain_has_one_timeout_for_the_adds_and_the_drain(ray_local):
+    """`drain(timeout_s)` waits for the pending adds, then gives each actor what is left of the same timeout: a slow
+    add does not make the whole drain last up to twice as long."""
+    actor = ray_local.remote(_SlowAdds).remote(0.8)
+    pool = ExportPool([actor])
+    pool.add([(("q0", 1), "traces/q0.1.json")])
+    assert pool.drain(timeout_s=3.0)["actors"] == 1
+    given = ray_local.get(actor.drain_given.remote())
+    assert 0 < given < 3.0 - 0.7  # the add's time was taken off
+    ray_local.kill(actor)
+
+
+def test_a_pool_drain_gives_up_at_its_timeout_when_an_add_hangs(ray_local):
+    actor = ray_local.remote(_SlowAdds).remote(60.0)
+    pool = ExportPool([actor])
+    pool.add([(("q0", 1), "traces/q0.1.json")])
+    started = time.monotonic()
+    with pytest.raises(ray_local.exceptions.GetTimeoutError):
+        pool.drain(timeout_s=0.5)
+    assert time.monotonic() - started < 10  # the timeout, not the add's minute
+    ray_local.kill(actor)
