@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from srag_core import scanner
 from srag_core.corpus import Corpus
 from srag_core.regex_engine import (Budget, RegexError, RegexTimeout, compile_untrusted, literal_language,
-                                    pure_literal, re2_superset, required_literals, search)
+                                    pure_literal, re2_plan, re2_superset, required_literals, search)
 
 
 def test_invalid_pattern_message_names_the_problem():
@@ -97,19 +97,23 @@ patterns = st.recursive(atoms, lambda inner: st.one_of(
 
 @settings(max_examples=400, deadline=None)
 @given(texts, patterns, st.booleans(), st.sampled_from([8, 4_000_000]), st.sampled_from([1, 4]),
-       st.sampled_from(["", "", "(?i)", "(?s)"]), st.sampled_from([0.0, 60.0]))
+       st.sampled_from(["", "", "(?i)", "(?s)"]), st.sampled_from([0.0, 60.0]), st.sampled_from([0.0, 1.0]))
+@example(["fine fine fine fine", "star kelv", "in gamma", "a longer document at the end"], "kelvin|fine", False,
+         4_000_000, 4, "", 60.0, 1.0)  # `kelvin` across two documents of one piece of the rest
 def test_fast_scan_equals_naive_scan(docs, pattern, case_sensitive, chunk_chars, subset_fraction, global_flag,
-                                     fast_rest_s):
+                                     fast_rest_s, buffer_hit_rate):
     pattern = global_flag + pattern
     corpus = Corpus.from_texts({f"d{i:02d}.txt": t if t.strip() else "empty" for i, t in enumerate(docs)})
     compiled = compile_untrusted(pattern, case_sensitive=case_sensitive)
     saved = (scanner.CHUNK_CHARS, scanner.SLICE_BYTES, scanner.SUBSET_FRACTION, scanner.PARALLEL_MIN_BYTES,
-             scanner.PARALLEL_MIN_SECONDS, scanner.FAST_REST_S)
+             scanner.PARALLEL_MIN_SECONDS, scanner.FAST_REST_S, scanner.BUFFER_MAX_HIT_RATE)
     # Tiny chunks and slices put documents on chunk and slice boundaries (and slices on the scan threads); a subset
     # fraction of 1 gathers every target set instead of scanning the whole column. A rest projected as slow (0 s)
-    # is cut into slices, a fast one (60 s) is one piece per thread.
+    # is cut into slices, a fast one (60 s) is one piece per thread. Literals are looked for in the column's buffer
+    # throughout (a hit rate of 1) or, past a probe that found any, per document (0).
     scanner.CHUNK_CHARS, scanner.SLICE_BYTES, scanner.SUBSET_FRACTION = chunk_chars, chunk_chars, subset_fraction
     scanner.PARALLEL_MIN_BYTES, scanner.PARALLEL_MIN_SECONDS, scanner.FAST_REST_S = 0, 0.0, fast_rest_s
+    scanner.BUFFER_MAX_HIT_RATE = buffer_hit_rate
     try:
         fast = corpus.search.filter(compiled, None, Budget(5))
         subset = list(range(0, len(corpus), 2))
@@ -118,7 +122,7 @@ def test_fast_scan_equals_naive_scan(docs, pattern, case_sensitive, chunk_chars,
         fresh_subset = fresh.search.filter(compiled, subset, Budget(5))
     finally:
         (scanner.CHUNK_CHARS, scanner.SLICE_BYTES, scanner.SUBSET_FRACTION, scanner.PARALLEL_MIN_BYTES,
-         scanner.PARALLEL_MIN_SECONDS, scanner.FAST_REST_S) = saved
+         scanner.PARALLEL_MIN_SECONDS, scanner.FAST_REST_S, scanner.BUFFER_MAX_HIT_RATE) = saved
     naive = [i for i, d in enumerate(corpus.docs) if compiled.search(d.norm)]
     assert fast == naive
     assert fast_subset == fresh_subset == [i for i in naive if i % 2 == 0]
@@ -229,6 +233,24 @@ def test_a_few_literals_are_scanned_one_by_one_and_agree_with_regex():
             assert corpus.search.filter(compiled, None, Budget(5)) == naive, (pattern, case_sensitive)
     split = corpus.search._literal_hits(compile_untrusted("alpha|gamma|delta"), None, Budget(5), "norm")
     assert split is not None and split.tolist() == [8]  # the one-scan-per-literal path answered
+
+
+def test_literals_found_in_the_buffer_answer_only_within_one_document():
+    """In the column's buffer the documents run together: `zalph` then `alpha z` hold an `alpha` across the
+    boundary, which is no match of either, and `xabcd` then `ef` an `abcdef` that hides the first's own `cd`."""
+    texts = ["zalph", "alpha z", "ALPHA", "\u0130stanbul", "istanbul", "alp", "ha", "xabcd", "ef", "nothing"]
+    corpus = Corpus.from_texts({f"d{i:02d}.txt": t for i, t in enumerate(texts)})
+    column = corpus.search.arrow("norm")
+    offsets = scanner._offsets(column)
+    for pattern in ["alpha", "istanbul", "Istanbul", "lpha", "abcdef|cd", "a", "zzz"]:
+        for case_sensitive in (True, False):
+            compiled = compile_untrusted(pattern, case_sensitive=case_sensitive)
+            plan = re2_plan(pattern, case_sensitive)
+            naive = [i for i, d in enumerate(corpus.docs) if compiled.search(d.norm)]
+            found = scanner._buffer_hits(column, offsets, plan.superset, (0, len(column)))
+            assert found.tolist() == naive, (pattern, case_sensitive)
+            assert corpus.search.filter(compiled, None, Budget(5)) == naive, (pattern, case_sensitive)
+    assert scanner._buffer_hits(column, offsets, "(?m)x{1001}{1001}", (0, len(column))) is None  # refused by RE2
 
 
 NAME_WORDS = ["alpha", "Beta", "GAMMA", "star", "ſtar", "KELVIN", "\u212aelvin", "\u0130stanbul", "istanbul", "x1",
