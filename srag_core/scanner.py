@@ -35,7 +35,6 @@ scan instead of running it again. When the budget runs out between slices or doc
 from __future__ import annotations
 
 import bisect
-import functools
 import os
 import threading
 import time
@@ -69,7 +68,8 @@ TRIM_AFTER_S = 0.01  # a scan that took longer gives freed memory back (malloc_t
 FAST_REST_S = 0.05  # a rest projected to take less is scanned without budget checks: one piece per thread
 SUBSET_FRACTION = 4  # a target set smaller than 1/4 of the corpus is gathered and scanned alone
 # A literal is looked for in the column's buffer, the documents run together, when they average under this many
-# bytes, and the probe found it in at most this share of its documents (each hit costs a step in Python).
+# bytes, in each piece until it has been found in more than this share of the piece's documents (each hit costs a
+# step in Python); past that share in the probe, the whole scan goes per document.
 BUFFER_MAX_DOC_BYTES = 16_384
 BUFFER_MAX_HIT_RATE = 0.01
 MAX_KEPT_MASKS = 512
@@ -462,13 +462,19 @@ class CorpusSearch:
             return np.zeros(0, dtype=np.int64)
         offsets = _offsets(arr)
         probe = _cut(offsets, 0, len(arr), min(SLICE_BYTES, max(1, int(offsets[-1] - offsets[0]) // PROBE_FRACTION)))
-        in_buffer = literal and whole and offsets[-1] - offsets[0] < BUFFER_MAX_DOC_BYTES * len(arr)
+
+        def in_buffer(part: tuple[int, int]) -> np.ndarray | None:  # past its share of hits, per document
+            hits = _buffer_hits(arr, offsets, pattern, part, int(BUFFER_MAX_HIT_RATE * (part[1] - part[0])))
+            return scan(part) if hits is None else hits
+
+        buffered = literal and whole and offsets[-1] - offsets[0] < BUFFER_MAX_DOC_BYTES * len(arr)
         started = time.perf_counter()
-        first = _buffer_hits(arr, offsets, pattern, probe[0]) if in_buffer else None
-        if first is None:
+        if buffered:  # the probe decides: a literal with many hits is scanned per document from the start
+            first = _buffer_hits(arr, offsets, pattern, probe[0], int(BUFFER_MAX_HIT_RATE * probe[0][1]))
+            buffered = first is not None
+        if not buffered:
             first = scan(probe[0])
-        elif len(first) <= BUFFER_MAX_HIT_RATE * (probe[0][1] - probe[0][0]):  # few hits: the rest the same way
-            scan = functools.partial(_buffer_hits, arr, offsets, pattern)
+        piece = in_buffer if buffered else scan
         if first is None:
             return None
         found = [first]
@@ -476,11 +482,11 @@ class CorpusSearch:
         # The first piece is scanned here, the others on the SCAN_THREADS pool at the same time (the kernel releases
         # the GIL); the budget is checked as each is taken.
         parallel = len(rest) > 1 and SCAN_THREADS > 1
-        pending = {k: _executor().submit(scan, part) for k, part in enumerate(rest) if k} if parallel else {}
+        pending = {k: _executor().submit(piece, part) for k, part in enumerate(rest) if k} if parallel else {}
         try:
             for k, part in enumerate(rest):
                 self._check(budget, sum(len(f) for f in found), part[0], len(arr))
-                hits = pending[k].result() if k in pending else scan(part)
+                hits = pending[k].result() if k in pending else piece(part)
                 if hits is None:
                     return None
                 found.append(hits)
