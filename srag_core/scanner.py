@@ -35,7 +35,9 @@ scan instead of running it again. When the budget runs out between slices or doc
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -350,25 +352,39 @@ class CorpusSearch:
         words = literal_language(compiled.pattern)
         if words is None or len(words) > MAX_SPLIT_LITERALS:
             return None
-        return self._literal_name_hits(words, not compiled.flags & regex.IGNORECASE, field)
+        return self._literal_name_hits(words, not compiled.flags & regex.IGNORECASE, field, budget)
 
-    def _literal_name_hits(self, words: frozenset[str], sensitive: bool, field: TextField) -> np.ndarray | None:
-        """Names holding any of the literals, found in the field's names run together (`_buffer_hits`: a hit that
-        runs on into the next name is passed over), each literal by its exact RE2 translation (case folded as the
-        regex module folds it, `k` finding the Kelvin sign too). None past MAX_NAME_HITS names holding one of them,
-        where the per-name scan costs less than a step in Python per name."""
-        names = self.arrow(field)
-        offsets = _offsets(names)
+    def _literal_name_hits(self, words: frozenset[str], sensitive: bool, field: TextField,
+                           budget: Budget) -> np.ndarray | None:
+        """Names holding any of the literals, found in the filenames run together (a hit that runs on into the next
+        name is passed over). Exact on ASCII names (lower-casing ASCII is how the regex module folds ASCII case);
+        the few non-ASCII names, where an ASCII letter may also match a non-ASCII one (`k` and the Kelvin sign), go
+        through RE2 with the pattern's exact translation. Spaced names are looked for in the filenames too: a space
+        in a literal finds a space or `_` there. None past MAX_NAME_HITS occurrences of a literal."""
+        if not all(w.isascii() for w in words):
+            return None
+        names = self.arrow("filename")
+        offsets, buf = _offsets(names), memoryview(names.buffers()[2])
+        if not sensitive:  # the same bytes, lower-cased, at the same offsets
+            buf = self._memo(("names_folded", "filename"), lambda: _released(bytes(buf).lower()))
         found = [np.zeros(0, dtype=np.int64)]
-        for word in sorted(words):
-            plan = re2_plan(regex.escape(word), sensitive)
-            if plan is None or not plan.exact:
-                return None
-            holding = _buffer_hits(names, offsets, plan.superset, (0, len(names)), limit=MAX_NAME_HITS)
+        for word in words:
+            needle = (word if sensitive else word.lower()).encode()
+            if field == "spaced_filename" and b"_" in needle:
+                continue  # no spaced name holds an underscore
+            holding = _names_holding(buf, needle, field == "spaced_filename", offsets)
             if holding is None:
                 return None
             found.append(holding)
-        return np.unique(np.concatenate(found)).astype(np.int64)
+        hits = np.unique(np.concatenate(found)).astype(np.int64)
+        if sensitive:
+            return hits
+        plan = re2_plan("|".join(regex.escape(w) for w in sorted(words)), case_sensitive=False)
+        if plan is None or not plan.exact:
+            return None
+        others = np.flatnonzero(~self.is_ascii(field))  # RE2 folds case as the regex module does (re2_plan)
+        more = self._re2_hits(plan.superset, others, budget, field) if len(others) else others
+        return None if more is None else np.union1d(hits, more).astype(np.int64)
 
     def _no_name_matches(self, compiled: regex.Pattern, field: TextField, budget: Budget) -> bool:
         """True when no name in the field matches. Up to SMALL_NAMES_BYTES of names, the regex module searches them
@@ -625,6 +641,31 @@ def _spaced(names):
     whole = pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(np.array([0, data.size], np.int64)), data])
     spaced = pc.replace_substring(whole, "_", " ", memory_pool=_pool()).buffers()[2]
     return pa.Array.from_buffers(names.type, len(names), [None, names.buffers()[1], spaced], offset=names.offset)
+
+
+def _names_holding(buf, needle: bytes, spaced: bool, offsets: np.ndarray) -> np.ndarray | None:
+    """Indices of the names (run together in `buf`, name i at offsets[i]:offsets[i + 1]) holding `needle`, a space
+    in it finding a space or `_` when `spaced`; None past MAX_NAME_HITS occurrences. The `re` module reads the
+    column's buffer in place and finds them all in one pass (about 7 ms over 20 MB of names)."""
+    parts = needle.split(b" ") if spaced else [needle]
+    finder = re.compile(b"[ _]".join(re.escape(part) for part in parts))
+    stop, size = int(offsets[-1]), len(needle)
+    found = itertools.islice(finder.finditer(buf, int(offsets[0]), stop), MAX_NAME_HITS + 1)
+    at = np.fromiter((m.start() for m in found), dtype=np.int64)
+    if len(at) > MAX_NAME_HITS:
+        return None
+    k = np.searchsorted(offsets, at, side="right") - 1
+    inside = at + size <= offsets[k + 1]
+    names = [k[inside]]
+    for p in at[~inside].tolist():  # one that runs on into the next name may hide one that begins inside it
+        window = min(stop, p + 2 * size)  # a hidden one begins before p + size: no search reads further
+        m = finder.search(buf, p + 1, window)
+        while m is not None:
+            j = int(np.searchsorted(offsets, m.start(), side="right")) - 1
+            if m.end() <= offsets[j + 1]:
+                names.append(np.array([j], dtype=np.int64))
+            m = finder.search(buf, m.start() + 1, window)
+    return np.concatenate(names)
 
 
 def _pool():
