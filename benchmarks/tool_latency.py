@@ -36,9 +36,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import regex
+
 from srag_core import Corpus, Workspace, load_corpus, run_tool
-from srag_core.regex_engine import Budget, compile_untrusted, literal_language, re2_plan
-from srag_core.scanner import MAX_SPLIT_LITERALS, MIN_LITERAL_CHARS
+from srag_core.regex_engine import Budget, compile_untrusted, re2_plan
+from srag_core.scanner import split_literals
 
 SHARED = Path(os.environ.get("SRAG_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")) / "data" / "2wikimultihopqa"
 QUESTION = "Where was the composer of song Back In The U.S.A. born?"
@@ -160,9 +162,8 @@ print(json.dumps({"seconds": took, "rss_base_mb": base, "rss_mb": rss, "rss_afte
 def floor_translations(pattern: str, case_sensitive: bool) -> list[str]:
     """The RE2 translations whose whole-column answers decide `pattern` exactly: one per literal of a few literals,
     else the superset, and its ASCII form when the superset is not exact (a pattern RE2 cannot express has none)."""
-    words = literal_language(pattern)
-    split = words is not None and 2 <= len(words) <= MAX_SPLIT_LITERALS and min(map(len, words)) >= MIN_LITERAL_CHARS
-    plans = [re2_plan(part, case_sensitive) for part in ([re.escape(w) for w in sorted(words)] if split else [pattern])]
+    words = split_literals(pattern, case_sensitive)
+    plans = [re2_plan(part, case_sensitive) for part in ([regex.escape(w) for w in words] if words else [pattern])]
     if any(plan is None for plan in plans):
         return []
     return [t for plan in plans for t in (plan.superset, None if plan.exact else plan.ascii) if t]

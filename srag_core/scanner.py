@@ -437,14 +437,11 @@ class CorpusSearch:
         """For a pattern that matches only a few literals (each of MIN_LITERAL_CHARS or more), the documents holding
         any of them, one exact RE2 scan per literal (each literal's whole-corpus answer is kept: the keyword
         decomposition of the same call asks for them again); None for any other pattern."""
-        words = literal_language(compiled.pattern)
-        if words is None or not 2 <= len(words) <= MAX_SPLIT_LITERALS or min(map(len, words)) < MIN_LITERAL_CHARS:
-            return None
-        sensitive = not compiled.flags & regex.IGNORECASE
-        if any(p is None or not p.exact for p in (re2_plan(regex.escape(w), sensitive) for w in words)):
+        words = split_literals(compiled.pattern, not compiled.flags & regex.IGNORECASE)
+        if words is None:
             return None
         found = [self.filter_ids(regex.compile(regex.escape(w), compiled.flags), members, budget, field)
-                 for w in sorted(words)]
+                 for w in words]
         return np.unique(np.concatenate(found)).astype(np.int64)
 
     def _re2_hits(self, pattern: str, members: np.ndarray | None, budget: Budget, field: TextField,
@@ -593,6 +590,17 @@ class CorpusSearch:
 
     def _all_array(self, members: np.ndarray | None) -> np.ndarray:
         return np.arange(len(self.corpus), dtype=np.int64) if members is None else members
+
+
+def split_literals(pattern: str, case_sensitive: bool) -> list[str] | None:
+    """The literals the planner scans one by one for `pattern` (`prison|jail`), sorted; None when it scans the
+    pattern whole: not a few literals of MIN_LITERAL_CHARS or more, or one without an exact RE2 translation."""
+    words = literal_language(pattern)
+    if words is None or not 2 <= len(words) <= MAX_SPLIT_LITERALS or min(map(len, words)) < MIN_LITERAL_CHARS:
+        return None
+    if any(p is None or not p.exact for p in (re2_plan(regex.escape(w), case_sensitive) for w in words)):
+        return None
+    return sorted(words)
 
 
 def _buffer_hits(arr, offsets: np.ndarray, pattern: str, part: tuple[int, int],
