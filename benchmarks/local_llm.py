@@ -31,9 +31,8 @@ import yaml
 
 from pipelines.local_llm import LocalModelServer, machine_cores
 from srag_core import load_corpus
-from srag_core.agent import Agent, AgentConfig
+from srag_core.agent import Agent, AgentConfig, turn_schema
 from srag_core.llm import LLMClient, LLMConfig
-from srag_core.turns import turn_schema
 
 SAMPLE = Path(__file__).resolve().parents[1] / "pipelines" / "samples" / "twowiki"
 EOS_TOKEN_ID = 2  # SmolLM2's <|im_end|>

@@ -39,8 +39,7 @@ from pathlib import Path
 import regex
 
 from srag_core import Corpus, Workspace, load_corpus, run_tool
-from srag_core.regex_engine import Budget, compile_untrusted, re2_plan
-from srag_core.scanner import split_literals
+from srag_core.corpus import Budget, compile_untrusted, re2_plan, split_literals
 
 SHARED = Path(os.environ.get("SRAG_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")) / "data" / "2wikimultihopqa"
 QUESTION = "Where was the composer of song Back In The U.S.A. born?"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from srag_core.jsontext import first_json_object
+from srag_core.llm import first_json_object
 
 from ._prompts import VERDICT_SCHEMA, extraction_messages, verdict_messages
 from ._rules import INSUFFICIENT, is_insufficient

@@ -7,8 +7,8 @@ import pytest
 
 from srag_core import Budgets
 from srag_core.agent import Agent, AgentConfig
+from srag_core.agent._turns import EXAMPLE_ANSWER, FIRST_THOUGHT_CHARS
 from srag_core.llm import LLMClient, LLMConfig
-from srag_core.turns import EXAMPLE_ANSWER, FIRST_THOUGHT_CHARS
 from tests.corpora import hearings_corpus
 from tests.fake_llm import count_tokens, prompt_text
 

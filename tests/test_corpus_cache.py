@@ -7,7 +7,8 @@ import os
 import pickle
 
 from srag_core import Budget, compile_untrusted, load_corpus
-from srag_core.corpus import Corpus, DocTable, Document
+from srag_core.corpus import Corpus, Document
+from srag_core.corpus._documents import DocTable
 
 
 def _write_jsonl(path, records):

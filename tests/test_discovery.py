@@ -5,14 +5,14 @@ import json
 import pytest
 
 from srag_core import Corpus, Workspace, run_tool
+from srag_core.corpus import compile_untrusted
 from srag_core.discovery import DETERMINISTIC_NOTE, PatternIndex, build_or_load, cluster_gaps, discover
 from srag_core.discovery.index import IndexConfig, build_index
 from srag_core.discovery.labels import label_patterns, label_template
 from srag_core.discovery.model import RegexPattern, SemanticPattern
 from srag_core.discovery.text import line_template, scan_window
-from srag_core.modules import Modules
-from srag_core.regex_engine import compile_untrusted
 from srag_core.tools.patterns import corpus_profile, pattern_routing, register_pattern_sets
+from srag_core.workspace import Modules
 
 # Hearings with known fields: "Present" (5 documents, all values distinct), "Date of hearing" (3 documents, spelled
 # three ways), "Chair" (4 documents, one value: boilerplate), "Location" (2 documents: too rare), plus lines that look

@@ -158,7 +158,7 @@ def test_a_legal_query_on_an_8_mb_document_is_bounded_by_the_call_budget(big_ws,
 
 def test_an_llm_call_made_by_a_tool_ends_by_the_episode_deadline(fake_llm):
     """`_ChargedLLM` ends a call by the episode's deadline, and refuses a call made after it."""
-    from srag_core.agent import _ChargedLLM
+    from srag_core.agent._loop import _ChargedLLM
     from srag_core.llm import LLMError
 
     fake_llm.respond_with(lambda request: {"drip": 1.0, "content": "x" * 100})

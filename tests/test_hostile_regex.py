@@ -15,7 +15,8 @@ from typing import Iterator
 import regex
 
 from srag_core import Corpus, Workspace, run_tool
-from srag_core.regex_engine import Budget, BudgetSpent, Catastrophic, call_budget, compile_untrusted, search
+from srag_core.corpus import Budget, BudgetSpent, call_budget, compile_untrusted, search
+from srag_core.corpus._regex import Catastrophic
 
 # A backreference keeps RE2 out (it cannot express one), so these patterns run in the backtracking regex module.
 CATASTROPHIC = r"(a|aa)+\1$"
@@ -169,7 +170,7 @@ def test_a_match_found_in_the_child_has_the_groups_tools_use():
     compiled = compile_untrusted(r"(?P<run>(?:a|aa)+)b(c)?")
     text = "x" * 5 + "a" * 30 + "b"
     # An in-process slice of zero sends the call straight to the forked child.
-    from srag_core import regex_engine
+    from srag_core.corpus import _regex as regex_engine
 
     saved, regex_engine.SLICE_S = regex_engine.SLICE_S, 0.0
     try:

@@ -1,11 +1,11 @@
-"""`srag_core.jsontext.first_json_object`: the one reader of a JSON object inside a model's reply (agent turns,
+"""`srag_core.llm.first_json_object`: the one reader of a JSON object inside a model's reply (agent turns,
 labels, pattern discovery and the judge's verdict all use it)."""
 
 from __future__ import annotations
 
 import pytest
 
-from srag_core.jsontext import first_json_object
+from srag_core.llm import first_json_object
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -1,6 +1,6 @@
 from srag_core import Corpus, question_landscape
-from srag_core.diagnostics import regex_tokens, spread
-from srag_core.landscape import anchor_tokens, question_keywords
+from srag_core.workspace import anchor_tokens, question_keywords
+from srag_core.workspace.diagnostics import regex_tokens, spread
 from tests.corpora import hearings_corpus
 
 

@@ -1,6 +1,7 @@
 """The package layout's rules, read from the source: no import circles, and dependencies that point one way
 (`pipelines` -> `srag_core`, `judges`, `car_baselines`; the engine never imports the command line; `srag_core` never
-imports Ray or MLflow; other packages use only the public surface of `srag_core`)."""
+imports Ray or MLflow; other packages use only the public surface of `srag_core`; no module imports another package's
+private `_x` module or name)."""
 
 from __future__ import annotations
 
@@ -111,18 +112,23 @@ def test_dependencies_point_one_way():
                 assert not t.startswith("pipelines.cli"), f"{name} imports the command line ({t})"
     for path, top in _external_imports("srag_core"):
         assert top not in ("ray", "mlflow"), f"{path} imports {top}: srag_core stays free of Ray and MLflow"
-    # srag_core.jsontext is the one helper srag_core and judges share: it imports nothing of ours, and it is all of
-    # srag_core that judges uses (judges/README.md).
-    assert not graph["srag_core.jsontext"]
+    # first_json_object (srag_core.llm._jsontext) is the one helper srag_core and judges share: it imports nothing of
+    # ours, and it is all of srag_core that judges uses (judges/README.md).
+    assert not graph["srag_core.llm._jsontext"]
     for name, targets in graph.items():
         if name.startswith("judges"):
-            assert {t for t in targets if t.startswith("srag_core")} <= {"srag_core.jsontext"}, (name, targets)
+            assert {t for t in targets if t.startswith("srag_core")} <= {"srag_core.llm"}, (name, targets)
+    for file in (REPO / "judges").rglob("*.py"):
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("srag_core"):
+                assert [a.name for a in node.names] == ["first_json_object"], (file.name, node.module)
 
 
 # What srag_core's docstring calls public: the package's own names (`__all__`) and these modules.
-SRAG_CORE_PUBLIC = {"srag_core", "srag_core.tools", "srag_core.tools.patterns", "srag_core.tools.embedding_tools",
-                    "srag_core.discovery", "srag_core.discovery.sandbox", "srag_core.embeddings", "srag_core.probe",
-                    "srag_core.profiles", "srag_core.jsontext"}
+SRAG_CORE_PUBLIC = {"srag_core", "srag_core.agent", "srag_core.corpus", "srag_core.llm", "srag_core.workspace",
+                    "srag_core.workspace.diagnostics", "srag_core.workspace.context", "srag_core.tools",
+                    "srag_core.tools.patterns", "srag_core.tools.embedding_tools", "srag_core.discovery",
+                    "srag_core.discovery.sandbox", "srag_core.embeddings", "srag_core.vanilla"}
 
 
 def test_other_packages_use_only_the_public_surface_of_srag_core():
@@ -146,3 +152,46 @@ def test_the_command_line_leaves_ray_and_mlflow_to_the_engine():
         assert top != "mlflow", f"{path} imports mlflow: tracking belongs in pipelines.engine"
         # submit only talks to a cluster's Jobs API; starting Ray and running tasks is the engine's
         assert top != "ray" or path == "pipelines/cli/submit.py", f"{path} imports ray: Ray work belongs in the engine"
+
+
+def _private_imports(known: dict[str, Path], roots: tuple[str, ...] = PACKAGES) -> list[str]:
+    """Imports of a private module (`pkg._x`) or a private name (`from pkg import _x`) from outside the package that
+    owns it: a room's `_x` modules and names are its own, other rooms use what its `__init__` re-exports."""
+    found = []
+    for name, path in known.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target.split(".")[0] not in roots:
+                    continue
+                parts = target.split(".")
+                private = next((i for i, p in enumerate(parts) if p.startswith("_") and not p.startswith("__")), None)
+                if private is None:
+                    continue
+                owner = ".".join(parts[:private])
+                if package != owner and not package.startswith(owner + "."):
+                    found.append(f"{name} imports {target}")
+    return found
+
+
+def test_private_import_finder_finds_a_reach_into_another_room(tmp_path):
+    files = {"p.a.__init__": "from p.a._x import f\n", "p.a._x": "def f(): pass\n",
+             "p.a._y": "from p.a._x import f\n", "p.b.z": "from p.a._x import f\nfrom p.a import _x\nimport p.a._x\n",
+             "p.b.ok": "from p.a import f\n", "p.a.sub.w": "from p.a._x import f\n"}
+    known = {}
+    for name, text in files.items():
+        path = tmp_path / (name.replace(".", "/") + ".py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        known[name.removesuffix(".__init__")] = path
+    assert _private_imports(known, ("p",)) == ["p.b.z imports p.a._x.f"] + ["p.b.z imports p.a._x"] * 2
+
+
+def test_no_module_reaches_into_another_packages_private_module():
+    assert _private_imports(_modules()) == []

@@ -1,4 +1,4 @@
-"""A replica gives freed memory back: glibc's large blocks stay mappings of their own (srag_core.memory)."""
+"""A replica gives freed memory back: glibc's large blocks stay mappings of their own (srag_core.corpus._memory)."""
 
 import subprocess
 import sys
@@ -19,7 +19,7 @@ def anonymous_mb():
             return int(line.split()[1]) / 1024
 
 if sys.argv[1] == "fixed":
-    from srag_core.memory import return_large_blocks
+    from srag_core.corpus._memory import return_large_blocks
     return_large_blocks()
 big = np.ones(16 << 20, dtype=np.uint8)
 del big

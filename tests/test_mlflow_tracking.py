@@ -18,7 +18,7 @@ import yaml
 from pipelines.cli import main
 from pipelines.engine.results import RunDir
 from pipelines.engine.sweeps import metric_label
-from srag_core.context import DIAGNOSTIC_KEYS
+from srag_core.workspace.context import DIAGNOSTIC_KEYS
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
 N = 10

@@ -8,14 +8,12 @@ sample documents, the regex is validated like any other untrusted pattern, and t
 import json
 
 from srag_core import Workspace, run_tool
-from srag_core.agent import Agent, AgentConfig
+from srag_core.agent import Agent, AgentConfig, enabled_tools, system_prompt, turn_functions
+from srag_core.corpus import MAX_PATTERN_CHARS
 from srag_core.llm import LLMClient, LLMConfig
-from srag_core.modules import Modules
-from srag_core.prompts import enabled_tools, system_prompt
-from srag_core.regex_engine import MAX_PATTERN_CHARS
 from srag_core.tools import REGISTRY
 from srag_core.tools.regex_proposer import LLMRegexProposer
-from srag_core.turns import turn_functions
+from srag_core.workspace import Modules
 from tests.corpora import HEARINGS, hearings_corpus
 
 SENATE = {f for f, chamber, *_ in HEARINGS if chamber == "SENATE"}

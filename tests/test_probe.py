@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
-from srag_core.llm import FunctionSpec, LLMClient, LLMConfig
-from srag_core.probe import ProbeError, probe
-from srag_core.profiles import SHIPPED
+from srag_core.llm import SHIPPED, FunctionSpec, LLMClient, LLMConfig, ProbeError, probe
 from tests.conformance_server import PROFILES, ConformanceLLM, obedient_reply
 
 SECRET = "sk-probe-SECRET-93c1d"

@@ -8,7 +8,7 @@ import httpx2 as httpx  # the HTTP client the project declares (under openai)
 import pytest
 
 from pipelines.local_llm import LocalModelServer
-from srag_core.probe import probe
+from srag_core.llm import probe
 from tests.conformance_server import ConformanceLLM
 
 MODEL_INDEPENDENT = ("max_completion_tokens", "max_tokens", "temperature", "json_object", "json_schema")

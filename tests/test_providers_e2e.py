@@ -16,7 +16,7 @@ import yaml
 from judges._prompts import EXTRACTION_SYSTEM, VERDICT_SYSTEM
 from pipelines.cli import main
 from pipelines.engine.results import RunDir
-from srag_core.profiles import SHIPPED
+from srag_core.llm import SHIPPED
 from tests.conformance_server import PROFILES, ConformanceLLM
 
 SAMPLE = Path(__file__).resolve().parents[1] / "pipelines" / "samples" / "twowiki"

@@ -6,10 +6,10 @@ import regex
 from hypothesis import example, given, reject, settings
 from hypothesis import strategies as st
 
-from srag_core import scanner
-from srag_core.corpus import Corpus
-from srag_core.regex_engine import (Budget, RegexError, RegexTimeout, compile_untrusted, literal_language,
-                                    pure_literal, re2_plan, re2_superset, required_literals, search)
+from srag_core.corpus import (Budget, Corpus, RegexError, RegexTimeout, compile_untrusted, pure_literal, re2_plan,
+                              required_literals, search)
+from srag_core.corpus import _scanner as scanner
+from srag_core.corpus._regex import literal_language, re2_superset
 
 
 def test_invalid_pattern_message_names_the_problem():
@@ -62,7 +62,7 @@ def test_literal_language():
 
 
 def test_literal_prefix():
-    from srag_core.regex_engine import literal_prefix
+    from srag_core.corpus._regex import literal_prefix
 
     assert literal_prefix(r"born in \d{4}") == "born in "
     assert literal_prefix(r"Item\s+7") == "Item"
@@ -165,7 +165,7 @@ def test_re2_translation_is_a_superset_and_exact_when_it_says_so(docs, pattern, 
         found = bool(found_by_regex(compiled, [text]))
         assert hit or not found, (pattern, re2, text)
         assert not exact or hit == found, (pattern, re2, text)
-    from srag_core.regex_engine import re2_plan
+    from srag_core.corpus import re2_plan
 
     # without anchors: every text run together with the others still shows a match of each one that has one
     together = re2_plan(pattern, case_sensitive, anchors=False).superset
@@ -176,7 +176,7 @@ def test_re2_translation_is_a_superset_and_exact_when_it_says_so(docs, pattern, 
 
 
 def test_re2_translations():
-    from srag_core.regex_engine import re2_plan
+    from srag_core.corpus import re2_plan
 
     assert re2_superset(r"\d{4}-\d{2}", case_sensitive=True)[1] is True  # \d: exactly the regex module's digits
     assert re2_superset("Item 7", case_sensitive=True) == ("(?m)Item\\x{20}7", True)
@@ -206,7 +206,7 @@ def test_re2_ascii_translation_is_exact_on_ascii(ascii_docs, docs, pattern, case
     """The ASCII translation agrees with the regex module on ASCII texts, and its hits are real matches on any."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    from srag_core.regex_engine import re2_plan
+    from srag_core.corpus import re2_plan
 
     plan = re2_plan(pattern, case_sensitive)
     if plan is None or plan.ascii is None:
@@ -220,7 +220,8 @@ def test_re2_ascii_translation_is_exact_on_ascii(ascii_docs, docs, pattern, case
 
 
 def test_fold_keeps_lengths_and_merges_whatever_regex_matches_ignoring_case():
-    from srag_core.regex_engine import fold, fold_char
+    from srag_core.corpus import fold
+    from srag_core.corpus._regex import fold_char
 
     assert fold("Straße İstanbul ﬁne ΣΊΣΥΦΟΣ") == "straße istanbul ﬁne σίσυφοσ"
     assert all(len(fold(t)) == len(t) for t in ["Straße", "ǅ", "ŉ", "İ", "ΐ", "ﬃ"])

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from srag_core import Corpus, Workspace, run_tool
-from srag_core.regex_engine import compile_untrusted
+from srag_core.corpus import compile_untrusted
 from srag_core.tools import REGISTRY
 from tests.corpora import HEARINGS, hearings_corpus
 
@@ -252,7 +252,7 @@ def test_a_snippet_is_the_first_match_wherever_it_lies_in_a_long_document(before
     """A snippet decodes the document's first 5,000 bytes; past them, the stretch from where RE2 first finds the
     pattern's superset translation (or ever longer heads when RE2 cannot express the pattern). Whichever it takes,
     the match is the regex module's first match of the whole document."""
-    from srag_core.diagnostics import HEAD_CHARS, HEAD_GROWTH, HEAD_MARGIN, first_match
+    from srag_core.workspace.diagnostics import HEAD_CHARS, HEAD_GROWTH, HEAD_MARGIN, first_match
 
     text = before + "Code 1234567890123 " + "x" * 20_000 + " Code 99"
     ws = Workspace(Corpus.from_texts({"long.txt": text, "short.txt": "nothing here"}))
@@ -287,7 +287,7 @@ _PIECES = ["é" * 700, "x" * 900, " ", "\n", "Code", "12", "éCode 7", "code 33 
 def test_a_snippet_match_is_the_regex_modules_first_match(filler, pieces, pattern):
     """On random long texts, whichever way `first_match` goes (head, RE2's hit, heads), its match is where the regex
     module first matches the whole document, or there is none."""
-    from srag_core.diagnostics import first_match
+    from srag_core.workspace.diagnostics import first_match
 
     text = filler + "".join(pieces) * 3
     ws = Workspace(Corpus.from_texts({"a.txt": text}))
@@ -307,7 +307,7 @@ def test_a_snippet_match_is_the_regex_modules_first_match(filler, pieces, patter
 def test_a_snippet_of_a_long_document_without_a_match_shows_its_start():
     """RE2's superset translation finds `Code 12` after é, but the regex module sees no word boundary there and no
     other match: the excerpt is the document's start, as for any document without a match."""
-    from srag_core.diagnostics import first_match
+    from srag_core.workspace.diagnostics import first_match
 
     text = "Start here. " + "é" * 40_000 + "éCode 12 " + "y" * 10_000
     ws = Workspace(Corpus.from_texts({"long.txt": text}))

@@ -29,7 +29,7 @@ from srag_core import AgentConfig, LLMClient, LLMConfig, Window
 class RequestLimiter:
     """Caps concurrent requests, requests per minute and tokens per minute to one endpoint across the whole cluster,
     and holds every request back while the server has asked for a pause (the bookkeeping is
-    `srag_core.ratelimit.Window`).
+    `srag_core.llm.Window`).
 
     Slots are leases: a worker that dies while holding one cannot leak it, because leases older than `lease_s`
     (longer than any request may take) are reclaimed on the next acquire.

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import regex
 
+from srag_core.corpus import fold
 from srag_core.discovery.model import FORMAT_VERSION, RegexPattern, SemanticPattern
 from srag_core.discovery.sandbox import MapFn, Match, ScanResult, chunk_jobs, inline_map, scan_chunk
 from srag_core.discovery.text import (DEFAULT_WINDOW_CHARS, STOPWORDS, VALUE_TOKEN, clip, line_template, outside,
                                       scan_window, value_tokens)
-from srag_core.regex_engine import fold
 
 if TYPE_CHECKING:
     from srag_core.corpus import Corpus

@@ -8,8 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol, Sequence
 
-from srag_core.jsontext import first_json_object
-from srag_core.llm import ANY_JSON_OBJECT, DEFAULT_CONTEXT_TOKENS, ChatResult, LLMError
+from srag_core.llm import ANY_JSON_OBJECT, DEFAULT_CONTEXT_TOKENS, ChatResult, LLMError, first_json_object
 
 MAX_PROMPT_CHARS = 60_000
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 import random
 from typing import Any, Sequence
 
-from srag_core.corpus import Corpus
+from srag_core.corpus import Corpus, RegexError, compile_untrusted
 from srag_core.discovery.llmcalls import StageLLM, as_str_list
 from srag_core.discovery.model import Dropped, RegexPattern
 from srag_core.discovery.text import clip, slug, unique
-from srag_core.regex_engine import RegexError, compile_untrusted
 
 GOLDEN = 0.6180339887498949
 MAX_PROPOSALS = 8

@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 import regex
 
-from srag_core.regex_engine import RegexError, compile_untrusted, fold, required_literals
+from srag_core.corpus import RegexError, compile_untrusted, fold, required_literals
 
 log = logging.getLogger(__name__)
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from srag_core.corpus import Corpus
+from srag_core.corpus import Corpus, fold
 from srag_core.discovery.llmcalls import StageLLM, as_str_list
 from srag_core.discovery.model import Dropped, SemanticPattern
 from srag_core.discovery.proposals import ask_about_sample
 from srag_core.discovery.text import clip, slug
-from srag_core.regex_engine import fold
 
 MAX_SEMANTIC = 8
 

@@ -23,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
-from srag_core.diagnostics import spread
 from srag_core.discovery.llmcalls import StageLLM, as_str_list, id_rows
 from srag_core.discovery.model import RegexPattern, Validation
 from srag_core.discovery.proposals import fix_decoded_escapes, template_groups
 from srag_core.discovery.sandbox import MapFn, Match, ScanResult, chunk_jobs, scan_chunk
 from srag_core.discovery.text import clip
+from srag_core.workspace.diagnostics import spread
 
 JUDGE_SYSTEM = ("You check the output of a regular expression against documents. You answer with a single JSON "
                 "object and nothing else.")

@@ -9,16 +9,16 @@ call (every string, and the whole call once serialised) and the observation (its
 observation over the limit keeps its small fields and says what was cut). Tools bound their own work; these caps
 catch whatever a tool did not foresee, so a hostile document cannot fill an episode's trace with megabytes.
 
-A tool declares the optional modules it needs (`needs`, names of `srag_core.modules.Modules` fields) and the optional
+A tool declares the optional modules it needs (`needs`, names of `srag_core.workspace.Modules` fields) and the optional
 modes that need one more (`modes`); `run_tool` refuses a call that uses a module the workspace lacks, and the prompt
 shows only what the present modules allow (`Tool.available`, `Tool.signature`, `Tool.shown_examples`).
 
 Each call gets one wall-time budget (`Workspace.regex_budget_s`, 10 s by default), opened here
-(`regex_engine.call_budget`); every Budget made inside the call shares its deadline. What draws on it, per tool:
+(`_regex.call_budget`); every Budget made inside the call shares its deadline. What draws on it, per tool:
 
 - regex matching (apply_filter, search_filenames, explore_patterns, create_regex, find_in_doc, table_lookup,
   extract_*, filter_values, pattern_search): RE2 (linear time) where a pattern translates to it, else the `regex`
-  module for a short slice in-process and then a forked child that is killed at the deadline (`srag_core.regex_engine`);
+  module for a short slice in-process and then a forked child that is killed at the deadline (`srag_core.corpus._regex`);
   scans check the deadline between slices of the corpus;
 - query scoring (read_docs excerpts, find_in_doc query mode): at most 32 query words, each one linear pass over the
   document, with the deadline checked between words;
@@ -38,10 +38,9 @@ from typing import Any, Callable, Collection
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from srag_core.corpus import RegexError, call_budget
 from srag_core.discovery.text import slug  # noqa: F401  (tools name their sets with it)
-from srag_core.modules import MISSING, check_module_names
-from srag_core.regex_engine import RegexError, call_budget
-from srag_core.workspace import MAX_REFERENCE_CHARS, Workspace, WorkspaceError
+from srag_core.workspace import MAX_REFERENCE_CHARS, MISSING, Workspace, WorkspaceError, check_module_names
 
 log = logging.getLogger(__name__)
 

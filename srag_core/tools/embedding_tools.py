@@ -19,12 +19,11 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from srag_core import diagnostics as dx
 from srag_core.embeddings import ChunkIndex
-from srag_core.jsontext import first_json_object
-from srag_core.modules import MISSING, Modules
+from srag_core.llm import first_json_object
 from srag_core.tools._base import MAX_QUERY_CHARS, Args, ToolError, slug, tool
-from srag_core.workspace import ALL, Workspace
+from srag_core.workspace import ALL, MISSING, Modules, Workspace
+from srag_core.workspace import diagnostics as dx
 
 log = logging.getLogger(__name__)
 

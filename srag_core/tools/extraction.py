@@ -8,11 +8,11 @@ from typing import Any, Literal
 
 import regex
 
-from srag_core import diagnostics as dx
-from srag_core.regex_engine import Budget, compile_untrusted, finditer, required_literals, search
+from srag_core.corpus import Budget, compile_untrusted, finditer, required_literals, search
 from srag_core.tools._base import Args, ToolError, resolve_pattern, tool
 from srag_core.tools.values import parse_value
 from srag_core.workspace import ALL, Workspace
+from srag_core.workspace import diagnostics as dx
 
 MAX_LIST_ITEMS_SHOWN = 200
 MAX_GROUP_MEMBERS = 20  # documents listed per group_by_value group

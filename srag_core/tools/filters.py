@@ -7,11 +7,11 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from srag_core import diagnostics as dx
-from srag_core.regex_engine import Budget, RegexTimeout, compile_untrusted, pure_literal
+from srag_core.corpus import Budget, RegexTimeout, compile_untrusted, pure_literal
 from srag_core.tools._base import Args, Mode, ToolError, resolve_pattern, slug, tool
 from srag_core.tools.values import compare_values, parse_threshold
 from srag_core.workspace import ALL, Workspace, intersect_ids
+from srag_core.workspace import diagnostics as dx
 
 
 class ApplyFilterArgs(Args):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from srag_core import diagnostics as dx
-from srag_core.regex_engine import Budget, compile_untrusted
+from srag_core.corpus import Budget, compile_untrusted
 from srag_core.tools._base import Args, Mode, ToolError, tool
 from srag_core.workspace import ALL, Workspace, check_name, intersect_ids
+from srag_core.workspace import diagnostics as dx
 
 
 class CountSetArgs(Args):

@@ -9,12 +9,11 @@ from typing import Any
 import regex
 from pydantic import Field
 
-from srag_core import diagnostics as dx
-from srag_core.landscape import question_keywords
-from srag_core.regex_engine import Budget, compile_untrusted, finditer, fold, search
+from srag_core.corpus import Budget, compile_untrusted, finditer, fold, search
 from srag_core.tools._base import MAX_QUERY_CHARS, Args, ToolError, tool
 from srag_core.tools.values import parse_number
-from srag_core.workspace import Workspace
+from srag_core.workspace import Workspace, question_keywords
+from srag_core.workspace import diagnostics as dx
 
 MAX_READ_DOCS = 20
 EXCERPT_WINDOW = 500

@@ -11,12 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from srag_core import diagnostics as dx
 from srag_core.discovery.llmcalls import parse_reply
 from srag_core.llm import LLMError
-from srag_core.modules import ChatModel
 from srag_core.tools._base import ToolError
-from srag_core.workspace import DocSet, Workspace
+from srag_core.workspace import ChatModel, DocSet, Workspace
+from srag_core.workspace import diagnostics as dx
 
 SAMPLE_DOCS = 5  # documents shown, spread over the sample set
 DOC_CHARS = 1_500  # of each document's section-normalized text

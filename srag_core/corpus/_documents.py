@@ -26,7 +26,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
-from srag_core.memory import release_unused
+from srag_core.corpus._memory import release_unused
 
 DEFAULT_MAX_DOC_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024 * 1024  # a whole .json / .jsonl corpus
@@ -221,7 +221,7 @@ class Corpus:
 
     @cached_property
     def search(self):  # -> CorpusSearch, built lazily on first use
-        from srag_core.scanner import CorpusSearch
+        from srag_core.corpus._scanner import CorpusSearch
 
         return CorpusSearch(self)
 

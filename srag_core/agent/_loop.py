@@ -3,7 +3,7 @@
 Before the first LLM call the question landscape is computed and sent with the question. Then, for up to
 `max_steps` tool calls: consumed observations are redacted, the conversation is compressed if it is still over
 budget, the LLM replies with one turn (a native function call or a JSON object, by the endpoint's protocol, see
-`srag_core.turns`), and a tool call runs against the workspace. When the steps run out the model is asked once more
+`srag_core.agent._turns`), and a tool call runs against the workspace. When the steps run out the model is asked once more
 for its best answer. A turn cut at the completion limit is asked again once with twice the limit before it counts as
 malformed. Every LLM call carries the episode's deadline, and none is made once the episode has spent its token or
 cost budget (it then ends as `over_budget`).
@@ -26,18 +26,16 @@ from typing import Any, Callable, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from srag_core import context as ctx
-from srag_core import prompts
-from srag_core.branching import choose_branch
+from srag_core.agent import _prompts as prompts
+from srag_core.agent._branching import choose_branch
+from srag_core.agent._turns import FINAL_ANSWER, Turn, turn_from_reply, turn_functions, turn_schema
 from srag_core.corpus import Corpus
-from srag_core.landscape import question_landscape
 from srag_core.llm import DEFAULT_CONTEXT_TOKENS, ChatResult, LLMError, Usage
-from srag_core.modules import ChatModel, Modules
 from srag_core.tools import REGISTRY, run_tool
 from srag_core.tools.patterns import register_pattern_sets
 from srag_core.tools.regex_proposer import LLMRegexProposer
-from srag_core.turns import FINAL_ANSWER, Turn, turn_from_reply, turn_functions, turn_schema
-from srag_core.workspace import Workspace
+from srag_core.workspace import ChatModel, Modules, Workspace, question_landscape
+from srag_core.workspace import context as ctx
 
 # Every status an episode record may have: the one place they are defined (the results store refuses others).
 # over_budget: the episode spent its token or cost budget before answering.

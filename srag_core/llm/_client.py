@@ -10,7 +10,7 @@ handed to the `openai` client and nowhere else: configs hold only the variable's
 are scrubbed of the key's value. Pickling a client (e.g. to send it to a Ray actor) ships the config, not the key;
 the receiving process reads its own environment.
 
-Requests are shaped by the endpoint's provider profile (`srag_core.profiles`): the completion-limit field, whether a
+Requests are shaped by the endpoint's provider profile (`srag_core.llm._profiles`): the completion-limit field, whether a
 temperature is sent, strict schemas, native tool definitions. Every HTTP attempt has one total deadline (connect,
 send, headers and body together, so a server dripping a byte at a time cannot hold a request open), and a reply
 larger than `max_reply_bytes`, or far longer than the completion limit, is refused as `oversize`.
@@ -43,9 +43,9 @@ import httpcore2
 import httpx2
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from srag_core.profiles import (SHIPPED, Profile, ResponseFormatMode, TurnProtocol, load_profile, resolve_profile,
-                                sends_parallel_tool_calls)
-from srag_core.strict_schema import from_strict_args, strict_schema
+from srag_core.llm._profiles import (SHIPPED, Profile, ResponseFormatMode, TurnProtocol, load_profile, resolve_profile,
+                                     sends_parallel_tool_calls)
+from srag_core.llm._strict_schema import from_strict_args, strict_schema
 
 logger = logging.getLogger(__name__)
 
@@ -215,7 +215,7 @@ class LLMError(Exception):
 
 
 class Limiter(Protocol):
-    """Caps requests and tokens to an endpoint (`srag_core.ratelimit`). `slot(tokens)` is held around every HTTP
+    """Caps requests and tokens to an endpoint (`srag_core.llm._ratelimit`). `slot(tokens)` is held around every HTTP
     attempt (never during backoff), `tokens` being the attempt's estimate (prompt plus completion limit);
     `pause(seconds)` passes on a rate-limited server's request to wait, so that every caller waits, not one."""
 

@@ -5,7 +5,7 @@ The scan planner (`CorpusSearch.filter`) picks, per pattern, the cheapest strate
 0. A pattern that is a few literals (`prison|jail`): RE2 once per literal, the answers joined. RE2 skips ahead to a
    single literal at memory speed but walks an alternation byte by byte (on 40 MB of passages, 5 ms per literal
    against 60 ms for the alternation).
-1. RE2 over the whole column. `regex_engine.re2_plan` translates a pattern into RE2 (linear time, no backtracking).
+1. RE2 over the whole column. `_regex.re2_plan` translates a pattern into RE2 (linear time, no backtracking).
    Arrow's RE2 kernel (C++, the GIL released) answers yes or no per document and stops at each document's first hit,
    as `re.search` does, with no Python work per document. The first eighth of the corpus is scanned alone to
    project the rest's time: a fast rest is one call per thread, a slow one is cut in slices of at most
@@ -22,7 +22,7 @@ The scan planner (`CorpusSearch.filter`) picks, per pattern, the cheapest strate
    starts with a neighbour class and walks every byte (a pattern found nowhere in 300 files of 1 MB, `\\bzzzq\\b`:
    12 ms superset first, 313 ms ASCII form first).
 3. The `regex` module confirms what is left, one document at a time from the first superset candidate (stopping at
-   its first match), each call killable (`regex_engine.search`).
+   its first match), each call killable (`_regex.search`).
 4. Patterns RE2 cannot express (backreferences, lookarounds, regex-only syntax) are searched by the `regex` module:
    for many documents over newline-joined chunks (a few long calls instead of one per document, a match mapped
    back to its document by offset and re-checked alone if it runs across a boundary), else one document at a time.
@@ -48,9 +48,9 @@ from typing import Iterable, Literal, Protocol, Sequence
 import numpy as np
 import regex
 
-from srag_core.memory import release_unused, return_large_blocks
-from srag_core.regex_engine import (Budget, BudgetSpent, RE2Plan, RegexTimeout, ScanIncomplete, blob_safe,
-                                    literal_language, re2_plan, search, warm_translations)
+from srag_core.corpus._memory import release_unused, return_large_blocks
+from srag_core.corpus._regex import (Budget, BudgetSpent, RE2Plan, RegexTimeout, ScanIncomplete, blob_safe,
+                                     literal_language, re2_plan, search, warm_translations)
 
 TextField = Literal["norm", "text", "filename", "spaced_filename"]
 CHUNK_CHARS = 4_000_000  # documents joined for the regex module's blob search

@@ -14,9 +14,9 @@ from typing import Any, Sequence
 import numpy as np
 import regex
 
-from srag_core.landscape import TOKEN
-from srag_core.regex_engine import Budget, re2_plan, search
-from srag_core.workspace import DocSet, Workspace, intersect_ids
+from srag_core.corpus import Budget, re2_plan, search
+from srag_core.workspace._landscape import TOKEN
+from srag_core.workspace._workspace import DocSet, Workspace, intersect_ids
 
 SNIPPET_CHARS = 400
 # Snippets are looked for in a document's first HEAD_CHARS bytes: decoding a whole 1 MB document of 2Wiki text took

@@ -14,8 +14,8 @@ from typing import Any, Iterable, Literal, TypeVar
 import numpy as np
 
 from srag_core.corpus import Corpus
-from srag_core.context import Budgets
-from srag_core.modules import Modules
+from srag_core.workspace._modules import Modules
+from srag_core.workspace.context import Budgets
 
 ValueKind = Literal["number", "text", "date", "list"]
 ALL = "all"
@@ -126,7 +126,7 @@ class Workspace:
         self.corpus.search.warm()  # once per corpus: keeps structure building out of every tool's time budget
         self.sets.setdefault(ALL, DocSet(ALL, np.arange(len(self.corpus), dtype=np.int64), tool="corpus", step=0))
         if self.question and not self.anchors:
-            from srag_core.landscape import anchor_tokens
+            from srag_core.workspace._landscape import anchor_tokens
 
             self.anchors = anchor_tokens(self.question, self.corpus)
 

@@ -32,7 +32,7 @@ from typing import Iterator
 import numpy as np
 import regex
 
-from srag_core import killable
+from srag_core.corpus import _killable as killable
 
 MAX_PATTERN_CHARS = 2000
 DEFAULT_REGEX_BUDGET_S = 10.0
@@ -185,7 +185,7 @@ def _compile_cached(pattern: str, flags: int) -> regex.Pattern:
 # Where a regex call runs. The `regex` module's `timeout` counts the CPU time of the whole process (C `clock()`), so
 # it is only used as a cheap "this call is slow" trigger: a call gets SLICE_S of it in-process (concurrent=True
 # releases the GIL, so other episodes keep running), and a call still running then is redone in a forked child that
-# is killed at the wall-clock deadline (`srag_core.killable`). Almost every call ends inside its slice.
+# is killed at the wall-clock deadline (`srag_core.corpus._killable`). Almost every call ends inside its slice.
 SLICE_S = 0.1  # CPU seconds; on a loaded machine a slice can take several times that in wall time
 
 

@@ -8,11 +8,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from srag_core.jsontext import first_json_object
+from srag_core.llm import first_json_object
 
-from srag_core.diagnostics import regex_tokens
 from srag_core.tools import run_tool
 from srag_core.workspace import Workspace
+from srag_core.workspace.diagnostics import regex_tokens
 
 CHOICE_SCHEMA = {"type": "object", "properties": {"choice": {"type": "integer"}}, "required": ["choice"]}
 

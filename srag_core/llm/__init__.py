@@ -1,0 +1,38 @@
+"""The LLM room: everything that talks to an OpenAI-compatible endpoint. The client and its configuration, the
+transport with its total deadline, retries and back-off, the response cache, provider profiles and strict schemas,
+the capability probe, rate limiting, and the JSON object inside a model's reply.
+
+It imports nothing else of srag_core. Change how a 429 is retried in `_retry.py`; what an endpoint accepts in
+`_profiles.py`. The probe's names load the openai SDK, so they are loaded on first use, not with this package.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from srag_core.llm._client import (ANY_JSON_OBJECT, DEFAULT_CONTEXT_TOKENS, MAX_SERVER_WAIT_S, ChatResult,
+                                   FunctionSpec, Limiter, LLMClient, LLMConfig, LLMError, Prices, ToolCall, Usage,
+                                   estimate_tokens)
+from srag_core.llm._jsontext import first_json_object
+from srag_core.llm._profiles import (SHIPPED, Profile, ResponseFormatMode, TurnProtocol, auto_profile, load_profile,
+                                     resolve_profile, write_profile)
+from srag_core.llm._ratelimit import LocalLimiter, Window
+from srag_core.llm._strict_schema import ROOT_KEY, from_strict_args, strict_schema, unwrap_root
+
+_LAZY = {"probe": "srag_core.llm._probe", "ProbeError": "srag_core.llm._probe",
+         "capability_table": "srag_core.llm._probe"}
+
+
+def __getattr__(name: str) -> Any:
+    """The probe's names, imported on first use (the probe imports the openai SDK, which `srag --help` must not)."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ANY_JSON_OBJECT", "DEFAULT_CONTEXT_TOKENS", "MAX_SERVER_WAIT_S", "ROOT_KEY", "SHIPPED", "ChatResult",
+           "FunctionSpec", "LLMClient", "LLMConfig", "LLMError", "Limiter", "LocalLimiter", "Prices", "ProbeError",
+           "Profile", "ResponseFormatMode", "ToolCall", "TurnProtocol", "Usage", "Window", "auto_profile",
+           "capability_table", "estimate_tokens", "first_json_object", "from_strict_args", "load_profile", "probe",
+           "resolve_profile", "strict_schema", "unwrap_root", "write_profile"]
