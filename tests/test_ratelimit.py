@@ -8,7 +8,7 @@ import time
 import pytest
 
 from srag_core.llm import LLMClient, LLMConfig, LocalLimiter, Window
-from srag_core.llm._client import ratelimit_reset_seconds
+from srag_core.llm._retry import ratelimit_reset_seconds
 from tests.conformance_server import ConformanceLLM
 
 

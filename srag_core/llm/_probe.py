@@ -32,7 +32,8 @@ from typing import Any
 import httpx2
 import openai
 
-from srag_core.llm._client import PLACEHOLDER_API_KEY, _deadline_http_client, _Oversize, bounded_attempt, read_body
+from srag_core.llm._config import PLACEHOLDER_API_KEY
+from srag_core.llm._transport import _deadline_http_client, _Oversize, bounded_attempt, read_body
 from srag_core.llm._profiles import Profile
 
 LIMIT = 16

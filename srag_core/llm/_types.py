@@ -1,0 +1,105 @@
+"""The values that cross the client's boundary: what a call returns (`ChatResult`, `Usage`, `ToolCall`), what it is
+offered (`FunctionSpec`), how it fails (`LLMError`), and the `Limiter` protocol it holds a slot of per attempt."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from dataclasses import astuple, dataclass, field
+from typing import Any, Literal, Protocol
+
+ErrorKind = Literal["rate_limit", "timeout", "server", "connection", "bad_request", "auth", "bad_response",
+                   "oversize"]
+Message = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token and cost totals; `a + b` (and `sum(...)`) accumulate them across calls."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0  # reasoning tokens included, as the API counts them
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+    calls: int = 0
+    reasoning_tokens: int = 0  # completion_tokens_details.reasoning_tokens
+    cached_tokens: int = 0  # prompt_tokens_details.cached_tokens
+    length_stops: int = 0  # replies cut at the completion limit (finish_reason "length")
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+    def __radd__(self, other: object) -> Usage:
+        if other == 0:  # lets sum() start from its default 0
+            return self
+        return NotImplemented
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """One answered chat call.
+
+    `latency_s` is the wall time of the whole `chat()` call, retries and backoff included; `attempts` counts HTTP
+    attempts (0 for a cache hit). `usage_estimated` is True when the server sent no usage and tokens were estimated
+    as characters / 4.
+    """
+
+    text: str
+    usage: Usage
+    latency_s: float
+    attempts: int
+    cached: bool
+    finish_reason: str | None
+    usage_estimated: bool = False
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call of a reply. `args` is the decoded argument object (strict-mode encodings undone), or None
+    with `problem` saying why the arguments could not be read."""
+
+    id: str
+    name: str
+    arguments: str
+    args: dict[str, Any] | None = None
+    problem: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """The call as an assistant message's `tool_calls` entry."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """A function offered to the model: its name, what it does, and its arguments' JSON schema (pydantic's)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class LLMError(Exception):
+    """A chat call that failed for good: retries exhausted, or an error not worth retrying.
+
+    `kind` is one of rate_limit, timeout, server, connection, bad_request, auth, bad_response, oversize. The message
+    is one line and never contains the API key.
+    """
+
+    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None, attempts: int = 0) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+        self.attempts = attempts
+
+
+class Limiter(Protocol):
+    """Caps requests and tokens to an endpoint (`srag_core.llm._ratelimit`). `slot(tokens)` is held around every HTTP
+    attempt (never during backoff), `tokens` being the attempt's estimate (prompt plus completion limit);
+    `pause(seconds)` passes on a rate-limited server's request to wait, so that every caller waits, not one."""
+
+    def slot(self, tokens: int = 0) -> AbstractContextManager[Any]: ...
+
+    def pause(self, seconds: float) -> None: ...
