@@ -5,7 +5,7 @@ The scripted agent makes two calls per episode (one tool call, then the answer).
 so it does not share the driver's CPU. Judging is deterministic (no LLM), MLflow logs to a local SQLite store without
 per-episode traces, so what is measured is the pipeline itself: Ray scheduling, the agent loop, the LLM client, the
 results store and the judge stage. No request limiter runs: a cap at the concurrency could never bind, and the engine
-skips such a limiter (`lifecycle.limiter_can_bind`).
+skips such a limiter (`placement.limiter_can_bind`).
 
 Run: `.venv/bin/python -m benchmarks.pipeline_overhead [--episodes 1000] [--delay 0.5] [--concurrency 8 16 32 64]`.
 Prints a markdown table; `episodes_wall_s` starts once every worker holds its replica (worker start-up is reported

@@ -9,7 +9,7 @@ from pipelines.config import ConfigError, load_run, load_sweep, validate_run
 from pipelines.engine.report import (accuracy_interval, bootstrap_ci, compare, mcnemar_exact, plot_accuracy_intervals,
                                      question_rows, summarize)
 from pipelines.engine.results import QuestionState
-from pipelines.engine.lifecycle import limiter_can_bind
+from pipelines.engine.placement import limiter_can_bind
 
 BASE = {"dataset": "twowiki-sample", "llm": {"model": "m"}}
 

@@ -1,6 +1,7 @@
 """The engine behind `srag run`, `rerun`, `sweep`, `report`, `compare` and `car`, each part with one job:
 
 - `lifecycle`: a run from its inputs to its summary (`run_one`, `continue_run`, `start_run`, `execute`, `finish`);
+- `placement`: the execution plan read off the cluster, and the node each episode worker is placed on;
 - `scheduler`: keeps the Ray workers busy, requeues episodes of dead workers, hands episodes to the judge and reports
   to sinks (`RunSink`), so the results store and MLflow can be tested and replaced apart;
 - `worker`: the Ray actor holding a corpus replica and running episodes, and the shared request limiter;

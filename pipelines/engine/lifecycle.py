@@ -1,28 +1,29 @@
-"""A run's lifecycle: inputs, the run folder and its MLflow run (`start_run`), the per-corpus stage, execution on a
-pool of Ray workers (`execute`, which hands scheduling to `scheduler.Scheduler`), and the end (`finish`: summary,
-per-question table, plots). Resume and rerun are `execute` again on the questions still to do (`continue_run`).
+"""A run's story: inputs, the run folder and its MLflow run (`start_run`), the per-corpus stage, execution on a
+pool of Ray workers (`execute`: where they go is `placement`'s, keeping them busy is `scheduler.Scheduler`'s), and
+the end (`finish`: summary, per-question table, plots). Resume and rerun are `execute` again on the questions still
+to do (`continue_run`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import re
 import signal
 import sys
 import threading
 import time
-from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from pipelines.config import Execution, RunConfig
+from pipelines.config import RunConfig
 from pipelines.datasets import load_questions, resolve
 from pipelines.engine.endpoints import open_endpoint
-from pipelines.engine.judging import JUDGE_THREADS, JudgeStage
+from pipelines.engine.judging import JudgeStage
+from pipelines.engine.placement import (corpus_replicas, describe_plan, execution_plan, limiter_can_bind,
+                                        pool_target, worker_spawner)
 from pipelines.engine.progress import ConsoleProgress, RunStats
 from pipelines.engine.ray_utils import RayMapFn, init_ray
 from pipelines.engine.report import (attempt_rows, metrics_for_mlflow, plot_accuracy_by_type, question_rows,
@@ -188,73 +189,6 @@ def _resources(run_dir: RunDir, cfg: RunConfig, corpus: Corpus, llm_cfg: LLMConf
     return resources
 
 
-def execution_plan(ex: Execution) -> dict[str, Any]:
-    """Actors, episodes in flight and the request cap of a run on the connected cluster (recorded in run.json).
-    `actors: auto` is one actor per CPU of the cluster (per `cpus_per_actor` when that is above 1)."""
-    import ray
-
-    resources = ray.cluster_resources()
-    cpus = float(resources.get("CPU", 1.0))
-    actors = auto_actors(ex) if ex.actors == "auto" else ex.actors
-    concurrency = ex.concurrency or actors * ex.episodes_per_actor
-    return {"actors": actors, "actors_setting": ex.actors, "cluster_cpus": cpus,
-            "nodes": sum(1 for n in ray.nodes() if n.get("Alive")),
-            "concurrency": concurrency, "episodes_per_actor": math.ceil(concurrency / actors),
-            "grows_with_cluster": ex.actors == "auto", "request_cap": ex.max_concurrent_requests,
-            "requests_per_minute": ex.requests_per_minute}
-
-
-def auto_actors(ex: Execution) -> int:
-    return max(1, sum(node_slots(ex).values()))
-
-
-def node_slots(ex: Execution) -> dict[str, int]:
-    """Workers each live node holds under `actors: auto`: one per CPU (per `cpus_per_actor` when that is above 1)."""
-    import ray
-
-    return {n["NodeID"]: int(float(n["Resources"].get("CPU", 0)) / max(ex.cpus_per_actor, 1.0))
-            for n in ray.nodes() if n.get("Alive")}
-
-
-def next_placement(ex: Execution, placed: Counter):
-    """Where the next worker goes: the live node with the most free slots (so a node that joins gets its own
-    workers, and each node one corpus replica shared by its workers); Ray's SPREAD once every slot is taken."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    free = {node: slots - placed[node] for node, slots in node_slots(ex).items()}
-    node = max(free, key=free.__getitem__, default=None)
-    if node is None or free[node] <= 0:
-        return "SPREAD"
-    placed[node] += 1
-    return NodeAffinitySchedulingStrategy(node, soft=True)
-
-
-def limiter_can_bind(cfg: RunConfig, plan: dict[str, Any]) -> bool:
-    """An episode has at most one request in flight, so a concurrency cap at or above the number of episodes (plus
-    judge threads) can never bind: then the limiter, and its round trip per request, is skipped -- unless the pool
-    may grow past the cap when nodes join."""
-    ex = cfg.execution
-    if ex.requests_per_minute is not None or ex.tokens_per_minute is not None:
-        return True
-    if ex.max_concurrent_requests is None:
-        return False
-    if plan["grows_with_cluster"] and ex.concurrency is None:
-        return True
-    judge_threads = JUDGE_THREADS if cfg.judge.use_llm and cfg.judge.llm is None else 0
-    return ex.max_concurrent_requests < plan["concurrency"] + judge_threads
-
-
-def describe_plan(plan: dict[str, Any], limited: bool) -> str:
-    text = (f"{plan['concurrency']} episodes in flight on {plan['actors']} actors "
-            f"({plan['cluster_cpus']:g} CPUs on {plan['nodes']} node(s)"
-            f"{', more actors as nodes join' if plan['grows_with_cluster'] else ''})")
-    if limited and plan["request_cap"] is not None and plan["request_cap"] < plan["concurrency"]:
-        text += f"; LLM requests capped at {plan['request_cap']} (execution.max_concurrent_requests)"
-    if limited and plan["requests_per_minute"]:
-        text += f"; at most {plan['requests_per_minute']} requests a minute"
-    return text
-
-
 def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], tracker: Tracker | None,
             unjudged: list[tuple[dict, dict]] = (), quiet: bool = False) -> None:
     """Run `todo` (question, attempt) pairs and judge them (and the `unjudged` pairs) on a pool of Ray workers;
@@ -273,7 +207,7 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
     import ray
 
     from pipelines.engine.trace_export import TraceExportSink, start_exporter
-    from pipelines.engine.worker import EpisodeWorker, RayLimiterSlot, start_limiter
+    from pipelines.engine.worker import RayLimiterSlot, start_limiter
 
     init_ray(cfg.execution.ray_address)  # no-op when connected above
     corpus = corpus_for(Path(meta["corpus"]))
@@ -306,18 +240,8 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
         corpus_ref = ray.put(corpus)  # one object; Ray keeps one copy per node that runs a worker
         resources_ref = ray.put(resources)
 
-        placed: Counter = Counter()  # workers started per node
-
-        def spawn() -> tuple[Any, Any]:
-            worker = EpisodeWorker.options(
-                max_restarts=ex.max_actor_restarts, max_concurrency=plan["episodes_per_actor"],
-                num_cpus=ex.cpus_per_actor, scheduling_strategy=next_placement(ex, placed)).remote(
-                corpus_ref, resources_ref, cfg.variant, llm_cfg, cfg.agent, cfg.retrieval, limiter)
-            workers.append(worker)
-            return worker, worker.ready.remote()
-
-        target = (lambda: auto_actors(ex)) if ex.actors == "auto" else (lambda: plan["actors"])
-        pool = WorkerPool([], ex.max_actor_restarts + 2, spawn=spawn, target=target)
+        spawn = worker_spawner(cfg, plan, llm_cfg, corpus_ref, resources_ref, limiter, workers)
+        pool = WorkerPool([], ex.max_actor_restarts + 2, spawn=spawn, target=pool_target(ex, plan))
         try:
             say(f"starting {plan['actors']} episode worker(s); episodes start as each one is ready")
             started = time.monotonic()
@@ -377,16 +301,6 @@ def workers_usage(workers: list) -> dict[str, Any]:
 
 def traces_wanted(cfg: RunConfig, meta: dict[str, Any]) -> bool:
     return cfg.tracking.traces and bool(meta.get("mlflow_run_id"))
-
-
-def corpus_replicas(ref) -> dict[str, Any]:
-    """How many copies of the corpus object Ray's object stores hold (one per node that ran a worker), and its
-    size."""
-    import ray
-
-    where = ray.experimental.get_object_locations([ref]).get(ref) or {}
-    nodes = sorted(where.get("node_ids") or [])
-    return {"count": len(nodes), "bytes": where.get("object_size"), "node_ids": nodes}
 
 
 def _drain(run_dir: RunDir, exporter, sinks: list) -> None:
