@@ -1,7 +1,7 @@
 """apply_filter, search_filenames, set_operation, filter_values, explore_patterns, count_set, list_sets."""
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from srag_core import Corpus, Workspace, run_tool
@@ -284,6 +284,9 @@ _PIECES = ["é" * 700, "x" * 900, " ", "\n", "Code", "12", "éCode 7", "code 33 
        st.lists(st.sampled_from(_PIECES), min_size=1, max_size=60),
        st.sampled_from([r"Code \d+", r"\bCode\b", r"^Code \d", r"(?i)code \d+", r"\d$", r"Code[^\n]*x{5}",
                         r"é+Code", r"(?i)i\w", r"\bcode \d+ \b", r"\p{Lu}ode \d"]))
+# A greedy run past the head: within the head the match ends at the head's last xxxxx, in the whole text at a later
+# one (found by CI, once; the head's match was taken for the document's while it ended well before the cut).
+@example("", ["é" * 700, "Code", "é" * 700, "x" * 900], r"Code[^\n]*x{5}")
 def test_a_snippet_match_is_the_regex_modules_first_match(filler, pieces, pattern):
     """On random long texts, whichever way `first_match` goes (head, RE2's hit, heads), its match is where the regex
     module first matches the whole document, or there is none."""

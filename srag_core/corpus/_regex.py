@@ -254,11 +254,14 @@ def _regs(m: regex.Match | None):
     return None if m is None else m.regs
 
 
-def search(compiled: regex.Pattern, text: str, budget: Budget, pos: int = 0) -> regex.Match | SpanMatch | None:
-    """The first match from `pos`, drawing on the budget (see `_bounded` for where it runs)."""
+def search(compiled: regex.Pattern, text: str, budget: Budget, pos: int = 0,
+           partial: bool = False) -> regex.Match | SpanMatch | None:
+    """The first match from `pos`, drawing on the budget (see `_bounded` for where it runs); `partial` as the regex
+    module means it (a match may be cut by the end of `text`)."""
     return _found(compiled, text, _bounded(
-        lambda timeout: (compiled.search(text, pos, timeout=timeout, concurrent=True) if timeout is not None
-                         else _regs(compiled.search(text, pos, concurrent=True))), budget))
+        lambda timeout: (compiled.search(text, pos, timeout=timeout, concurrent=True, partial=partial)
+                         if timeout is not None
+                         else _regs(compiled.search(text, pos, concurrent=True, partial=partial))), budget))
 
 
 def match(compiled: regex.Pattern, text: str, budget: Budget, pos: int = 0) -> regex.Match | SpanMatch | None:

@@ -9,6 +9,7 @@ for the pattern's tokens, how the new set compares with the previous one) and `s
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
@@ -68,9 +69,12 @@ def first_match(ws: Workspace, i: int, compiled: regex.Pattern, budget: Budget |
                 field: str = "norm") -> tuple[str, regex.Match | None, bool]:
     """(text, its first match of `compiled`, whether text is the whole document). Only part of a long document is
     decoded: its head when the match lies well inside it, else the stretch from where RE2 first finds the pattern's
-    superset translation (no match can start before that)."""
-    def find(text: str, pos: int = 0):
-        return search(compiled, text, budget, pos) if budget is not None else compiled.search(text, pos)
+    superset translation (no match can start before that). A match found in a cut text counts only if it ends
+    HEAD_MARGIN before the cut and no match starting at or before it can run past the cut (`_runs_past`: a greedy
+    `[^\\n]*x` may end far beyond it in the whole text, an earlier start may need what lies beyond)."""
+    def find(text: str, pos: int = 0, pattern: regex.Pattern = compiled, partial: bool = False):
+        return search(pattern, text, budget, pos, partial) if budget is not None else \
+            pattern.search(text, pos, partial=partial)
 
     scan = ws.corpus.search
     if any(mark in compiled.pattern for mark in _LOOKAROUND):  # a lookaround may look past any cut
@@ -78,7 +82,7 @@ def first_match(ws: Workspace, i: int, compiled: regex.Pattern, budget: Budget |
         return text, find(text), True
     text, whole = scan.head(i, field, HEAD_CHARS)
     m = find(text)
-    if whole or (m is not None and m.end() <= len(text) - HEAD_MARGIN):
+    if whole or _settled(m, text, find):
         return text, m, whole
     plan = re2_plan(compiled.pattern, not compiled.flags & regex.IGNORECASE)
     at = scan.first_hit(i, field, plan.superset) if plan is not None else None
@@ -88,12 +92,31 @@ def first_match(ws: Workspace, i: int, compiled: regex.Pattern, budget: Budget |
     return found or (text, None, whole)
 
 
+def _settled(m, text: str, find, pos: int = 0) -> bool:
+    """Whether `m`, found in a cut `text`, is the match the whole document has there: it ends HEAD_MARGIN before the
+    cut (a `\\b` or `$` might hold only at the cut), and no match starting at or before it runs past the cut
+    (`_runs_past`)."""
+    return m is not None and m.end() <= len(text) - HEAD_MARGIN and not _runs_past(m, text, find, pos)
+
+
+def _runs_past(m, text: str, find, pos: int) -> bool:
+    """Whether some match starting at or before `m` reaches the end of `text`: the pattern with `\\Z` after it,
+    searched with partial matching, finds the first start from which the engine ran into the end of the text."""
+    reach = find(text, pos, _to_the_end(m.re.pattern, m.re.flags), partial=True)
+    return reach is not None and reach.start() <= m.start()
+
+
+@lru_cache(maxsize=512)
+def _to_the_end(pattern: str, flags: int) -> regex.Pattern:
+    return regex.compile(f"(?:{pattern})\\Z", flags)
+
+
 def _from_heads(scan, i: int, field: str, find) -> tuple[str, regex.Match | None, bool]:
     chars = HEAD_CHARS * HEAD_GROWTH
     while True:  # ends: a head as long as the document is whole
         text, whole = scan.head(i, field, chars)
         m = find(text)
-        if whole or (m is not None and m.end() <= len(text) - HEAD_MARGIN):
+        if whole or _settled(m, text, find):
             return text, m, whole
         chars *= HEAD_GROWTH
 
@@ -107,7 +130,7 @@ def _from_hit(scan, i: int, field: str, find, at: int) -> tuple[str, regex.Match
         after, _, to_end = scan.part(i, field, at, at + size)
         text = before + after
         m = find(text, len(before))
-        if to_end or (m is not None and m.end() <= len(text) - HEAD_MARGIN):
+        if to_end or _settled(m, text, find, len(before)):
             return None if m is None else (text, m, from_start and to_end)
         size *= HEAD_GROWTH
 
