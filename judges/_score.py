@@ -1,12 +1,16 @@
-"""`score_answer`, the one entry point, and `aggregate` for run-level metrics.
+"""`score_answer`, the one entry point, and `aggregate` for the metrics of a list of judgements.
 
 Order of work for one answer:
-1. No answer (None or blank) is not judged: callers skip failed episodes, and a call with none anyway returns
-   score=None with judge_error="no answer", so it can never pass for a wrong answer.
+1. No answer (None or blank) is a wrong answer: score 0, `score_source="no_answer"`. An episode that ended without
+   answering (the step limit, a spent budget) is the system's own outcome, and leaving it out of the mean would let a
+   system that gives up on hard questions score higher than one that tries.
 2. With an LLM judge, the extraction call turns the response into its bare final answer; EM/F1 and the rules read
-   that answer (the raw response when there is no judge, or extraction failed).
+   that answer (the raw response when there is no judge).
 3. Precedence of the primary `score`: a deterministic rule that decides wins ("rule"); otherwise the LLM verdict
-   ("llm"); otherwise exact match ("em"). When a rule decides, the verdict call is not made at all.
+   ("llm"); without an LLM judge, exact match ("em") is the method's last step.
+4. When the LLM judge cannot give a verdict (a failed call, a malformed reply), the judgement is pending: score None,
+   `score_source="pending"`, the reason in `judge_error`. The method never changes silently: only
+   `fallback="em"` turns a pending judgement into an exact-match score, marked `score_source="em_fallback"`.
 """
 
 from __future__ import annotations
@@ -20,13 +24,15 @@ from ._llm_judge import JudgeError, LLMJudge, _label_for, one_line
 from ._normalize import best_em_f1
 from ._rules import ANSWER_KINDS, apply_rules
 
-ScoreSource = Literal["rule", "llm", "em", "none"]
+ScoreSource = Literal["rule", "llm", "em", "em_fallback", "no_answer", "pending"]
+Fallback = Literal["none", "em"]
 NO_ANSWER = "no answer"
+FALLBACKS: tuple[str, ...] = ("none", "em")
 
 
 @dataclass
 class JudgeResult:
-    score: float | None                 # the primary accuracy figure, see score_source
+    score: float | None                 # the primary accuracy figure, see score_source; None only while pending
     score_source: ScoreSource
     em: float | None = None
     f1: float | None = None
@@ -36,23 +42,31 @@ class JudgeResult:
     rationale: str | None = None
     extracted_answer: str | None = None
     abs_diff: float | None = None
-    judge_error: str | None = None      # one line; set whenever a judge call failed or there was nothing to judge
+    judge_error: str | None = None      # one line; set whenever a judge call failed (the reason it is pending)
     answer_kind: str = "text"
+
+    @property
+    def pending(self) -> bool:
+        return self.score is None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def score_answer(question: str, prediction: str | None, gold: str, *, aliases: Sequence[str] = (),
-                 answer_kind: str = "text", llm: LLMJudge | None = None) -> JudgeResult:
-    """Score one prediction against `gold` and its `aliases`. Raises ValueError for an unknown answer_kind."""
+                 answer_kind: str = "text", llm: LLMJudge | None = None, fallback: Fallback = "none") -> JudgeResult:
+    """Score one prediction against `gold` and its `aliases`. Raises ValueError for an unknown answer_kind or
+    fallback."""
     kind = answer_kind or "text"
     if kind not in ANSWER_KINDS:
         raise ValueError(f"unknown answer_kind {answer_kind!r}; expected one of {', '.join(ANSWER_KINDS)}")
+    if fallback not in FALLBACKS:
+        raise ValueError(f"unknown judge fallback {fallback!r}; expected one of {', '.join(FALLBACKS)}")
     if prediction is None or not prediction.strip():
-        return JudgeResult(score=None, score_source="none", judge_error=NO_ANSWER, answer_kind=kind)
+        return JudgeResult(score=0.0, score_source="no_answer", em=0.0, f1=0.0, verdict="incorrect",
+                           rationale=NO_ANSWER, answer_kind=kind)
     aliases = [a for a in aliases if a]
-    result = JudgeResult(score=None, score_source="none", answer_kind=kind)
+    result = JudgeResult(score=None, score_source="pending", answer_kind=kind)
 
     answer = prediction.strip()
     if llm is not None:
@@ -60,6 +74,7 @@ def score_answer(question: str, prediction: str | None, gold: str, *, aliases: S
             answer = result.extracted_answer = llm.extract(question, prediction)
         except Exception as exc:  # any failure of the injected client is recorded, never raised into the pipeline
             result.judge_error = f"extraction failed: {one_line(exc)}"
+            return _unjudged(result, answer, gold, aliases, fallback)
     result.em, result.f1 = best_em_f1(answer, [gold, *aliases])
 
     rule = apply_rules(question, answer, gold, aliases, kind)
@@ -69,20 +84,26 @@ def score_answer(question: str, prediction: str | None, gold: str, *, aliases: S
         result.verdict, result.rationale = _label_for(rule.score), rule.note
         return result
 
-    if llm is not None and result.judge_error is None:
-        try:
-            verdict = llm.judge(question, gold, aliases, answer, kind)
-        except Exception as exc:
-            reason = one_line(exc) if isinstance(exc, JudgeError) else f"judge call failed: {one_line(exc)}"
-            result.judge_error = f"verdict failed: {reason}"
-        else:
-            result.llm_score = result.score = verdict.score
-            result.score_source = "llm"
-            result.verdict, result.rationale, result.abs_diff = verdict.verdict, verdict.rationale, verdict.abs_diff
-            return result
+    if llm is None:  # the rules-only method: exact match is its last step
+        result.score, result.score_source, result.verdict = result.em, "em", _label_for(result.em)
+        return result
+    try:
+        verdict = llm.judge(question, gold, aliases, answer, kind)
+    except Exception as exc:
+        reason = one_line(exc) if isinstance(exc, JudgeError) else f"judge call failed: {one_line(exc)}"
+        result.judge_error = f"verdict failed: {reason}"
+        return _unjudged(result, answer, gold, aliases, fallback)
+    result.llm_score = result.score = verdict.score
+    result.score_source = "llm"
+    result.verdict, result.rationale, result.abs_diff = verdict.verdict, verdict.rationale, verdict.abs_diff
+    return result
 
-    result.score, result.score_source = result.em, "em"
-    result.verdict = _label_for(result.em)
+
+def _unjudged(result: JudgeResult, answer: str, gold: str, aliases: Sequence[str], fallback: Fallback) -> JudgeResult:
+    """The LLM judge gave no verdict: pending (judge it again later), or exact match when the config asks for it."""
+    result.em, result.f1 = best_em_f1(answer, [gold, *aliases])
+    if fallback == "em":
+        result.score, result.score_source, result.verdict = result.em, "em_fallback", _label_for(result.em)
     return result
 
 
@@ -95,21 +116,20 @@ def _mean(values: list[float]) -> float | None:
 
 
 def aggregate(results: Iterable[JudgeResult | Mapping[str, Any]]) -> dict[str, float | int | None]:
-    """Run-level metrics from JudgeResults or their dicts. Means are over scored rows only (score not None);
-    `no_answer` counts rows that had nothing to judge, `judge_errors` the rows whose judge calls failed (their score
-    fell back to a rule or EM, see `source_*`). Flat numbers, ready for MLflow."""
+    """Metrics of judgements (JudgeResults or their dicts). `score` is the mean over scored rows (a no-answer row is
+    scored 0); `pending` counts the rows still without a verdict, which no mean includes; `no_answer`,
+    `judge_errors` and `source_*` say how the scores were reached. Flat numbers, ready for MLflow."""
     rows = list(results)
     scored = [r for r in rows if _get(r, "score") is not None]
     sources = [_get(r, "score_source") for r in scored]
     return {
         "n": len(rows),
         "n_scored": len(scored),
+        "pending": len(rows) - len(scored),
         "score": _mean([float(_get(r, "score")) for r in scored]),
         "em": _mean([float(_get(r, "em")) for r in scored if _get(r, "em") is not None]),
         "f1": _mean([float(_get(r, "f1")) for r in scored if _get(r, "f1") is not None]),
-        "no_answer": sum(_get(r, "judge_error") == NO_ANSWER for r in rows),
-        "judge_errors": sum(_get(r, "judge_error") not in (None, NO_ANSWER) for r in rows),
-        "source_rule": sources.count("rule"),
-        "source_llm": sources.count("llm"),
-        "source_em": sources.count("em"),
+        "no_answer": sources.count("no_answer"),
+        "judge_errors": sum(_get(r, "judge_error") is not None for r in rows),
+        **{f"source_{s}": sources.count(s) for s in ("rule", "llm", "em", "em_fallback")},
     }

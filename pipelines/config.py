@@ -35,6 +35,9 @@ class _Strict(BaseModel):
 class JudgeSettings(_Strict):
     use_llm: bool = True  # run the two-call LLM judge (otherwise deterministic rules, then exact match)
     llm: LLMConfig | None = None  # None: the run's own endpoint and model, at temperature 0
+    # When the LLM judge cannot give a verdict: "none" leaves it pending (`srag judge` or --resume judges it again);
+    # "em" scores it by exact match instead, recorded as score_source em_fallback and counted in the summary.
+    fallback: Literal["none", "em"] = "none"
 
 
 class Limits(_Strict):

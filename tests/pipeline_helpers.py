@@ -49,6 +49,12 @@ class ScriptedAgent:
     malformed_turn: set[int] = field(default_factory=set)  # first turn is prose, not a JSON turn
     failing_after_tool: set[int] = field(default_factory=set)  # the tool call works, then 503s until healed
     tool_error: set[int] = field(default_factory=set)  # the tool call names a set that does not exist
+    empty: set[int] = field(default_factory=set)  # answers with an empty string
+    never_answer: set[int] = field(default_factory=set)  # calls tools until the step limit, even when asked to answer
+    wrong: set[int] = field(default_factory=set)  # answers n + 1000
+    reads_docs: set[int] = field(default_factory=set)  # its tool call is read_docs (documents in the observation)
+    failing_status: int = 503
+    judge: "ScriptedJudge | None" = None  # answers the LLM judge's calls when they come to this endpoint too
     delay: float = 0.0  # every answer waits this long (pipeline overhead benchmark, kill tests)
     slow_delay: float = 2.0
     healed: bool = False
@@ -58,6 +64,8 @@ class ScriptedAgent:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, request: dict[str, Any]) -> Any:
+        if self.judge is not None and ScriptedJudge.asks(request):
+            return self.judge(request)
         first_user = next(m["content"] for m in request["messages"] if m["role"] == "user")
         n = int(QUESTION.search(first_user).group(1))
         turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
@@ -78,7 +86,7 @@ class ScriptedAgent:
 
     def _reply(self, n: int, turn: int, first_call: bool) -> Any:
         if (n in self.failing or (turn > 0 and n in self.failing_after_tool)) and not self.healed:
-            return {"status": 503, "body": {"error": {"message": "scripted outage"}}}
+            return {"status": self.failing_status, "body": {"error": {"message": "scripted outage"}}}
         if first_call and n in self.rate_limited:
             return {"status": 429, "headers": {"Retry-After": "0"}}
         if first_call and n in self.slow:
@@ -87,10 +95,40 @@ class ScriptedAgent:
             return {"malformed": True}
         if turn == 0 and first_call and n in self.malformed_turn:
             return "Let me think about item codes first."
-        if turn == 0 or (turn == 1 and n in self.malformed_turn):
+        if turn == 0 or (turn == 1 and n in self.malformed_turn) or n in self.never_answer:
             name = "no_such_set" if n in self.tool_error else "all"
+            if n in self.reads_docs:
+                return json.dumps({"thought": "read", "tool": "read_docs", "args": {"set_name": name, "max_docs": 2}})
             return json.dumps({"thought": "look", "tool": "count_set", "args": {"set_name": name}})
-        return json.dumps({"thought": "found it", "answer": str(n)})
+        answer = "" if n in self.empty else str(n + 1000) if n in self.wrong else str(n)
+        return json.dumps({"thought": "found it", "answer": answer})
+
+
+@dataclass
+class ScriptedJudge:
+    """The LLM judge's endpoint: extraction returns the system's response as it is, the verdict compares it with
+    the reference; `failing` answers HTTP 500 to every call (an outage) until it is switched off."""
+
+    failing: bool = False
+    calls: int = 0
+
+    @staticmethod
+    def asks(request: dict[str, Any]) -> bool:
+        """Whether a request is one of the judge's (extraction or verdict), by its system prompt."""
+        return str(request["messages"][0].get("content", "")).startswith(("You reduce", "You grade"))
+
+    def __call__(self, request: dict[str, Any]) -> Any:
+        self.calls += 1
+        if self.failing:
+            return {"status": 500, "body": {"error": {"message": "scripted judge outage"}}}
+        system, user = request["messages"][0]["content"], request["messages"][-1]["content"]
+        if system.startswith("You reduce"):
+            return user.split("System response:\n", 1)[1]
+        reference = user.split("Reference answer:\n", 1)[1].split("\n", 1)[0]
+        answer = user.split("System answer:\n", 1)[1].strip()
+        right = answer == reference
+        return json.dumps({"verdict": "correct" if right else "incorrect", "score": int(right),
+                           "rationale": "compared with the reference", "abs_diff": None})
 
 
 def run_config(corpus: Path, questions: Path, base_url: str, *, tracking_uri: str | None = None, **overrides) -> dict:
@@ -109,6 +147,40 @@ def run_config(corpus: Path, questions: Path, base_url: str, *, tracking_uri: st
     for key, value in overrides.items():
         set_dotted(cfg, key, value)
     return cfg
+
+
+def rest(uri: str, path: str, **query) -> dict:
+    """GET on an MLflow tracking server's REST API."""
+    import urllib.parse
+    import urllib.request
+
+    url = f"{uri}/api/2.0/mlflow/{path}?{urllib.parse.urlencode(query, doseq=True)}"
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def rest_post(uri: str, path: str, body: dict, version: str = "2.0") -> dict:
+    import urllib.request
+
+    req = urllib.request.Request(f"{uri}/api/{version}/mlflow/{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+class CliCapture:
+    """The CLI's --json output, for module-scoped fixtures (capsys is per test)."""
+
+    def cli(self, *argv) -> tuple[int, dict]:
+        import contextlib
+        import io
+
+        from pipelines.cli import main
+
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            code = main(list(argv) + ["--json", "--quiet"])
+        return code, json.loads(buf.getvalue())
 
 
 def run_scenario(module: str, workdir: Path, sample_corpus: Path, n: int) -> dict:

@@ -6,8 +6,8 @@ from statistics import fmean
 import pytest
 
 from pipelines.config import ConfigError, load_run, load_sweep, validate_run
-from pipelines.engine.report import (accuracy_interval, bootstrap_ci, compare, mcnemar_exact, plot_accuracy_intervals,
-                                     question_rows, summarize)
+from pipelines.engine.report import plot_accuracy_intervals, question_rows, summarize
+from pipelines.engine.scoring import bootstrap_ci, compare, mcnemar_exact, mean_interval, share_interval
 from pipelines.engine.results import QuestionState
 from pipelines.engine.placement import limiter_can_bind
 
@@ -76,11 +76,13 @@ def test_limiter_is_only_used_when_it_can_bind():
     assert not limiter_can_bind(cfg(actors="auto", concurrency=16, max_concurrent_requests=32), growing)
 
 
-def _state(qid, status, score=None, attempt=1):
+def _state(qid, status, score=None, attempt=1, source="rule"):
     st = QuestionState(qid, attempts=[{"question_id": qid, "attempt": attempt, "status": status, "steps": 2,
                                        "usage": {"total_tokens": 10, "cost_usd": 0.5}, "wall_s": 1.0}])
     if score is not None:
-        st.judgements[attempt] = {"score": score, "em": float(score == 1), "f1": score}
+        st.judgements[attempt] = {"score": score, "em": float(score == 1), "f1": score, "score_source": source}
+    elif source == "pending":
+        st.judgements[attempt] = {"score": None, "score_source": "pending", "judge_error": "verdict failed: 500"}
     return st
 
 
@@ -88,7 +90,7 @@ def test_failed_episodes_are_not_scored_as_wrong():
     questions = [{"id": f"q{i}", "question": "?", "answer": "a", "type": t} for i, t in enumerate("xxyy")]
     states = {"q0": _state("q0", "ok", 1.0), "q1": _state("q1", "llm_error"), "q2": _state("q2", "max_steps", 0.0)}
     s = summarize(question_rows(questions, states))
-    assert s["accuracy"] == 0.5 and s["judged"] == 2 and s["failed"] == 1 and s["missing"] == 1
+    assert s["accuracy"] == 0.5 and s["scored"] == 2 and s["failed"] == 1 and s["missing"] == 1
     assert s["status_counts"]["llm_error"] == 1 and s["finished"] == 2
     assert s["accuracy_by_type"] == {"x": 1.0, "y": 0.0}
     assert s["tokens"] == 30 and s["cost_usd"] == 1.5
@@ -109,7 +111,7 @@ def test_the_accuracy_interval_describes_the_mean_score_with_partial_scores(tmp_
         runs.append({"label": label, "summary": s})
     assert runs[0]["summary"]["accuracy_ci95"] == [0.6, 0.6]  # every resample has the same mean
     mixed = runs[1]["summary"]["accuracy_ci95"]
-    assert mixed == accuracy_interval([0.6, 0.8, 0.3, 1.0, 0.0, 0.7] * 2) and 0.3 < mixed[0] < mixed[1] < 0.9
+    assert mixed == mean_interval([0.6, 0.8, 0.3, 1.0, 0.0, 0.7] * 2) and 0.3 < mixed[0] < mixed[1] < 0.9
     assert runs[2]["summary"]["accuracy_ci95"] == pytest.approx([0.4677, 0.9111], abs=1e-4)  # Wilson, 9 of 12
     path = plot_accuracy_intervals(runs, tmp_path / "intervals.png")  # raised on negative error bars before
     assert path.stat().st_size > 5_000
@@ -140,9 +142,9 @@ def test_mcnemar_exact_matches_the_binomial():
 
 
 def test_compare_pairs_questions_and_intervals_cover_the_difference():
-    rows_a = [{"question_id": f"q{i}", "score": 1.0 if i < 60 else 0.0} for i in range(100)]
-    rows_b = [{"question_id": f"q{i}", "score": 1.0 if i < 75 else 0.0} for i in range(100)]
-    rows_b.append({"question_id": "extra", "score": 1.0})
+    rows_a = [{"question_id": f"q{i}", "status": "ok", "score": 1.0 if i < 60 else 0.0} for i in range(100)]
+    rows_b = [{"question_id": f"q{i}", "status": "ok", "score": 1.0 if i < 75 else 0.0} for i in range(100)]
+    rows_b.append({"question_id": "extra", "status": "ok", "score": 1.0})
     out = compare(rows_a, rows_b)
     assert out["n_paired"] == 100 and out["only_in_b"] == 1
     assert (out["both_right"], out["only_a_right"], out["only_b_right"], out["neither_right"]) == (60, 0, 15, 25)
@@ -171,3 +173,67 @@ def test_the_shipped_configs_load():
     assert single.local_model.enabled and single.dataset == "twowiki-sample"
     # The local model's demo traces must show tools: its first turn is constrained to a tool call.
     assert all(c.agent.first_turn_tool and c.llm.response_format == "json_object_schema" for c in [*runs, single])
+
+
+def _issue_run(n_right=62, n_empty=5, n_step_limit=5, n_wrong=5, n_failed=5, n_pending=0):
+    """The run of the accounting rule's example: 62 right, 5 empty answers, 5 at the step limit with no answer, 5
+    wrong, 5 whose every request failed (and optionally some whose judge could not decide)."""
+    states, i = {}, 0
+    for count, status, score, source in ((n_right, "ok", 1.0, "rule"), (n_empty, "ok", 0.0, "no_answer"),
+                                         (n_step_limit, "max_steps", 0.0, "no_answer"), (n_wrong, "ok", 0.0, "rule"),
+                                         (n_failed, "llm_error", None, None), (n_pending, "ok", None, "pending")):
+        for _ in range(count):
+            states[f"q{i}"] = _state(f"q{i}", status, score, source=source)
+            i += 1
+    questions = [{"id": q, "question": "?", "answer": "a", "type": "t"} for q in states]
+    return questions, states
+
+
+def test_every_question_counts_and_each_figure_names_its_denominator():
+    questions, states = _issue_run()
+    rows = question_rows(questions, states)
+    s = summarize(rows)
+    assert s["n_questions"] == 82 and s["scored"] == 77 and s["failed"] == 5 and s["no_answer"] == 10
+    assert s["accuracy"] == round(62 / 77, 4)  # was 62/72 when the empty answers vanished from the mean
+    assert s["coverage"] == round(77 / 82, 4) and s["accuracy_all"] == round(62 / 82, 4)
+    assert s["denominators"] == {"accuracy": "scored", "coverage": "n_questions", "accuracy_all": "n_questions"}
+    assert s["outcome_counts"] == {"scored": 77, "failed": 5, "pending": 0, "missing": 0} and not s["complete"]
+    for figure in ("accuracy", "coverage", "accuracy_all"):
+        lo, hi = s[f"{figure}_ci95"]
+        assert lo <= s[figure] <= hi
+    # Wilson over each figure's own denominator: 62 of 77 scored, 62 of 82 questions, 77 of 82 scored
+    assert (s["accuracy_ci95"], s["accuracy_all_ci95"], s["coverage_ci95"]) == \
+        (share_interval(62, 77), share_interval(62, 82), share_interval(77, 82))
+    assert [r["outcome"] for r in rows].count("failed") == 5
+
+
+def test_a_pending_verdict_is_counted_apart_and_never_scored():
+    questions, states = _issue_run(n_pending=3)
+    s = summarize(question_rows(questions, states))
+    assert s["pending"] == 3 and s["scored"] == 77 and s["n_questions"] == 85
+    assert s["accuracy"] == round(62 / 77, 4) and s["accuracy_all"] == round(62 / 85, 4)
+    assert s["outcome_counts"]["pending"] == 3 and not s["complete"]
+
+
+def test_a_complete_run_is_complete_and_its_three_figures_agree():
+    questions, states = _issue_run(n_failed=0)
+    s = summarize(question_rows(questions, states))
+    assert s["complete"] and s["coverage"] == 1.0 and s["accuracy"] == s["accuracy_all"] == round(62 / 77, 4)
+
+
+def test_an_exact_match_fallback_is_counted_as_such():
+    questions = [{"id": f"q{i}", "question": "?", "answer": "a"} for i in range(3)]
+    states = {"q0": _state("q0", "ok", 1.0, source="llm"), "q1": _state("q1", "ok", 1.0, source="em_fallback"),
+              "q2": _state("q2", "ok", 0.0, source="em_fallback")}
+    s = summarize(question_rows(questions, states))
+    assert s["em_fallback"] == 2 and s["score_sources"] == {"em_fallback": 2, "llm": 1} and s["scored"] == 3
+
+
+def test_compare_pairs_empty_answers_and_counts_what_it_leaves_out():
+    questions, states = _issue_run(n_pending=2)
+    rows_a = question_rows(questions, states)
+    rows_b = [{**r, "status": "ok", "score": 1.0, "outcome": "scored"} for r in rows_a]  # B answers everything
+    out = compare(rows_a, rows_b)
+    assert out["n_paired"] == 77  # the 10 empty answers are paired as wrong answers of A
+    assert out["n_left_out"] == 7 and out["left_out"] == {"failed": 5, "pending": 2, "missing": 0}
+    assert out["only_b_right"] == 15 and out["accuracy_a"] == round(62 / 77, 4)

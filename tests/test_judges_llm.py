@@ -101,13 +101,16 @@ def test_garbage_verdict_records_error_and_leaves_llm_score_none():
     r = score_answer("Who?", "It was John Lennon.", "Lennon", llm=LLMJudge(script))
     assert r.llm_score is None
     assert r.judge_error is not None and "no JSON" in r.judge_error and "\n" not in r.judge_error
-    assert r.score_source == "em" and r.score == 0.0  # visible fallback, flagged by judge_error
+    assert r.score is None and r.score_source == "pending"  # no silent exact match
+    fallback = score_answer("Who?", "It was John Lennon.", "Lennon", llm=LLMJudge(Scripted("John Lennon", "no")),
+                            fallback="em")
+    assert (fallback.score, fallback.score_source) == (0.0, "em_fallback") and fallback.judge_error is not None
 
 
 def test_verdict_call_raising_records_error():
     script = Scripted("John Lennon", TimeoutError("read timed out\nretry 3 of 3"))
     r = score_answer("Who?", "It was John Lennon.", "Lennon", llm=LLMJudge(script))
-    assert r.llm_score is None and r.score_source == "em"
+    assert r.llm_score is None and r.score is None and r.score_source == "pending" and r.pending
     assert r.judge_error == "verdict failed: judge call failed: TimeoutError: read timed out"
 
 
@@ -117,8 +120,10 @@ def test_extraction_call_raising_records_error_and_skips_verdict():
     assert len(script.calls) == 1
     assert r.extracted_answer is None and r.llm_score is None
     assert r.judge_error == "extraction failed: ConnectionError: endpoint down"
-    # the raw response still gets the deterministic treatment
-    assert (r.score, r.score_source) == (1.0, "rule")
+    # the rules would read the raw response, not the extracted answer the method asks for: pending, not a rule score
+    assert (r.score, r.score_source) == (None, "pending")
+    fallback = score_answer("Who?", "Lennon", "Lennon", llm=LLMJudge(Scripted(ConnectionError("down"))), fallback="em")
+    assert (fallback.score, fallback.score_source) == (1.0, "em_fallback")
 
 
 def test_empty_extraction_is_an_error_not_a_wrong_answer():
@@ -202,13 +207,14 @@ def test_aggregate():
     llm = score_answer("Which?", "Paris and Roma", "Paris, Rome", answer_kind="list",
                        llm=LLMJudge(Scripted("Paris, Roma", verdict_json("partial", 0.5))))  # llm, 0.5
     broken = score_answer("Who?", "John Lennon", "Lennon", llm=LLMJudge(Scripted("John Lennon", "garbage")))
-    missing = score_answer("Who?", None, "Lennon")
+    missing = score_answer("Who?", None, "Lennon")                                     # no answer, 0
     metrics = aggregate([ok, wrong, llm.to_dict(), broken, missing])  # results and their dicts mix
-    assert metrics["n"] == 5 and metrics["n_scored"] == 4
-    assert metrics["score"] == pytest.approx((1 + 0 + 0.5 + 0) / 4)
+    assert metrics["n"] == 5 and metrics["n_scored"] == 4 and metrics["pending"] == 1  # broken: no verdict yet
+    assert metrics["score"] == pytest.approx((1 + 0 + 0.5 + 0) / 4)  # the empty answer counts as wrong
     assert metrics["em"] == pytest.approx(0.25)
     assert metrics["no_answer"] == 1 and metrics["judge_errors"] == 1
-    assert (metrics["source_rule"], metrics["source_llm"], metrics["source_em"]) == (1, 1, 2)
+    assert (metrics["source_rule"], metrics["source_llm"], metrics["source_em"], metrics["source_em_fallback"]) \
+        == (1, 1, 1, 0)
 
 
 def test_aggregate_empty():

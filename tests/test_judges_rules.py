@@ -247,11 +247,11 @@ def test_score_answer_without_llm_uses_rule_then_em():
     assert r.f1 == pytest.approx(2 / 3)
 
 
-def test_score_answer_no_answer_is_not_scored():
+def test_score_answer_no_answer_is_a_wrong_answer():
     for missing in (None, "", "   "):
         r = score_answer("Who?", missing, "Paris")
-        assert r.score is None and r.score_source == "none" and r.judge_error == "no answer"
-        assert r.em is None and r.f1 is None
+        assert r.score == 0.0 and r.score_source == "no_answer" and r.rationale == "no answer"
+        assert r.em == 0.0 and r.f1 == 0.0 and r.judge_error is None and not r.pending
 
 
 def test_score_answer_rejects_unknown_kind():

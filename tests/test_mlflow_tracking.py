@@ -8,36 +8,19 @@ import hashlib
 import json
 import re
 import subprocess
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
-from pipelines.cli import main
 from pipelines.engine.results import RunDir
 from pipelines.engine.sweeps import metric_label
 from srag_core.workspace.context import DIAGNOSTIC_KEYS
-from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
+from tests.pipeline_helpers import CliCapture, ScriptedAgent, rest, rest_post, run_config, write_benchmark
 
 N = 10
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ["zero_ingestion", "no_diagnostics", "vanilla_rag"]
-
-
-def rest(uri: str, path: str, **query) -> dict:
-    """GET on the tracking server's REST API."""
-    url = f"{uri}/api/2.0/mlflow/{path}?{urllib.parse.urlencode(query, doseq=True)}"
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        return json.loads(resp.read())
-
-
-def rest_post(uri: str, path: str, body: dict, version: str = "2.0") -> dict:
-    req = urllib.request.Request(f"{uri}/api/{version}/mlflow/{path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.loads(resp.read())
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +31,7 @@ def sweep(ray_local, mlflow_server, tmp_path_factory, sample_dir):
 
     tmp = tmp_path_factory.mktemp("ablation")
     agent = ScriptedAgent(failing_after_tool={3}, tool_error={4})
-    capsys = _Capture()
+    capsys = CliCapture()
     with FakeLLM(responder=agent) as llm:
         corpus, questions = write_benchmark(tmp / "bench", sample_dir / "corpus", N)
         base = run_config(corpus, questions, llm.base_url, tracking_uri=mlflow_server, name="abl",
@@ -67,19 +50,6 @@ def sweep(ray_local, mlflow_server, tmp_path_factory, sample_dir):
         _, report = capsys.cli("report", first, "--runs-dir", str(runs))
         _, sweep_report = capsys.cli("report", out["sweep_id"], "--runs-dir", str(runs))
     return {"uri": mlflow_server, "runs": runs, "out": out, "report": report, "sweep_report": sweep_report}
-
-
-class _Capture:
-    """The CLI's --json output, for a module-scoped fixture (capsys is per test)."""
-
-    def cli(self, *argv) -> tuple[int, dict]:
-        import contextlib
-        import io
-
-        buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
-            code = main(list(argv) + ["--json", "--quiet"])
-        return code, json.loads(buf.getvalue())
 
 
 def _child(sweep: dict, variant: str) -> tuple[RunDir, dict]:

@@ -10,7 +10,7 @@ import yaml
 
 from pipelines.cli import main
 from pipelines.engine.results import RunDir
-from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
+from tests.pipeline_helpers import ScriptedAgent, ScriptedJudge, run_config, write_benchmark
 
 N = 200
 
@@ -46,7 +46,7 @@ def test_faults_are_recorded_once_each_and_rerun_fills_them(ray_local, mlflow_se
     assert code == 0 and out["n_questions"] == N
     failing = len(agent.failing)
     assert out["status_counts"]["llm_error"] == failing and out["status_counts"]["ok"] == N - failing
-    assert out["judged"] == N - failing and out["accuracy"] == 1.0 and out["missing"] == 0
+    assert out["scored"] == N - failing and out["accuracy"] == 1.0 and out["missing"] == 0
 
     run_dir = RunDir.open(runs, out["run_id"])
     records = [r for r in run_dir.store().records() if r["type"] == "episode"]
@@ -105,7 +105,7 @@ def test_limiter_caps_concurrent_requests_across_workers(ray_local, fake_llm, tm
 
 def test_quick_run_from_flags_and_report(ray_local, fake_llm, tmp_path, sample_dir, capsys, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
-    fake_llm.respond_with(ScriptedAgent())
+    fake_llm.respond_with(ScriptedAgent(judge=ScriptedJudge()))  # a quick run judges with the run's own model
     corpus, questions = write_benchmark(tmp_path / "b", sample_dir / "corpus", 6)
     runs = str(tmp_path / "runs")
     code, out = cli_json(capsys, "run", "--corpus", str(corpus), "--questions", str(questions), "--base-url",
@@ -177,7 +177,7 @@ def test_list_and_number_answers_run_and_are_judged_by_their_rules(ray_local, fa
     cfg.write_text(yaml.safe_dump(run_config(corpus, questions, fake_llm.base_url,
                                              tracking_uri=f"sqlite:///{tmp_path / 'm.db'}")))
     code, out = cli_json(capsys, "run", str(cfg), "--runs-dir", str(tmp_path / "runs"))
-    assert code == 0 and out["status_counts"]["ok"] == 6 and out["judged"] == 6
+    assert code == 0 and out["status_counts"]["ok"] == 6 and out["scored"] == 6
     verdicts = {r["question_id"]: r for r in RunDir.open(tmp_path / "runs", out["run_id"]).store().records()
                 if r["type"] == "judgement"}
     assert {q: (v["answer_kind"], v["score_source"], v["score"]) for q, v in verdicts.items()} == {

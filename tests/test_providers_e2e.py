@@ -143,7 +143,7 @@ def test_srag_run_in_each_protocol_with_the_llm_judge(ray_local, tmp_path: Path,
         code, out = cli_json(capsys, "run", str(path), "--runs-dir", str(runs))
         sent = server.requests
     assert server.rejections == []
-    assert code == 0 and out["status_counts"]["ok"] == 4 and out["judged"] == 4 and out["accuracy"] == 1.0
+    assert code == 0 and out["status_counts"]["ok"] == 4 and out["scored"] == 4 and out["accuracy"] == 1.0
     agent_requests = [r for r in sent if r["messages"][0]["content"] not in (EXTRACTION_SYSTEM, VERDICT_SYSTEM)]
     assert all(("tools" in r) == (protocol == "tools") for r in agent_requests)
     _, judgements = judged_records(runs, out["run_id"])

@@ -1,6 +1,6 @@
-"""`srag run`, `srag rerun`, `srag sweep`, `srag report`, `srag compare`.
+"""`srag run`, `srag rerun`, `srag judge`, `srag sweep`, `srag report`, `srag compare`.
 
-With `--json`, run, rerun, sweep and report print one JSON object holding at least `run_id` (or `sweep_id`),
+With `--json`, run, rerun, judge, sweep and report print one JSON object holding at least `run_id` (or `sweep_id`),
 `n_questions`, the count per status and the summary metrics.
 """
 
@@ -16,11 +16,14 @@ from typing import Any
 from pipelines.cli import CliError
 from pipelines.config import (PROFILE_HELP, VARIANTS, RunConfig, load_run, load_sweep, set_dotted, validate_run,
                               with_profile)
-from pipelines.engine.report import FAILED, STATUSES, table
+from pipelines.engine.report import FAILED, STATUSES, accuracy_label, table
 from pipelines.engine.results import RunDir, check_run_id
 
-SUMMARY_COLUMNS = ["run_id", "variant", "model", "n_questions", "finished", "failed", "missing", "accuracy", "em",
-                   "f1", "mean_steps", "spent_tokens", "spent_cost_usd", "final_tokens", "final_cost_usd"]
+SUMMARY_COLUMNS = ["run_id", "variant", "model", "n_questions", "scored", "failed", "pending", "missing", "accuracy",
+                   "coverage", "accuracy_all", "complete", "em", "f1", "mean_steps", "spent_tokens", "spent_cost_usd",
+                   "final_tokens", "final_cost_usd"]
+FIGURES_NOTE = ("accuracy: mean score over scored questions (no answer scores 0); coverage: scored / all questions; "
+                "accuracy_all: sum of scores / all questions (failed, pending, missing count 0)")
 # The summary's `tokens` and `cost_usd` are what every attempt spent (failed ones included); the text table says so,
 # beside the final-answer counts (the attempts whose answers count). --json keeps the summary's own names.
 SPENT = {"spent_tokens": "tokens", "spent_cost_usd": "cost_usd"}
@@ -54,6 +57,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "or a single status; repeatable")
     _common(p)
     p.set_defaults(func=cmd_rerun)
+
+    p = sub.add_parser("judge", help="score a finished run again without running any episode")
+    p.add_argument("run_id")
+    p.add_argument("--all", action="store_true", help="re-judge every finished question, not only pending ones")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--judge", type=Path, metavar="FILE.yaml",
+                       help="a file holding a judge: section (with its own llm: for another judge model)")
+    which.add_argument("--no-llm", action="store_true", help="deterministic rules, then exact match")
+    _common(p)
+    p.set_defaults(func=cmd_judge)
 
     p = sub.add_parser("sweep", help="run a grid of configurations (a parent MLflow run with one child per run)")
     p.add_argument("sweep")
@@ -157,7 +170,11 @@ def _print_summary(result: dict, args: argparse.Namespace) -> bool:
         print(json.dumps(result, default=str))
         return False
     print(summary_table([result]))
-    print(f"\nstatus counts: {result['status_counts']}")
+    print(f"\naccuracy {accuracy_label(result)} · coverage {result['coverage']} · accuracy_all "
+          f"{result['accuracy_all']}")
+    print(f"outcomes: {result['outcome_counts']} · no answer {result['no_answer']} · em fallback "
+          f"{result['em_fallback']}")
+    print(f"status counts: {result['status_counts']}\n{FIGURES_NOTE}")
     return True
 
 
@@ -195,7 +212,7 @@ def _print_sweep(out: dict, args: argparse.Namespace) -> int:
         print(json.dumps(out, default=str))
     else:
         print(summary_table(out["runs"], ["label"] + SUMMARY_COLUMNS))
-        print(f"\nsweep {out['sweep_id']}: {args.runs_dir / 'sweeps' / out['sweep_id']}")
+        print(f"\n{FIGURES_NOTE}\nsweep {out['sweep_id']}: {args.runs_dir / 'sweeps' / out['sweep_id']}")
     return 0 if all(r["missing"] == 0 for r in out["runs"]) else 1
 
 
@@ -217,9 +234,48 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, default=str))
     else:
-        print(f"paired questions: {result['n_paired']}  (A {result['accuracy_a']}, B {result['accuracy_b']})")
+        print(f"paired questions: {result['n_paired']}  (A {result['accuracy_a']}, B {result['accuracy_b']}), "
+              f"scored in both runs (an empty answer is a wrong answer)")
+        if result["n_left_out"]:
+            reasons = ", ".join(f"{n} {why}" for why, n in result["left_out"].items() if n)
+            print(f"left out: {result['n_left_out']} question(s) failed, pending or missing in either run "
+                  f"({reasons}); `srag rerun` and `srag judge` can fill them")
         print(f"both right {result['both_right']} · only A {result['only_a_right']} · only B "
               f"{result['only_b_right']} · neither {result['neither_right']}")
         print(f"B - A = {result['difference']} (95% bootstrap CI {result['difference_ci95']}), "
               f"McNemar exact p = {result['mcnemar_p']:.4g}")
     return 0
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    """Judge a finished run's episodes again (pending ones, or every one with --all), then refresh its summary,
+    tables, MLflow run and traces' feedback, and its sweep's parent run."""
+    from pipelines.engine import lifecycle
+    from pipelines.engine.judging import rejudge
+    from pipelines.engine.sweeps import refresh_after
+
+    run_dir = RunDir.open(args.runs_dir, args.run_id)
+    cfg = lifecycle.load_run_config(run_dir)
+    settings = judge_settings(cfg, args)
+    counts = rejudge(run_dir, settings, everything=args.all)
+    if not args.quiet:
+        print(f"run {run_dir.run_id}: judged {counts['judged']} episode(s) again, {counts['pending']} still pending",
+              file=sys.stderr)
+    result = lifecycle.refinish(run_dir)
+    refresh_after(run_dir, args.runs_dir)
+    _print_summary(result, args)
+    return 0 if result["pending"] == 0 else 1
+
+
+def judge_settings(cfg: RunConfig, args: argparse.Namespace):
+    """The judge for `srag judge`: the run's own, a `judge:` section read from --judge, or rules only (--no-llm)."""
+    from pipelines.config import ConfigError, JudgeSettings, read_yaml, section
+
+    if args.no_llm:
+        return cfg.judge.model_copy(update={"use_llm": False, "llm": None})
+    if args.judge:
+        data = read_yaml(args.judge)
+        if "judge" not in data:
+            raise ConfigError(f"{args.judge}: expected a judge: section")
+        return section(JudgeSettings, data["judge"], str(args.judge), "judge")
+    return cfg.judge

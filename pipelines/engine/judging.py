@@ -1,27 +1,53 @@
-"""The judge stage: scores finished episodes on driver threads while other episodes still run."""
+"""The judge stage: scores finished episodes on driver threads while other episodes still run, and `rejudge`, which
+scores a finished run's episodes again without running any (`srag judge`).
+
+Every judgement is stamped with the judge's fingerprint (what decides a verdict: rules or LLM, the judge's model
+and endpoint, its fallback) and a judgement id; a new judgement of an attempt is appended beside the old one, and
+the latest counts. A judge that cannot give a verdict leaves it pending (`judges.score_answer`), never silently
+replaced by another method.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import secrets
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from pipelines.config import JudgeSettings
-from srag_core import LLMClient, LLMConfig, Usage, utc_now
+from pipelines.config import JudgeSettings, RunConfig
+from pipelines.engine.results import RunDir, RunFolderSink
+from srag_core import FINISHED, LLMClient, LLMConfig, Usage, utc_now
 
 JUDGE_THREADS = 8
 
 
+def judge_llm_config(settings: JudgeSettings, run_llm: LLMConfig) -> LLMConfig | None:
+    """The judge model's config: its own, or the run's endpoint at temperature 0; None for the rules-only judge."""
+    if not settings.use_llm:
+        return None
+    return settings.llm or run_llm.model_copy(update={"temperature": 0.0})
+
+
+def judge_fingerprint(settings: JudgeSettings, run_llm: LLMConfig) -> str:
+    """Short hash of what decides a verdict: the method, the fallback and, for the LLM judge, the model, endpoint,
+    profile, temperature and limits (not the key, which configs never hold, nor the cache folder)."""
+    llm = judge_llm_config(settings, run_llm)
+    material = {"use_llm": settings.use_llm, "fallback": settings.fallback,
+                "llm": llm.model_dump(mode="json", exclude={"cache_dir"}) if llm is not None else None}
+    return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()[:10]
+
+
 class JudgeStage:
     def __init__(self, settings: JudgeSettings, run_llm: LLMConfig, limiter=None, threads: int = JUDGE_THREADS):
-        self.client = None
-        if settings.use_llm:
-            # The judge's own config keeps its temperature; the run's endpoint is judged at temperature 0.
-            cfg = settings.llm or run_llm.model_copy(update={"temperature": 0.0})
-            self.client = LLMClient(cfg, limiter=limiter)  # shared by threads
+        cfg = judge_llm_config(settings, run_llm)
+        self.client = LLMClient(cfg, limiter=limiter) if cfg is not None else None  # shared by threads
+        self.fallback = settings.fallback
+        self.fingerprint = judge_fingerprint(settings, run_llm)
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="judge")
 
     def submit(self, question: dict[str, Any], record: dict[str, Any]) -> Future:
-        return self.pool.submit(judge_record, question, record, self.client)
+        return self.pool.submit(judge_record, question, record, self.client, self.fallback, self.fingerprint)
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
@@ -29,7 +55,8 @@ class JudgeStage:
             self.client.close()
 
 
-def judge_record(question: dict[str, Any], record: dict[str, Any], client: LLMClient | None) -> dict[str, Any]:
+def judge_record(question: dict[str, Any], record: dict[str, Any], client: LLMClient | None,
+                 fallback: str = "none", fingerprint: str | None = None) -> dict[str, Any]:
     """The judgement of one episode, with what its judge calls spent (`judge_tokens`, `judge_cost_usd`)."""
     from judges import LLMJudge, score_answer
 
@@ -37,8 +64,46 @@ def judge_record(question: dict[str, Any], record: dict[str, Any], client: LLMCl
     llm = LLMJudge.from_client(client, on_usage=spent.append) if client is not None else None
     result = score_answer(question["question"], record.get("answer"), question["answer"],
                           aliases=question.get("answer_aliases") or (),
-                          answer_kind=question.get("answer_kind") or "text", llm=llm)
+                          answer_kind=question.get("answer_kind") or "text", llm=llm, fallback=fallback)
     usage = sum(spent, Usage())
     return {"type": "judgement", "question_id": record["question_id"], "attempt": record["attempt"],
-            "judged_at": utc_now(), **result.to_dict(), "judge_tokens": usage.total_tokens,
-            "judge_cost_usd": usage.cost_usd}
+            "judged_at": utc_now(), "judgement_id": secrets.token_hex(6), "judge_fingerprint": fingerprint,
+            **result.to_dict(), "judge_tokens": usage.total_tokens, "judge_cost_usd": usage.cost_usd}
+
+
+def needs_verdict(judgement: dict[str, Any] | None) -> bool:
+    """An attempt that finished but has no verdict yet: never judged, or its judge could not decide."""
+    return judgement is None or judgement.get("score") is None
+
+
+def rejudge(run_dir: RunDir, settings: JudgeSettings, *, everything: bool) -> dict[str, int]:
+    """Judge a finished run's episodes again, in this process, with `settings`: every pending verdict, or with
+    `everything` every finished episode's latest attempt. Each new verdict is appended to the results store; the
+    run's `execution` limits cap the judge's requests. Returns how many were judged and how many are still
+    pending."""
+    from srag_core.llm import LocalLimiter
+
+    cfg = RunConfig.model_validate(run_dir.read_config())
+    store = run_dir.store()
+    questions = {q["id"]: q for q in run_dir.read_questions()}
+    todo = [(questions[qid], st.latest) for qid, st in store.states().items()
+            if qid in questions and st.status in FINISHED and (everything or needs_verdict(st.judgement))]
+    ex = cfg.execution
+    limiter = LocalLimiter(ex.max_concurrent_requests, ex.requests_per_minute, ex.tokens_per_minute)
+    stage = JudgeStage(settings, cfg.llm, limiter)
+    sink = RunFolderSink(run_dir, store)
+    counts = {"judged": 0, "pending": 0}
+    try:
+        for future in [stage.submit(q, record) for q, record in todo]:
+            verdict = future.result()
+            sink.judgement(verdict)
+            counts["judged"] += 1
+            counts["pending"] += verdict["score"] is None
+    finally:
+        stage.close()
+        store.close()
+    history = run_dir.read_meta().get("judges", [])
+    run_dir.update_meta(judges=[*history, {"fingerprint": stage.fingerprint, "at": utc_now(), "scope":
+                                           "all" if everything else "pending", **counts,
+                                           "settings": settings.model_dump(mode="json")}])
+    return counts

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator
 from pipelines.config import RunConfig
 from pipelines.datasets import load_questions, resolve
 from pipelines.engine.endpoints import open_endpoint
-from pipelines.engine.judging import JudgeStage
+from pipelines.engine.judging import JudgeStage, needs_verdict
 from pipelines.engine.placement import (corpus_replicas, describe_plan, execution_plan, limiter_can_bind,
                                         pool_target, worker_spawner)
 from pipelines.engine.progress import ConsoleProgress, RunStats
@@ -154,7 +154,8 @@ def load_run_config(run_dir: RunDir) -> RunConfig:
 
 def pending_work(run_dir: RunDir, statuses: Iterable[str] | None) -> tuple[list[tuple[dict, int]], list[tuple]]:
     """(episodes to run, finished episodes still to judge). statuses None: resume (questions with no record);
-    otherwise rerun the questions whose latest status is in `statuses`, plus missing ones, as a new attempt."""
+    otherwise rerun the questions whose latest status is in `statuses`, plus missing ones, as a new attempt. Either
+    way, every finished episode without a verdict (never judged, or pending) is judged again."""
     questions = run_dir.read_questions()
     states = run_dir.store().states()
     wanted = set(statuses or ())
@@ -165,7 +166,7 @@ def pending_work(run_dir: RunDir, statuses: Iterable[str] | None) -> tuple[list[
             todo.append((q, 1))
         elif st.status in wanted:
             todo.append((q, st.latest["attempt"] + 1))
-        elif st.status in FINISHED and st.judgement is None:
+        elif st.status in FINISHED and needs_verdict(st.judgement):
             unjudged.append((q, st.latest))
     return todo, unjudged
 
@@ -337,7 +338,7 @@ def _stats_so_far(run_dir: RunDir, store, redo: set[str]) -> RunStats:
             stats.cost += float(usage.get("cost_usd", 0.0))
         if st.question_id not in redo:
             stats.add_episode(st.latest)
-            if st.judgement:
+            if not needs_verdict(st.judgement):  # a pending one is judged again and counted then
                 stats.add_judgement(st.judgement)
     return stats
 
@@ -381,6 +382,7 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
         tracker.log_artifacts(mlflow_id, run_dir.path / "traces", "traces")
         if plot is not None:
             tracker.log_artifact(mlflow_id, plot, "plots")
+        tracker.set_tags(mlflow_id, {"srag.complete": str(bool(summary["complete"])).lower()})
         tracker.set_terminated(mlflow_id, "FINISHED" if summary["failed"] == 0 else "FAILED")
     return {"run_id": run_dir.run_id, "name": meta["name"], "variant": meta["variant"], "model": meta["model"],
             **summary}
@@ -473,6 +475,16 @@ def _run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | 
     finally:
         if own_tracker:
             tracker.close()
+
+
+def refinish(run_dir: RunDir) -> dict[str, Any]:
+    """`finish` again from what the results store holds (after `srag judge`): summary, tables, plots, the MLflow
+    run's metrics and tables, and the new verdicts on the traces."""
+    tracker = open_tracker(load_run_config(run_dir), run_dir.path.parent)
+    try:
+        return finish(run_dir, tracker)
+    finally:
+        tracker.close()
 
 
 def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool) -> dict[str, Any]:

@@ -16,7 +16,8 @@ class RunStats:
     started: float = field(default_factory=time.monotonic)
     done: int = 0
     statuses: Counter = field(default_factory=Counter)
-    judged: int = 0
+    judged: int = 0  # scored verdicts
+    pending: int = 0  # finished episodes whose judge could not decide
     score_sum: float = 0.0
     em_sum: float = 0.0
     f1_sum: float = 0.0
@@ -33,7 +34,9 @@ class RunStats:
         self.cost += float((rec.get("usage") or {}).get("cost_usd", 0.0))
 
     def add_judgement(self, j: dict[str, Any]) -> None:
-        if j.get("score") is not None:
+        if j.get("score") is None:
+            self.pending += 1
+        else:
             self.judged += 1
             self.score_sum += j["score"]
             self.em_sum += j.get("em") or 0.0
@@ -41,8 +44,8 @@ class RunStats:
 
     def metrics(self) -> dict[str, float]:
         failed = sum(self.statuses[s] for s in FAILED)
-        out = {"done": self.done, "errors": failed, "tokens": self.tokens, "cost_usd": self.cost,
-               "mean_steps": self.steps / self.done if self.done else 0.0}
+        out = {"done": self.done, "errors": failed, "pending": self.pending, "tokens": self.tokens,
+               "cost_usd": self.cost, "mean_steps": self.steps / self.done if self.done else 0.0}
         if self.judged:
             out.update(accuracy=self.score_sum / self.judged, em=self.em_sum / self.judged,
                        f1=self.f1_sum / self.judged)
@@ -53,7 +56,9 @@ class RunStats:
         left = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
         m = self.metrics()
         acc = f"{m['accuracy']:.3f}" if "accuracy" in m else "-"
-        return (f"{self.done}/{self.total} done · accuracy {acc} · errors {m['errors']} · "
+        pending = f" · pending {self.pending}" if self.pending else ""
+        return (f"{self.done}/{self.total} done · accuracy {acc} over {self.judged} scored · errors {m['errors']}"
+                f"{pending} · "
                 f"{self.tokens:,} tokens · {clock(elapsed)} elapsed · ~{clock(left)} left")
 
 

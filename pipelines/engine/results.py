@@ -9,7 +9,8 @@ A run folder holds everything that reproduces and explains the run:
       questions.jsonl      the questions the run covers (a snapshot, so reruns do not depend on the dataset cache)
       results.jsonl        append-only records, one per line, written and flushed as each one happens:
                              {"type": "episode", "question_id", "attempt", ...}      an episode finished or failed
-                             {"type": "judgement", "question_id", "attempt", ...}    its score, from the judge stage
+                             {"type": "judgement", "question_id", "attempt", ...}    its verdict, from the judge stage
+                                                                 or `srag judge` (the latest of an attempt counts)
       traces/<qid>.<attempt>.json   the full trace of each episode
       results.parquet, summary.json, plots/   written at the end
 
@@ -179,7 +180,8 @@ class QuestionState:
 
     question_id: str
     attempts: list[dict[str, Any]] = field(default_factory=list)
-    judgements: dict[int, dict[str, Any]] = field(default_factory=dict)
+    judgements: dict[int, dict[str, Any]] = field(default_factory=dict)  # the latest judgement of each attempt
+    history: list[dict[str, Any]] = field(default_factory=list)  # every judgement, in the order they were made
 
     @property
     def latest(self) -> dict[str, Any]:
@@ -292,7 +294,8 @@ class ResultStore:
         for rec in self.records():
             st = states.setdefault(rec["question_id"], QuestionState(rec["question_id"]))
             if rec.get("type") == "judgement":
-                st.judgements[rec["attempt"]] = rec
+                st.judgements[rec["attempt"]] = rec  # a later judgement of the same attempt (srag judge) counts
+                st.history.append(rec)
             else:
                 st.attempts.append(rec)
         return {qid: st for qid, st in states.items() if st.attempts}

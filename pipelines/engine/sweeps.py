@@ -10,7 +10,8 @@ from typing import Any
 
 from pipelines.config import RunConfig
 from pipelines.engine.lifecycle import load_run_config, open_tracker, run_one
-from pipelines.engine.report import compare, plot_accuracy_intervals, plot_sweep, question_rows, summarize
+from pipelines.engine.report import plot_accuracy_intervals, plot_sweep, question_rows, summarize
+from pipelines.engine.scoring import compare
 from pipelines.engine.results import RunDir, git_revision, new_run_id
 from pipelines.engine.tracking import source_tags
 from srag_core import utc_now
@@ -75,8 +76,10 @@ def pairwise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             # What a reader compares comes first, so the UI's table shows it without scrolling sideways.
             first = {k: result.pop(k) for k in ("n_paired", "accuracy_a", "accuracy_b", "difference")}
             unpaired = {k: result.pop(k) for k in ("only_in_a", "only_in_b")}
-            out.append({"run_a": a["label"], "run_b": b["label"], **first, "difference_ci95_low": ci[0],
-                        "difference_ci95_high": ci[1], "mcnemar_p": result.pop("mcnemar_p"), **result, **unpaired,
+            left_out = {f"left_out_{k}": v for k, v in result.pop("left_out").items()}
+            out.append({"run_a": a["label"], "run_b": b["label"], **first, "n_left_out": result.pop("n_left_out"),
+                        "difference_ci95_low": ci[0], "difference_ci95_high": ci[1],
+                        "mcnemar_p": result.pop("mcnemar_p"), **result, **left_out, **unpaired,
                         "dataset": Path(a["meta"]["questions_file"]).parent.name,
                         "run_id_a": a["meta"]["run_id"], "run_id_b": b["meta"]["run_id"]})
     return out
@@ -96,13 +99,28 @@ def _log_parent(tracker, info: dict[str, Any], sweep_dir: Path, rows: list[dict[
     metrics: dict[str, float] = {}
     for r in rows:
         label, summary = metric_label(r["label"]), r["summary"]
-        if summary["accuracy"] is not None:
-            metrics[f"accuracy/{label}"] = summary["accuracy"]
-        metrics.update({f"tokens/{label}": summary["tokens"], f"cost_usd/{label}": summary["cost_usd"]})
+        for figure in ("accuracy", "coverage", "accuracy_all"):
+            if summary[figure] is not None:
+                metrics[f"{figure}/{label}"] = summary[figure]
+        metrics.update({f"complete/{label}": float(summary["complete"]), f"tokens/{label}": summary["tokens"],
+                        f"cost_usd/{label}": summary["cost_usd"]})
     tracker.log_metrics(parent, metrics, 0)
+    tracker.set_tags(parent, {"srag.complete": str(all(r["summary"]["complete"] for r in rows)).lower()})
     tracker.replace_tables(parent, {"pairwise.json": write_table(pd.DataFrame(pairs),
-                                                                 sweep_dir / "tables" / "pairwise.json")})
+                                                                 sweep_dir / "tables" / "pairwise.json"),
+                                    "runs.json": write_table(pd.DataFrame(run_table(rows)),
+                                                             sweep_dir / "tables" / "runs.json")})
     tracker.set_terminated(parent)
+
+
+RUN_TABLE_COLUMNS = ("accuracy", "accuracy_ci95", "coverage", "accuracy_all", "complete", "scored", "n_questions",
+                     "failed", "pending", "missing", "no_answer", "em_fallback", "tokens", "cost_usd")
+
+
+def run_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per run of the sweep: its accuracy beside its coverage and whether it is complete."""
+    return [{"run": r["label"], **{k: r["summary"].get(k) for k in RUN_TABLE_COLUMNS},
+             "run_id": r["meta"]["run_id"]} for r in rows]
 
 
 def metric_label(label: str) -> str:

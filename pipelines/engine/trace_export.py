@@ -69,6 +69,25 @@ def exported(run_dir: RunDir, markers: str = MARKERS) -> dict[Key, str | None]:
     return keys
 
 
+def attached_verdicts(run_dir: RunDir) -> dict[Key, dict[str, Any]]:
+    """What the verdict marker file says is on each trace: (question, attempt) -> the trace id, the judgement id and
+    the MLflow assessment id of the feedback last attached (a later judgement overrides that feedback)."""
+    path = run_dir.path / VERDICT_MARKERS
+    marks: dict[Key, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else ():
+        try:
+            row = json.loads(line)
+            marks[(row["question_id"], row["attempt"])] = row
+        except (ValueError, KeyError, TypeError):
+            continue  # a line torn by a kill: that verdict is attached again
+    return marks
+
+
+def _is_attached(mark: dict[str, Any] | None, trace_id: str | None, verdict: dict[str, Any]) -> bool:
+    return mark is not None and mark.get("trace_id") == trace_id and \
+        mark.get("judgement_id") == verdict.get("judgement_id")
+
+
 def recorded_verdicts(run_dir: RunDir) -> list[dict[str, Any]]:
     """The last verdict of every judged (question, attempt)."""
     latest = {(r["question_id"], r["attempt"]): r for r in run_dir.store().records() if r.get("type") == "judgement"}
@@ -92,7 +111,7 @@ class TraceExporter:
         self.experiment_id, self.mlflow_run_id = experiment_id, mlflow_run_id
         self.context = context or TraceContext()
         self.done = exported(self.run_dir)  # (question, attempt) -> trace id
-        self.judged = exported(self.run_dir, VERDICT_MARKERS)  # (question, attempt) -> the trace it is attached to
+        self.judged = attached_verdicts(self.run_dir)  # (question, attempt) -> the feedback on its trace
         self.exported = 0
         self.errors: list[str] = []
 
@@ -158,20 +177,26 @@ class TraceExporter:
 
     def attach_verdicts(self, verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Attach each verdict whose trace is exported as a feedback on it, once; returns the verdicts still waiting
-        for their trace. A verdict MLflow refused is dropped here and left for `attach_missing_verdicts`."""
+        for their trace. A later judgement of an attempt (`srag judge`) overrides the feedback an earlier one left,
+        so MLflow keeps the old one as overridden. A verdict MLflow refused is dropped here and left for
+        `export_missing`."""
         waiting, done = [], []
         for verdict in verdicts:
             key = (verdict["question_id"], int(verdict["attempt"]))
-            if key in self.judged and self.judged[key] == self.done.get(key):
-                continue  # attached to the trace MLflow has now (a trace exported again needs its verdict again)
-            if not self.done.get(key):
+            trace_id, mark = self.done.get(key), self.judged.get(key)
+            if _is_attached(mark, trace_id, verdict):
+                continue  # on the trace MLflow has now (a trace exported again needs its verdict again)
+            if not trace_id:
                 waiting.append(verdict)
                 continue
+            previous = mark.get("assessment_id") if mark and mark.get("trace_id") == trace_id else None
             try:
-                attach_verdict(self.client, self.done[key], verdict)
-                done.append((key, self.done[key]))
+                assessment_id = attach_verdict(self.client, trace_id, verdict, previous)
             except Exception as e:
                 self.errors.append(f"verdict {key[0]}.{key[1]}: {type(e).__name__}: {e}"[:300])
+                continue
+            done.append((key, {"trace_id": trace_id, "judgement_id": verdict.get("judgement_id"),
+                               "assessment_id": assessment_id}))
         _append_markers(self.run_dir.path / VERDICT_MARKERS, done)
         self.judged.update(done)
         return waiting
@@ -222,12 +247,14 @@ def _mlflow_export_failures() -> Iterator[list[str]]:
         _FAILURES.local.sink = None
 
 
-def _append_markers(path: Path, entries: list[tuple[Key, str | None]]) -> None:
+def _append_markers(path: Path, entries: list[tuple[Key, str | dict[str, Any] | None]]) -> None:
     """Append marker lines in one write(2) on an O_APPEND descriptor: several export actors append to the same file,
-    and one write of a local file is not interleaved with another's."""
+    and one write of a local file is not interleaved with another's. An entry is a trace id, or the fields of a
+    verdict marker."""
     if not entries:
         return
-    lines = "".join(json.dumps({"question_id": q, "attempt": a, "trace_id": t}) + "\n" for (q, a), t in entries)
+    lines = "".join(json.dumps({"question_id": q, "attempt": a, **(m if isinstance(m, dict) else {"trace_id": m})})
+                    + "\n" for (q, a), m in entries)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, lines.encode("utf-8"))
@@ -404,8 +431,9 @@ def export_missing(run_dir: RunDir, client, meta: dict[str, Any], context: Trace
     missing."""
     missing = missing_traces(run_dir)
     verdicts = recorded_verdicts(run_dir)
-    traces, attached = exported(run_dir), exported(run_dir, VERDICT_MARKERS)
-    if not missing and all(attached.get(k := (v["question_id"], v["attempt"])) == traces.get(k) for v in verdicts):
+    traces, attached = exported(run_dir), attached_verdicts(run_dir)
+    if not missing and all(_is_attached(attached.get(k := (v["question_id"], v["attempt"])), traces.get(k), v)
+                           for v in verdicts):
         return 0
     exporter = TraceExporter(run_dir.path, meta["mlflow_uri"], meta["mlflow_experiment_id"], meta["mlflow_run_id"],
                              context, client=client)

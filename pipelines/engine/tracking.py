@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from pipelines.engine.scoring import RIGHT
 from srag_core import FINISHED
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 SECRET_KEY = re.compile(r"(?:^|_)(?:api_?key|token|secret|password|passwd|credentials?)$", re.IGNORECASE)
 MAX_PARAM_CHARS = 6000
 TABLES_TAG = "mlflow.loggedArtifacts"  # how the MLflow UI finds a run's tables (what `log_table` sets)
-RIGHT = 0.5  # a score at least this counts as a right answer (as in `report.compare`)
 
 
 def tracking_uri(configured: str | None, runs_dir: Path) -> str:
@@ -246,7 +246,8 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
             end = max(begin, start_ns + int(t * 1e9))
             content = span_content(ev, ctx.model)
             span = client.start_span(name=content["name"], trace_id=trace_id, parent_id=root.span_id,
-                                     span_type=SPAN_TYPES[ev["type"]], inputs=content["inputs"],
+                                     span_type=content.get("span_type", SPAN_TYPES[ev["type"]]),
+                                     inputs=content["inputs"],
                                      attributes=content["attributes"], start_time_ns=begin)
             client.end_span(trace_id=trace_id, span_id=span.span_id, outputs=content["outputs"],
                             status=content["status"], end_time_ns=end)
@@ -280,9 +281,15 @@ def span_content(ev: dict[str, Any], model: str) -> dict[str, Any]:
         obs = ev.get("observation") or {}
         shown = ev["shown"] if "shown" in ev else obs  # older records hold only the full observation
         error = obs.get("error")
-        return {"name": str(ev.get("tool") or "invalid turn"), "inputs": {"args": ev.get("args")},
+        span = {"name": str(ev.get("tool") or "invalid turn"), "inputs": {"args": ev.get("args")},
                 "outputs": {"observation": shown}, "attributes": {"srag.step": ev.get("step")},
                 "status": _error(str(error)) if error else "OK"}
+        documents = retrieved_documents(obs) if not error else None
+        if documents is not None:  # MLflow's retrieval judges read a RETRIEVER span's document list
+            span.update(span_type="RETRIEVER", outputs=documents,
+                        attributes={**span["attributes"], "srag.observation": _without_documents(obs),
+                                    "srag.shown": shown})
+        return span
     if kind == "retrieval":
         passages = ev.get("passages", [])
         return {"name": "retrieve", "inputs": {"query": ev.get("query"), "top_k": ev.get("top_k")},
@@ -292,6 +299,28 @@ def span_content(ev: dict[str, Any], model: str) -> dict[str, Any]:
                 "attributes": {}, "status": "OK"}
     return {"name": f"branch step {ev.get('step', '')}", "inputs": {"candidates": ev.get("candidates")},
             "outputs": {"chosen": ev.get("chosen"), "problem": ev.get("problem")}, "attributes": {}, "status": "OK"}
+
+
+DOCUMENT_LISTS = ("docs", "chunks")  # read_docs returns "docs", cosine_search "chunks"
+
+
+def retrieved_documents(observation: Any) -> list[dict[str, Any]] | None:
+    """The documents a tool observation returns, as MLflow's retriever documents (`page_content`, `metadata` with
+    `doc_uri`), or None when it returns none (a count, a set, values)."""
+    if not isinstance(observation, dict):
+        return None
+    for key in DOCUMENT_LISTS:
+        items = observation.get(key)
+        if isinstance(items, list) and items and all(isinstance(d, dict) and "doc_id" in d for d in items):
+            return [{"id": str(d["doc_id"]), "page_content": str(d.get("text", "")),
+                     "metadata": {"doc_uri": d.get("filename"), "doc_id": d["doc_id"],
+                                  **{k: d[k] for k in ("rank", "score", "chunk_idx", "start_char") if k in d}}}
+                    for d in items]
+    return None
+
+
+def _without_documents(observation: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in observation.items() if k not in DOCUMENT_LISTS}
 
 
 def _chat_span(ev: dict[str, Any], model: str) -> dict[str, Any]:
@@ -325,27 +354,36 @@ def _error(description: str):
     return SpanStatus("ERROR", description[:500])
 
 
-def attach_verdict(client, trace_id: str, verdict: dict[str, Any]) -> None:
-    """The judge's verdict as a feedback on the trace: the score, which method decided (a deterministic rule, the
-    LLM judge, or exact match) and why; tags make the trace list filterable by right and wrong."""
+def attach_verdict(client, trace_id: str, verdict: dict[str, Any], overrides: str | None = None) -> str:
+    """The judge's verdict as a `correctness` feedback on the trace: the score, which method decided (a rule, the
+    LLM judge, exact match, or exact match as the configured fallback) and why; tags make the trace list filterable
+    by right, wrong and pending. With `overrides` (the assessment id of an earlier judgement's feedback) a scored
+    verdict overrides it, and MLflow keeps the old one as overridden. Returns the new feedback's assessment id."""
     import mlflow
     from mlflow.entities import AssessmentError, AssessmentSource
 
-    method = verdict.get("score_source") or "none"
+    method = verdict.get("score_source") or "pending"
     source = AssessmentSource(source_type="LLM_JUDGE" if method == "llm" else "CODE", source_id=f"srag.{method}")
     score = verdict.get("score")
-    metadata = {k: verdict.get(k) for k in ("verdict", "em", "f1", "judge_error", "extracted_answer")
-                if verdict.get(k) is not None}
-    if score is None:
-        mlflow.log_feedback(trace_id=trace_id, name="correctness", source=source, metadata=metadata,
-                            error=AssessmentError(error_code="NOT_JUDGED",
-                                                  error_message=verdict.get("judge_error") or "no score"))
-        return
-    mlflow.log_feedback(trace_id=trace_id, name="correctness", value=float(score), source=source,
-                        rationale=verdict.get("rationale") or f"scored by {method}",
-                        metadata={**metadata, "method": method})
+    metadata = {k: verdict.get(k) for k in ("verdict", "em", "f1", "judge_error", "extracted_answer",
+                                            "judge_fingerprint", "judgement_id") if verdict.get(k) is not None}
+    if score is None:  # pending: the judge could not decide; `srag judge` scores it later
+        feedback = mlflow.log_feedback(trace_id=trace_id, name="correctness", source=source, metadata=metadata,
+                                       error=AssessmentError(error_code="PENDING",
+                                                             error_message=verdict.get("judge_error") or "no score"))
+        client.set_trace_tag(trace_id, "srag.correct", "pending")
+        return feedback.assessment_id
+    rationale = verdict.get("rationale") or f"scored by {method}"
+    if overrides:
+        feedback = mlflow.override_feedback(trace_id=trace_id, assessment_id=overrides, value=float(score),
+                                            rationale=rationale, source=source,
+                                            metadata={**metadata, "method": method})
+    else:
+        feedback = mlflow.log_feedback(trace_id=trace_id, name="correctness", value=float(score), source=source,
+                                       rationale=rationale, metadata={**metadata, "method": method})
     client.set_trace_tag(trace_id, "srag.correct", "true" if score >= RIGHT else "false")
     client.set_trace_tag(trace_id, "srag.judge_method", method)
+    return feedback.assessment_id
 
 
 def _ns(iso: str | None) -> int:

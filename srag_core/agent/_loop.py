@@ -41,7 +41,10 @@ from srag_core.workspace import context as ctx
 # over_budget: the episode spent its token or cost budget before answering.
 Status = Literal["ok", "max_steps", "llm_error", "timeout", "crashed", "over_budget"]
 STATUSES: tuple[str, ...] = get_args(Status)
-FINISHED: frozenset[str] = frozenset({"ok", "max_steps"})  # an answer was given; anything else is a failure
+# FINISHED: the system reached its own end (an answer, the step limit, its spent budget), so the episode is scored,
+# an ending without an answer as a wrong one. FAILED: the infrastructure failed it (the LLM endpoint, a time limit, a
+# crash); it is not scored, and a rerun can fix it.
+FINISHED: frozenset[str] = frozenset({"ok", "max_steps", "over_budget"})
 FAILED: tuple[str, ...] = tuple(s for s in STATUSES if s not in FINISHED)
 
 
