@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -40,10 +41,33 @@ class JudgeSettings(_Strict):
     fallback: Literal["none", "em"] = "none"
 
 
+REDUCERS = ("mean", "mode", "max", "pass_at_<k>", "at_least_<k>")
+_REDUCER = re.compile(r"(mean|mode|max)|(pass_at|at_least)_([1-9][0-9]*)")
+
+
+def parse_reducer(name: str) -> tuple[str, int | None]:
+    """(kind, k) of a reducer name: ("mean", None), ("pass_at", 3), ...; a ValueError names the choices."""
+    m = _REDUCER.fullmatch(name)
+    if m is None:
+        raise ValueError(f"unknown reducer {name!r}: use one of {', '.join(REDUCERS)}")
+    return (m.group(1), None) if m.group(1) else (m.group(2), int(m.group(3)))
+
+
 class Limits(_Strict):
     limit: int | None = Field(None, ge=1)  # first N questions (after shuffling by seed when shuffle is set)
     shuffle: bool = False
     seed: int = 0
+    # Every question runs `epochs` times, each time an episode of its own; `reducer` turns a question's epoch scores
+    # into the one its figures use: mean (default), mode, max, pass_at_<k>, at_least_<k> (k from 1 to epochs).
+    epochs: int = Field(1, ge=1, le=100)
+    reducer: str = "mean"
+
+    @model_validator(mode="after")
+    def _reducer_fits_the_epochs(self) -> "Limits":
+        kind, k = parse_reducer(self.reducer)
+        if k is not None and k > self.epochs:
+            raise ValueError(f"reducer {self.reducer} needs at least {k} epochs (limits.epochs is {self.epochs})")
+        return self
 
 
 class Execution(_Strict):
@@ -136,6 +160,13 @@ class RunConfig(_Strict):
         if self.dataset is not None and (self.corpus is not None or self.questions is not None):
             raise ValueError("give 'dataset' or 'corpus'+'questions', not both")
         return self
+
+    def epoch_seed_base(self) -> int | None:
+        """With several epochs, epoch e sends the seed base + e: `llm.seed` if set, else `limits.seed`. None with one
+        epoch, whose requests carry `llm.seed` as configured."""
+        if self.limits.epochs == 1:
+            return None
+        return self.llm.seed if self.llm.seed is not None else self.limits.seed
 
     def fingerprint(self) -> str:
         """Short hash of everything that changes results (not where results go)."""

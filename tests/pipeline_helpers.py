@@ -149,6 +149,29 @@ def run_config(corpus: Path, questions: Path, base_url: str, *, tracking_uri: st
     return cfg
 
 
+def run_and_kill(ray_local, cfg, runs: Path, episodes: int) -> str:
+    """`srag run CFG` as its own driver process on the test session's Ray, SIGKILLed (its process group) once it
+    has recorded `episodes` episodes; returns the run id."""
+    import signal
+
+    env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address}
+    driver = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", str(cfg), "--runs-dir", str(runs),
+                               "--quiet", "--json"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, start_new_session=True)
+    deadline, results = time.monotonic() + 300, None
+    while time.monotonic() < deadline and driver.poll() is None:
+        found = list(runs.glob("*/results.jsonl"))
+        if found and found[0].read_text().count('"type": "episode"') >= episodes:
+            results = found[0]
+            break
+        time.sleep(0.1)
+    assert results is not None, driver.communicate()[1][-3000:]
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+    time.sleep(1.0)  # let the killed driver's workers stop
+    return results.parent.name
+
+
 def rest(uri: str, path: str, **query) -> dict:
     """GET on an MLflow tracking server's REST API."""
     import urllib.parse

@@ -88,7 +88,7 @@ def _state(qid, status, score=None, attempt=1, source="rule"):
 
 def test_failed_episodes_are_not_scored_as_wrong():
     questions = [{"id": f"q{i}", "question": "?", "answer": "a", "type": t} for i, t in enumerate("xxyy")]
-    states = {"q0": _state("q0", "ok", 1.0), "q1": _state("q1", "llm_error"), "q2": _state("q2", "max_steps", 0.0)}
+    states = {("q0", 1): _state("q0", "ok", 1.0), ("q1", 1): _state("q1", "llm_error"), ("q2", 1): _state("q2", "max_steps", 0.0)}
     s = summarize(question_rows(questions, states))
     assert s["accuracy"] == 0.5 and s["scored"] == 2 and s["failed"] == 1 and s["missing"] == 1
     assert s["status_counts"]["llm_error"] == 1 and s["finished"] == 2
@@ -103,7 +103,7 @@ def test_the_accuracy_interval_describes_the_mean_score_with_partial_scores(tmp_
     runs = []
     for label, scores in (("flat", [0.6] * 12), ("mixed", [0.6, 0.8, 0.3, 1.0, 0.0, 0.7] * 2),
                           ("binary", [1.0] * 9 + [0.0] * 3)):
-        s = summarize(question_rows(questions, {q["id"]: _state(q["id"], "ok", x) for q, x in zip(questions, scores)}))
+        s = summarize(question_rows(questions, {(q["id"], 1): _state(q["id"], "ok", x) for q, x in zip(questions, scores)}))
         lo, hi = s["accuracy_ci95"]
         assert lo <= s["accuracy"] <= hi, (label, s["accuracy"], s["accuracy_ci95"])
         for t, (t_lo, t_hi) in s["accuracy_ci95_by_type"].items():
@@ -125,7 +125,7 @@ def test_the_text_report_shows_spent_and_final_answer_tokens_and_cost():
     st.attempts.append({"question_id": "q0", "attempt": 2, "status": "ok", "steps": 2, "wall_s": 1.0,
                         "usage": {"total_tokens": 7, "cost_usd": 0.25}})  # the rerun that answered
     st.judgements[2] = {"score": 1.0}
-    result = {"run_id": "r1", "variant": "v", "model": "m", **summarize(question_rows(questions, {"q0": st}))}
+    result = {"run_id": "r1", "variant": "v", "model": "m", **summarize(question_rows(questions, {("q0", 1): st}))}
     header, rule, row = summary_table([result]).splitlines()
     starts = [0] + [i + 2 for i in range(len(rule)) if rule.startswith("  -", i)]  # columns, empty cells included
     cells = {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, starts[1:] + [None])}
@@ -169,6 +169,9 @@ def test_the_shipped_configs_load():
     runs = load_sweep(configs / "quickstart.yaml").expand()
     assert [r.variant for r in runs] == ["zero_ingestion", "vanilla_rag"]  # what `make demo` runs
     assert all(r.local_model.enabled and r.limits.limit == 4 for r in runs)
+    epochs = load_sweep(configs / "epochs_local.yaml").expand()
+    assert [(r.variant, r.limits.epochs, r.llm.temperature) for r in epochs] == \
+        [("zero_ingestion", 3, 0.8), ("no_diagnostics", 3, 0.8)]
     single = load_run(configs / "local_smollm2.yaml")
     assert single.local_model.enabled and single.dataset == "twowiki-sample"
     # The local model's demo traces must show tools: its first turn is constrained to a tool call.
@@ -183,9 +186,9 @@ def _issue_run(n_right=62, n_empty=5, n_step_limit=5, n_wrong=5, n_failed=5, n_p
                                          (n_step_limit, "max_steps", 0.0, "no_answer"), (n_wrong, "ok", 0.0, "rule"),
                                          (n_failed, "llm_error", None, None), (n_pending, "ok", None, "pending")):
         for _ in range(count):
-            states[f"q{i}"] = _state(f"q{i}", status, score, source=source)
+            states[(f"q{i}", 1)] = _state(f"q{i}", status, score, source=source)
             i += 1
-    questions = [{"id": q, "question": "?", "answer": "a", "type": "t"} for q in states]
+    questions = [{"id": q, "question": "?", "answer": "a", "type": "t"} for q, _ in states]
     return questions, states
 
 
@@ -223,8 +226,8 @@ def test_a_complete_run_is_complete_and_its_three_figures_agree():
 
 def test_an_exact_match_fallback_is_counted_as_such():
     questions = [{"id": f"q{i}", "question": "?", "answer": "a"} for i in range(3)]
-    states = {"q0": _state("q0", "ok", 1.0, source="llm"), "q1": _state("q1", "ok", 1.0, source="em_fallback"),
-              "q2": _state("q2", "ok", 0.0, source="em_fallback")}
+    states = {("q0", 1): _state("q0", "ok", 1.0, source="llm"), ("q1", 1): _state("q1", "ok", 1.0, source="em_fallback"),
+              ("q2", 1): _state("q2", "ok", 0.0, source="em_fallback")}
     s = summarize(question_rows(questions, states))
     assert s["em_fallback"] == 2 and s["score_sources"] == {"em_fallback": 2, "llm": 1} and s["scored"] == 3
 

@@ -259,7 +259,7 @@ def test_records_with_bad_nested_fields_are_skipped_and_reported_and_the_report_
     path.write_text("".join(json.dumps(r) + "\n" for r in bad + good))
     store = ResultStore(path)
     states = store.states()
-    assert list(states) == ["ok"] and states["ok"].judgement["em"] == 1
+    assert list(states) == [("ok", 1)] and states[("ok", 1)].judgement["em"] == 1
     assert [p.split(": ", 1)[1] for p in store.problems] == [
         "usage.total_tokens must be a number, not 'many', skipped", "llm_s must be a number, not 'slow', skipped",
         "steps must be a number, not 'None', skipped", "answer must be a string or null, not list, skipped",
@@ -277,7 +277,8 @@ def test_a_last_record_missing_only_its_newline_is_kept_not_moved_aside(tmp_path
     path = tmp_path / "results.jsonl"
     path.write_text(json.dumps(episode("a")) + "\n" + json.dumps(episode("b")))  # b is whole: only "\n" is missing
     store = ResultStore(path)
-    assert set(store.states()) == {"a", "b"} and store.problems == []  # done, so a resume does not run it again
+    # done, so a resume does not run it again
+    assert set(store.states()) == {("a", 1), ("b", 1)} and store.problems == []
     store.append(episode("c"))
     store.close()
     assert [r["question_id"] for r in store.records()] == ["a", "b", "c"] and store.problems == []
@@ -295,8 +296,8 @@ def test_the_trace_export_refuses_a_trace_file_outside_the_run_folder(tmp_path):
     (run_dir.path / "traces" / "q.1.json").symlink_to(tmp_path / "secret.json")
     mlflow_run = tracker.create_run("r1", {}, {})
     exporter = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run, client=tracker.client)
-    assert exporter.export([(("q", 1), "traces/q.1.json"), (("q", 2), "../../secret.json")]) == [
-        (("q", 1), "traces/q.1.json"), (("q", 2), "../../secret.json")]
+    assert exporter.export([(("q", 1, 1), "traces/q.1.json"), (("q", 1, 2), "../../secret.json")]) == [
+        (("q", 1, 1), "traces/q.1.json"), (("q", 1, 2), "../../secret.json")]
     assert all("leads outside the run folder; not read" in e for e in exporter.errors) and exporter.exported == 0
     assert tracker.client.search_traces(locations=[tracker.experiment_id], run_id=mlflow_run) == []
     tracker.close()
@@ -350,7 +351,7 @@ def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_quest
     assert meta["status"] == "failed" and meta["error"] == "KeyboardInterrupt" and Path(meta["corpus"]).is_absolute()
     done = run_dir.store().states()
     assert 6 <= len(done) < n
-    undone = next(f"q{i:03d}" for i in range(n) if f"q{i:03d}" not in done)
+    undone = next(f"q{i:03d}" for i in range(n) if (f"q{i:03d}", 1) not in done)
     with open(run_dir.path / "results.jsonl", "ab") as fh:
         fh.write(b'{"type": "episode", "question_id": "q999", "attempt": "first"}\n\xff\n')
         fh.write(json.dumps(episode(undone, answer="x" * 500)).encode()[:300])  # killed mid-write
@@ -567,7 +568,7 @@ def hostile_run(tmp_path: Path, server, modes: tuple[str, ...], capsys, **overri
     summary = json.loads(capsys.readouterr().out)
     assert code == 0, summary
     run_dir = RunDir.open(runs, summary["run_id"])
-    latest = {qid: st.latest for qid, st in run_dir.store().states().items()}
+    latest = {qid: st.latest for (qid, _), st in run_dir.store().states().items()}
     return summary, latest, run_dir
 
 
@@ -596,7 +597,7 @@ def test_the_driver_records_a_stuck_episode_as_timeout_and_takes_its_slot_back(r
 
     @ray_local.remote(num_cpus=0, max_restarts=2)
     class SometimesStuck:
-        def run_episode(self, question, attempt):
+        def run_episode(self, question, attempt, epoch=1):
             if question["id"] == "stuck":
                 time.sleep(3600)
             return {"question_id": question["id"], "attempt": attempt, "answer": question["id"][::-1],
@@ -610,7 +611,7 @@ def test_the_driver_records_a_stuck_episode_as_timeout_and_takes_its_slot_back(r
         scheduler = Scheduler(WorkerPool(workers, max_failures=3), ThreadJudge(), [sink],
                               RunStats(total=len(questions)), capacity=2, retries_on_death=2, episode_timeout_s=2.0,
                               grace_s=1.0)
-        _, seconds = timed(scheduler.run, [(q, 1) for q in questions])
+        _, seconds = timed(scheduler.run, [(q, 1, 1) for q in questions])
     finally:
         ray_local.kill(workers[0])
     assert Counter(r["question_id"] for r in sink.episodes) == Counter({q["id"]: 1 for q in questions})

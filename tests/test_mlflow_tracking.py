@@ -202,7 +202,7 @@ def test_traces_carry_correctness_and_standard_span_content(sweep):
             tags = info.get("tags", {})
             assert tags["srag.variant"] == variant and tags["srag.question_type"] in ("even", "odd")
             trace = client.get_trace(info["trace_id"])
-            st = states[tags["srag.question_id"]]
+            st = states[(tags["srag.question_id"], int(tags["srag.epoch"]))]
             judgement = st.judgements.get(int(tags["srag.attempt"]))
             superseded = int(tags["srag.attempt"]) < len(st.attempts)
             assert ("srag.superseded_by" in trace.info.tags) == superseded

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 
 import yaml
@@ -15,8 +10,7 @@ import yaml
 from pipelines.cli import main
 from pipelines.engine.results import RunDir
 from pipelines.engine.trace_export import missing_traces
-from tests.conftest import REPO
-from tests.pipeline_helpers import ScriptedAgent, run_config, run_scenario, write_benchmark
+from tests.pipeline_helpers import ScriptedAgent, run_and_kill, run_config, run_scenario, write_benchmark
 
 
 def test_a_node_removed_mid_run_loses_no_question(tmp_path, sample_dir):
@@ -44,26 +38,10 @@ def test_a_killed_driver_resumes_without_redoing_finished_questions(ray_local, m
     cfg.write_text(yaml.safe_dump(run_config(corpus, questions, fake_llm.base_url, tracking_uri=mlflow_server,
                                              **{"execution.episodes_per_actor": 4})))
     runs = tmp_path / "runs"
-    env = {**os.environ, "RAY_ADDRESS": ray_local.get_runtime_context().gcs_address}
-    driver = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", str(cfg), "--runs-dir", str(runs),
-                               "--quiet", "--json"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.monotonic() + 300
-    results = None
-    while time.monotonic() < deadline and driver.poll() is None:
-        found = list(runs.glob("*/results.jsonl"))
-        if found and sum(1 for line in found[0].read_text().splitlines() if '"type": "episode"' in line) >= 12:
-            results = found[0]
-            break
-        time.sleep(0.1)
-    assert results is not None, driver.communicate()[1][-3000:]
-    os.killpg(driver.pid, signal.SIGKILL)
-    driver.wait()
-    time.sleep(1.0)  # let the killed driver's workers stop
-    run_id = results.parent.name
+    run_id = run_and_kill(ray_local, cfg, runs, 12)
     before = RunDir.open(runs, run_id).store().states()
     assert 12 <= len(before) < n
-    calls_before = {int(q[1:]): agent.calls[int(q[1:])] for q in before}
+    calls_before = {int(q[1:]): agent.calls[int(q[1:])] for q, _ in before}
     assert missing_traces(RunDir.open(runs, run_id))  # the kill left recorded episodes without their MLflow trace
 
     code = main(["run", "--resume", run_id, "--runs-dir", str(runs), "--json", "--quiet"])

@@ -47,7 +47,7 @@ def echo_workers(ray_local):
 
     @ray.remote(num_cpus=0)
     class EchoWorker:
-        def run_episode(self, question, attempt):
+        def run_episode(self, question, attempt, epoch=1):
             if question["id"] == "q-raises":
                 raise ValueError("tool blew up")
             return {"question_id": question["id"], "attempt": attempt, "answer": question["id"][::-1],
@@ -65,7 +65,7 @@ def test_every_question_reaches_every_sink_once(echo_workers):
     sinks = [CollectingSink(), CollectingSink()]
     stats = RunStats(total=len(questions))
     Scheduler(WorkerPool(echo_workers, max_failures=2), ThreadJudge(), sinks, stats, capacity=3,
-              retries_on_death=1).run([(q, 1) for q in questions])
+              retries_on_death=1).run([(q, 1, 1) for q in questions])
     for sink in sinks:
         assert sorted(r["question_id"] for r in sink.episodes) == sorted(q["id"] for q in questions)
         crashed = [r for r in sink.episodes if r["status"] == "crashed"]

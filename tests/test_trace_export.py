@@ -42,8 +42,8 @@ def test_export_missing_writes_each_trace_once_whatever_was_left(tmp_path):
     partial = episode_trace(tracker.client, tracker.experiment_id, mlflow_run, record("q0"))
     shutil.rmtree(urlparse(tracker.client.get_trace(partial).info.tags["mlflow.artifactLocation"]).path)
     TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run, client=tracker.client).export(
-        [(("q1", 1), "traces/q1.1.json")])
-    assert set(missing_traces(run_dir)) == {("q0", 1), ("q2", 1), ("q2", 2)}
+        [(("q1", 1, 1), "traces/q1.1.json")])
+    assert set(missing_traces(run_dir)) == {("q0", 1, 1), ("q2", 1, 1), ("q2", 1, 2)}  # (question, epoch, attempt)
 
     assert export_missing(run_dir, tracker.client, meta) == 0
     assert missing_traces(run_dir) == {}
@@ -70,9 +70,9 @@ def test_a_trace_mlflow_failed_to_write_is_deleted_and_left_for_a_retry(tmp_path
     RunFolderSink(run_dir, store).episode(record("q0"))
     store.close()
     exporter = TraceExporter(run_dir.path, tracker.uri, broken, mlflow_run, client=tracker.client)
-    assert exporter.export([(("q0", 1), "traces/q0.1.json")]) == [(("q0", 1), "traces/q0.1.json")]
+    assert exporter.export([(("q0", 1, 1), "traces/q0.1.json")]) == [(("q0", 1, 1), "traces/q0.1.json")]
     assert "Failed to send trace" in exporter.errors[0] and exporter.exported == 0
-    assert set(missing_traces(run_dir)) == {("q0", 1)}  # unmarked: `--resume` tries again
+    assert set(missing_traces(run_dir)) == {("q0", 1, 1)}  # unmarked: `--resume` tries again
     assert tracker.client.search_traces(locations=[broken], run_id=mlflow_run) == []  # the broken one is gone
     tracker.close()
 
@@ -96,7 +96,7 @@ def test_an_unrelated_warning_of_mlflows_exporter_does_not_fail_the_trace(tmp_pa
     RunFolderSink(run_dir, store).episode(record("q0"))
     store.close()
     exporter = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run, client=tracker.client)
-    assert exporter.export([(("q0", 1), "traces/q0.1.json")]) == [] and exporter.errors == []
+    assert exporter.export([(("q0", 1, 1), "traces/q0.1.json")]) == [] and exporter.errors == []
     assert exporter.exported == 1 and missing_traces(run_dir) == {}
     with te._mlflow_export_failures() as failures:  # while a failed write still counts
         logging.getLogger("mlflow.tracing.export.mlflow_v3").warning("Failed to send trace to MLflow backend: x")
@@ -127,7 +127,7 @@ def test_a_pool_drain_has_one_timeout_for_the_adds_and_the_drain(ray_local):
     actor = ray_local.remote(_SlowAdds).remote(0.8)
     ray_local.get(actor.drain_given.remote())  # started: its start-up is not counted against the drain's timeout
     pool = ExportPool([actor])
-    pool.add([(("q0", 1), "traces/q0.1.json")])
+    pool.add([(("q0", 1, 1), "traces/q0.1.json")])
     assert pool.drain(timeout_s=10.0)["actors"] == 1
     given = ray_local.get(actor.drain_given.remote())
     assert 0 < given < 10.0 - 0.7  # the add's time was taken off
@@ -137,7 +137,7 @@ def test_a_pool_drain_has_one_timeout_for_the_adds_and_the_drain(ray_local):
 def test_a_pool_drain_gives_up_at_its_timeout_when_an_add_hangs(ray_local):
     actor = ray_local.remote(_SlowAdds).remote(60.0)
     pool = ExportPool([actor])
-    pool.add([(("q0", 1), "traces/q0.1.json")])
+    pool.add([(("q0", 1, 1), "traces/q0.1.json")])
     started = time.monotonic()
     with pytest.raises(ray_local.exceptions.GetTimeoutError):
         pool.drain(timeout_s=0.5)

@@ -47,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--profile", help=PROFILE_HELP)
     src.add_argument("--concurrency", type=int, help="episodes in flight across all workers (execution.concurrency)")
     src.add_argument("--limit", type=int, help="first N questions")
+    p.add_argument("--epochs", type=int, help="run every question K times (limits.epochs)")
     _common(p)
     p.set_defaults(func=cmd_run)
 
@@ -71,6 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run a grid of configurations (a parent MLflow run with one child per run)")
     p.add_argument("sweep")
     p.add_argument("--limit", type=int, help="first N questions of every run")
+    p.add_argument("--epochs", type=int, help="run every question K times in every run (limits.epochs)")
     p.add_argument("--profile", help=PROFILE_HELP)
     _common(p)
     p.set_defaults(func=cmd_sweep)
@@ -102,7 +104,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise CliError("give a config file, or --dataset NAME, or --corpus PATH --questions FILE")
     flags = {"dataset": args.dataset, "corpus": args.corpus, "questions": args.questions, "variant": args.variant,
              "llm.base_url": args.base_url, "llm.model": args.model, "llm.profile": args.profile,
-             "limits.limit": args.limit}
+             "limits.limit": args.limit, "limits.epochs": args.epochs}
     overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     if args.concurrency:
         overrides["execution.concurrency"] = args.concurrency  # over however many actors the cluster holds
@@ -121,6 +123,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pipelines.engine import lifecycle
 
     if args.resume:
+        if args.epochs:
+            raise CliError("--epochs sets a new run's epochs; a resumed run keeps the ones it was started with")
         result = _continue(RunDir.open(args.runs_dir, args.resume), None, args)
     else:
         result = lifecycle.run_one(config_from_args(args), args.runs_dir, quiet=args.quiet)
@@ -174,6 +178,12 @@ def _print_summary(result: dict, args: argparse.Namespace) -> bool:
           f"{result['accuracy_all']}")
     print(f"outcomes: {result['outcome_counts']} · no answer {result['no_answer']} · em fallback "
           f"{result['em_fallback']}")
+    if result.get("epochs", 1) > 1:
+        k = result["epochs"]
+        by_epoch = ", ".join(f"{e}: {a}" for e, a in result["accuracy_by_epoch"].items())
+        print(f"epochs {k} (reducer {result['reducer']}): mean {result['accuracy_mean']} · pass@1 "
+              f"{result['pass_at_1']} · pass@{k} {result[f'pass_at_{k}']} · by epoch {by_epoch} (std "
+              f"{result['accuracy_epoch_std']}); cost by epoch {result['cost_usd_by_epoch']}")
     print(f"status counts: {result['status_counts']}\n{FIGURES_NOTE}")
     return True
 
@@ -200,8 +210,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     sweep = load_sweep(args.sweep)
     runs = sweep.expand(args.sweep)
-    if args.limit:
-        runs = [r.model_copy(update={"limits": r.limits.model_copy(update={"limit": args.limit})}) for r in runs]
+    for key, value in (("limit", args.limit), ("epochs", args.epochs)):
+        if value:
+            runs = [validate_run({**r.model_dump(mode="json"), "limits": {**r.limits.model_dump(), key: value}},
+                                 f"--{key}") for r in runs]
     if args.profile:
         runs = [r.model_copy(update={"llm": with_profile(r.llm, args.profile, "--profile")}) for r in runs]
     return _print_sweep(run_sweep(sweep.name, args.sweep, sweep.grid, runs, args.runs_dir, quiet=args.quiet), args)
@@ -242,8 +254,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
                   f"({reasons}); `srag rerun` and `srag judge` can fill them")
         print(f"both right {result['both_right']} · only A {result['only_a_right']} · only B "
               f"{result['only_b_right']} · neither {result['neither_right']}")
-        print(f"B - A = {result['difference']} (95% bootstrap CI {result['difference_ci95']}), "
-              f"McNemar exact p = {result['mcnemar_p']:.4g}")
+        test = {"mcnemar_exact": "McNemar exact", "paired_permutation": "paired permutation"}[result["test"]]
+        print(f"B - A = {result['difference']} (95% paired bootstrap CI over questions {result['difference_ci95']}), "
+              f"{test} p = {result['p_value']:.4g}")
     return 0
 
 

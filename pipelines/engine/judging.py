@@ -66,7 +66,8 @@ def judge_record(question: dict[str, Any], record: dict[str, Any], client: LLMCl
                           aliases=question.get("answer_aliases") or (),
                           answer_kind=question.get("answer_kind") or "text", llm=llm, fallback=fallback)
     usage = sum(spent, Usage())
-    return {"type": "judgement", "question_id": record["question_id"], "attempt": record["attempt"],
+    return {"type": "judgement", "question_id": record["question_id"], "epoch": record.get("epoch", 1),
+            "attempt": record["attempt"],
             "judged_at": utc_now(), "judgement_id": secrets.token_hex(6), "judge_fingerprint": fingerprint,
             **result.to_dict(), "judge_tokens": usage.total_tokens, "judge_cost_usd": usage.cost_usd}
 
@@ -86,7 +87,7 @@ def rejudge(run_dir: RunDir, settings: JudgeSettings, *, everything: bool) -> di
     cfg = RunConfig.model_validate(run_dir.read_config())
     store = run_dir.store()
     questions = {q["id"]: q for q in run_dir.read_questions()}
-    todo = [(questions[qid], st.latest) for qid, st in store.states().items()
+    todo = [(questions[qid], st.latest) for (qid, _), st in store.states().items()
             if qid in questions and st.status in FINISHED and (everything or needs_verdict(st.judgement))]
     ex = cfg.execution
     limiter = LocalLimiter(ex.max_concurrent_requests, ex.requests_per_minute, ex.tokens_per_minute)

@@ -26,10 +26,9 @@ from pipelines.engine.placement import (corpus_replicas, describe_plan, executio
                                         pool_target, worker_spawner)
 from pipelines.engine.progress import ConsoleProgress, RunStats
 from pipelines.engine.ray_utils import RayMapFn, init_ray
-from pipelines.engine.report import (attempt_rows, metrics_for_mlflow, plot_accuracy_by_type, question_rows,
-                                     summarize)
+from pipelines.engine.report import attempt_rows, metrics_for_mlflow, plot_accuracy_by_type, read_run, summarize
 from pipelines.engine.results import RunDir, RunFolderSink, git_revision, new_run_id, package_versions
-from pipelines.engine.scheduler import Scheduler, WorkerPool
+from pipelines.engine.scheduler import Scheduler, Work, WorkerPool
 from pipelines.engine.systems import effective_config, prepare_resources
 from pipelines.engine.tracking import (MlflowSink, TraceContext, Tracker, run_name, source_tags, tracking_uri,
                                        write_table)
@@ -152,22 +151,25 @@ def load_run_config(run_dir: RunDir) -> RunConfig:
     return RunConfig.model_validate(run_dir.read_config())
 
 
-def pending_work(run_dir: RunDir, statuses: Iterable[str] | None) -> tuple[list[tuple[dict, int]], list[tuple]]:
-    """(episodes to run, finished episodes still to judge). statuses None: resume (questions with no record);
-    otherwise rerun the questions whose latest status is in `statuses`, plus missing ones, as a new attempt. Either
-    way, every finished episode without a verdict (never judged, or pending) is judged again."""
+def pending_work(run_dir: RunDir, statuses: Iterable[str] | None) -> tuple[list[Work], list[tuple]]:
+    """(episodes to run as (question, epoch, attempt), finished episodes still to judge). statuses None: resume
+    ((question, epoch) pairs with no record); otherwise rerun the pairs whose latest status is in `statuses`, plus
+    missing ones, as a new attempt. Either way, every finished episode without a verdict (never judged, or pending)
+    is judged again. Epoch-major: every question's first epoch is queued before any second one."""
     questions = run_dir.read_questions()
+    epochs = load_run_config(run_dir).limits.epochs
     states = run_dir.store().states()
     wanted = set(statuses or ())
     todo, unjudged = [], []
-    for q in questions:
-        st = states.get(q["id"])
-        if st is None:
-            todo.append((q, 1))
-        elif st.status in wanted:
-            todo.append((q, st.latest["attempt"] + 1))
-        elif st.status in FINISHED and needs_verdict(st.judgement):
-            unjudged.append((q, st.latest))
+    for epoch in range(1, epochs + 1):
+        for q in questions:
+            st = states.get((q["id"], epoch))
+            if st is None:
+                todo.append((q, epoch, 1))
+            elif st.status in wanted:
+                todo.append((q, epoch, st.latest["attempt"] + 1))
+            elif st.status in FINISHED and needs_verdict(st.judgement):
+                unjudged.append((q, st.latest))
     return todo, unjudged
 
 
@@ -190,10 +192,10 @@ def _resources(run_dir: RunDir, cfg: RunConfig, corpus: Corpus, llm_cfg: LLMConf
     return resources
 
 
-def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], tracker: Tracker | None,
+def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker | None,
             unjudged: list[tuple[dict, dict]] = (), quiet: bool = False) -> None:
-    """Run `todo` (question, attempt) pairs and judge them (and the `unjudged` pairs) on a pool of Ray workers;
-    returns once every trace is exported (or has failed to export; `finish` retries those)."""
+    """Run `todo` (question, epoch, attempt) episodes and judge them (and the `unjudged` pairs) on a pool of Ray
+    workers; returns once every trace is exported (or has failed to export; `finish` retries those)."""
     meta = run_dir.update_meta(status="running", last_started=utc_now())
 
     def say(message: str) -> None:  # the long phases before the first episode, one line each
@@ -213,7 +215,7 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[tuple[dict, int]], track
     init_ray(cfg.execution.ray_address)  # no-op when connected above
     corpus = corpus_for(Path(meta["corpus"]))
     store = run_dir.store()
-    stats = _stats_so_far(run_dir, store, {q["id"] for q, _ in todo})
+    stats = _stats_so_far(run_dir, store, {(q["id"], epoch) for q, epoch, _ in todo})
     exporter = start_exporter(run_dir, meta, trace_context(run_dir, cfg), cfg.tracking.export_actors) \
         if tracker is not None and traces_wanted(cfg, meta) else None
     sinks: list = [RunFolderSink(run_dir, store)]
@@ -327,16 +329,17 @@ def trace_context(run_dir: RunDir, cfg: RunConfig) -> TraceContext:
     return TraceContext(cfg.llm.model, tags, {q["id"]: q for q in run_dir.read_questions()})
 
 
-def _stats_so_far(run_dir: RunDir, store, redo: set[str]) -> RunStats:
+def _stats_so_far(run_dir: RunDir, store, redo: set[tuple[str, int]]) -> RunStats:
     """Resume/rerun: the run's totals include what is already recorded for questions not run again, and the tokens
     and cost of every earlier attempt (spent, as the summary counts them)."""
-    stats = RunStats(total=len(run_dir.read_questions()))
-    for st in store.states().values():
-        for ep in st.attempts if st.question_id in redo else st.attempts[:-1]:
+    epochs = load_run_config(run_dir).limits.epochs
+    stats = RunStats(total=len(run_dir.read_questions()) * epochs, epochs=epochs)
+    for unit, st in store.states().items():
+        for ep in st.attempts if unit in redo else st.attempts[:-1]:
             usage = ep.get("usage") or {}
             stats.tokens += int(usage.get("total_tokens", 0))
             stats.cost += float(usage.get("cost_usd", 0.0))
-        if st.question_id not in redo:
+        if unit not in redo:
             stats.add_episode(st.latest)
             if not needs_verdict(st.judgement):  # a pending one is judged again and counted then
                 stats.add_judgement(st.judgement)
@@ -351,8 +354,8 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
 
     store = run_dir.store()
     states = store.states()
-    rows = question_rows(run_dir.read_questions(), states)
-    summary = {**summarize(rows), "store_problems": store.problems}
+    rows, episodes = read_run(run_dir, store)
+    summary = {**summarize(rows, episodes), "store_problems": store.problems}
     meta = run_dir.read_meta()
     traces_missing = 0
     cfg = load_run_config(run_dir)

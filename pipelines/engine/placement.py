@@ -109,7 +109,8 @@ def worker_spawner(cfg: RunConfig, plan: dict[str, Any], llm_cfg: LLMConfig, cor
         worker = EpisodeWorker.options(
             max_restarts=ex.max_actor_restarts, max_concurrency=plan["episodes_per_actor"],
             num_cpus=ex.cpus_per_actor, scheduling_strategy=next_placement(ex, placed)).remote(
-            corpus_ref, resources_ref, cfg.variant, llm_cfg, cfg.agent, cfg.retrieval, limiter)
+            corpus_ref, resources_ref, cfg.variant, llm_cfg, cfg.agent, cfg.retrieval, limiter,
+            cfg.epoch_seed_base())
         workers.append(worker)
         return worker, worker.ready.remote()
 

@@ -25,6 +25,11 @@ class RunStats:
     tokens: int = 0
     cost: float = 0.0
     requeued: int = 0  # episodes put back in the queue because their worker died
+    epochs: int = 1  # `total` counts every epoch's episodes
+
+    def projected_cost(self) -> float:
+        """What all `total` episodes will have cost at the rate of those done so far."""
+        return self.cost / self.done * self.total if self.done else 0.0
 
     def add_episode(self, rec: dict[str, Any]) -> None:
         self.done += 1
@@ -45,7 +50,8 @@ class RunStats:
     def metrics(self) -> dict[str, float]:
         failed = sum(self.statuses[s] for s in FAILED)
         out = {"done": self.done, "errors": failed, "pending": self.pending, "tokens": self.tokens,
-               "cost_usd": self.cost, "mean_steps": self.steps / self.done if self.done else 0.0}
+               "cost_usd": self.cost, "projected_cost_usd": self.projected_cost(),
+               "mean_steps": self.steps / self.done if self.done else 0.0}
         if self.judged:
             out.update(accuracy=self.score_sum / self.judged, em=self.em_sum / self.judged,
                        f1=self.f1_sum / self.judged)
@@ -57,8 +63,10 @@ class RunStats:
         m = self.metrics()
         acc = f"{m['accuracy']:.3f}" if "accuracy" in m else "-"
         pending = f" · pending {self.pending}" if self.pending else ""
-        return (f"{self.done}/{self.total} done · accuracy {acc} over {self.judged} scored · errors {m['errors']}"
-                f"{pending} · "
+        unit = f"episodes ({self.epochs} epochs)" if self.epochs > 1 else "done"
+        spent = f" · ${self.cost:.4f} spent, ~${self.projected_cost():.4f} for all" if self.cost else ""
+        return (f"{self.done}/{self.total} {unit} · accuracy {acc} over {self.judged} scored · errors {m['errors']}"
+                f"{pending}{spent} · "
                 f"{self.tokens:,} tokens · {clock(elapsed)} elapsed · ~{clock(left)} left")
 
 

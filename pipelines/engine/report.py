@@ -5,45 +5,72 @@ metrics, text tables and plots. What counts as scored, failed or pending, and ev
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
 from pipelines.engine import scoring
-from pipelines.engine.results import QuestionState
+from pipelines.engine.results import QuestionState, ResultStore, RunDir, Unit
 from srag_core import FAILED, FINISHED, STATUSES
 
 
-def question_rows(questions: list[dict[str, Any]], states: dict[str, QuestionState]) -> list[dict[str, Any]]:
-    """One row per question: its latest attempt, its judgement, and `missing` when it never ran."""
-    rows = []
-    for q in questions:
-        st = states.get(q["id"])
-        row: dict[str, Any] = {"question_id": q["id"], "question": q["question"], "gold": q["answer"],
-                               "type": q.get("type"), "answer_kind": q.get("answer_kind", "text")}
-        if st is None:
-            rows.append({**row, "status": "missing", "attempts": 0, "outcome": "missing"})
-            continue
-        ep, j = st.latest, st.judgement or {}
-        usage = ep.get("usage") or {}
-        spent = [a.get("usage") or {} for a in st.attempts]  # every attempt's usage, failed ones included
-        judged_all = st.judgements.values()  # the judge's calls for every attempt it scored
-        rows.append({**row, "status": ep["status"], "attempts": len(st.attempts), "attempt": ep["attempt"],
-                     "answer": ep.get("answer"), "error": ep.get("error"), "steps": ep.get("steps", 0),
-                     "llm_calls": ep.get("llm_calls", 0), "tokens": usage.get("total_tokens", 0),
-                     "cost_usd": usage.get("cost_usd", 0.0),
-                     "spent_tokens": sum(u.get("total_tokens", 0) for u in spent),
-                     "spent_cost_usd": sum(u.get("cost_usd", 0.0) for u in spent), "wall_s": ep.get("wall_s", 0.0),
-                     "llm_s": ep.get("llm_s", 0.0), "tool_s": ep.get("tool_s", 0.0),
-                     **{k: usage.get(k, 0) for k in USAGE_DETAILS},
-                     **{k: sum(jj.get(k) or 0 for jj in judged_all) for k in JUDGE_USAGE},
-                     "score": j.get("score"), "em": j.get("em"), "f1": j.get("f1"),
-                     "score_source": j.get("score_source"), "judge_error": j.get("judge_error"),
-                     "judge_fingerprint": j.get("judge_fingerprint"), "judgements": len(st.history),
-                     "rationale": j.get("rationale"), "trace_file": ep.get("trace_file")})
-        rows[-1]["outcome"] = scoring.outcome(rows[-1])
-    return rows
+def read_run(run_dir: RunDir, store: ResultStore | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A run's per-question rows (each question's epochs reduced as its config says) and its per-episode rows,
+    from its results store (`store`, whose `problems` then say what was skipped)."""
+    from pipelines.config import RunConfig
+
+    limits = RunConfig.model_validate(run_dir.read_config()).limits
+    questions, states = run_dir.read_questions(), (store or run_dir.store()).states()
+    episodes = episode_rows(questions, states, limits.epochs)
+    return question_rows(questions, states, limits.epochs, limits.reducer, episodes), episodes
+
+
+def question_rows(questions: list[dict[str, Any]], states: dict[Unit, QuestionState], epochs: int = 1,
+                  reducer: str = "mean", episodes: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One row per question. With one epoch, its episode row (`episode_rows`); with several, its epochs side by side
+    (`epoch_scores`, `epoch_statuses`, `epoch_answers`) and the score `reducer` makes of them, when every epoch is
+    scored (else the question's outcome is the first of failed, pending, missing among its epochs)."""
+    episodes = episodes if episodes is not None else episode_rows(questions, states, epochs)
+    if epochs == 1:
+        return [{**r, "epoch_scores": [r.get("score")]} for r in episodes]
+    by_question: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in episodes:
+        by_question[r["question_id"]].append(r)
+    return [scoring.reduced_row(by_question[q["id"]], reducer) for q in questions]
+
+
+def episode_rows(questions: list[dict[str, Any]], states: dict[Unit, QuestionState],
+                 epochs: int = 1) -> list[dict[str, Any]]:
+    """One row per (question, epoch): its latest attempt, its judgement, and `missing` when it never ran."""
+    return [_episode_row(q, states.get((q["id"], epoch)), epoch) for epoch in range(1, epochs + 1)
+            for q in questions]
+
+
+def _episode_row(q: dict[str, Any], st: QuestionState | None, epoch: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"question_id": q["id"], "epoch": epoch, "question": q["question"], "gold": q["answer"],
+                           "type": q.get("type"), "answer_kind": q.get("answer_kind", "text")}
+    if st is None:
+        return {**row, "status": "missing", "attempts": 0, "outcome": "missing"}
+    ep, j = st.latest, st.judgement or {}
+    usage = ep.get("usage") or {}
+    spent = [a.get("usage") or {} for a in st.attempts]  # every attempt's usage, failed ones included
+    judged_all = st.judgements.values()  # the judge's calls for every attempt it scored
+    row.update({"status": ep["status"], "attempts": len(st.attempts), "attempt": ep["attempt"],
+                "answer": ep.get("answer"), "error": ep.get("error"), "steps": ep.get("steps", 0),
+                "llm_calls": ep.get("llm_calls", 0), "tokens": usage.get("total_tokens", 0),
+                "cost_usd": usage.get("cost_usd", 0.0),
+                "spent_tokens": sum(u.get("total_tokens", 0) for u in spent),
+                "spent_cost_usd": sum(u.get("cost_usd", 0.0) for u in spent), "wall_s": ep.get("wall_s", 0.0),
+                "llm_s": ep.get("llm_s", 0.0), "tool_s": ep.get("tool_s", 0.0),
+                **{k: usage.get(k, 0) for k in USAGE_DETAILS},
+                **{k: sum(jj.get(k) or 0 for jj in judged_all) for k in JUDGE_USAGE},
+                "score": j.get("score"), "em": j.get("em"), "f1": j.get("f1"),
+                "score_source": j.get("score_source"), "judge_error": j.get("judge_error"),
+                "judge_fingerprint": j.get("judge_fingerprint"), "judgements": len(st.history),
+                "rationale": j.get("rationale"), "trace_file": ep.get("trace_file")})
+    row["outcome"] = scoring.outcome(row)
+    return row
 
 
 # Per-episode usage beside tokens and cost (srag_core.llm.Usage): hidden reasoning tokens, prompt tokens served from
@@ -52,20 +79,24 @@ USAGE_DETAILS = ("reasoning_tokens", "cached_tokens", "length_stops")
 JUDGE_USAGE = ("judge_tokens", "judge_cost_usd")  # the LLM judge's calls, apart from the episodes' tokens and cost
 
 
-def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(rows: list[dict[str, Any]], episodes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The run's summary: `scoring.figures` over every question (accuracy, coverage, accuracy_all, their intervals
-    and the outcome counts), per question type, and what the attempts spent."""
-    counts = Counter(r["status"] for r in rows)
-    scored = [r for r in rows if r["outcome"] == "scored"]
-    ran = [r for r in rows if r["status"] != "missing"]
+    and the outcome counts), per question type, the spread between epochs, and what the episodes spent. `episodes`
+    are the per-episode rows (`episode_rows`); with one epoch they are the question rows themselves."""
+    episodes = rows if episodes is None else episodes
+    counts = Counter(r["status"] for r in episodes)
+    scored = [r for r in episodes if r["outcome"] == "scored"]
+    ran = [r for r in episodes if r["status"] != "missing"]
     fingerprints = Counter(r.get("judge_fingerprint") for r in scored if r.get("judge_fingerprint"))
     return {
         "n_questions": len(rows),
+        "n_episodes": len(episodes),
         "status_counts": {s: counts.get(s, 0) for s in STATUSES + ("missing",)},
         "finished": sum(counts.get(s, 0) for s in FINISHED),
         "failed": sum(counts.get(s, 0) for s in FAILED),
         "missing": counts.get("missing", 0),
-        **scoring.figures(rows),
+        **scoring.figures(rows, episodes),
+        **scoring.epoch_figures(rows, episodes),
         "em": _mean(r["em"] for r in scored if r.get("em") is not None),
         "f1": _mean(r["f1"] for r in scored if r.get("f1") is not None),
         "judge_fingerprints": dict(fingerprints),
@@ -75,11 +106,23 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "final_tokens": sum(r.get("tokens", 0) for r in ran),  # the attempts whose answers count
         "final_cost_usd": sum(r.get("cost_usd", 0.0) for r in ran),
         **{k: sum(r.get(k, 0) for r in ran) for k in USAGE_DETAILS + JUDGE_USAGE},
+        **_spent_by_epoch(ran),
         "mean_wall_s": _mean(r["wall_s"] for r in ran),
         "latency": {f"{part}_p{q}": v for part in ("wall_s", "llm_s", "tool_s")
                     for q, v in percentiles([r.get(part, 0.0) for r in ran]).items()},
-        **scoring.by_type(rows),
+        **scoring.by_type(rows, episodes),
     }
+
+
+def _spent_by_epoch(ran: list[dict[str, Any]]) -> dict[str, Any]:
+    """Tokens, cost and episode wall time per epoch (every attempt's spend counted in its epoch)."""
+    out: dict[str, dict[int, float]] = {"tokens_by_epoch": {}, "cost_usd_by_epoch": {}, "wall_s_by_epoch": {}}
+    for r in ran:
+        e = r.get("epoch", 1)
+        out["tokens_by_epoch"][e] = out["tokens_by_epoch"].get(e, 0) + r.get("spent_tokens", 0)
+        out["cost_usd_by_epoch"][e] = round(out["cost_usd_by_epoch"].get(e, 0.0) + r.get("spent_cost_usd", 0.0), 6)
+        out["wall_s_by_epoch"][e] = round(out["wall_s_by_epoch"].get(e, 0.0) + r.get("wall_s", 0.0), 3)
+    return {k: dict(sorted(v.items())) for k, v in out.items()}
 
 
 def percentiles(values: list[float], qs: tuple[int, ...] = (50, 90, 99)) -> dict[int, float | None]:
@@ -91,11 +134,11 @@ def percentiles(values: list[float], qs: tuple[int, ...] = (50, 90, 99)) -> dict
 def attempt_rows(states: dict[str, QuestionState]) -> list[dict[str, Any]]:
     """One row per attempt of every question, with that attempt's verdict: the history a rerun leaves behind."""
     rows = []
-    for qid, st in states.items():
+    for (qid, epoch), st in states.items():
         for ep in st.attempts:
             usage, j = ep.get("usage") or {}, st.judgements.get(ep["attempt"]) or {}
             history = [_judgement_summary(h) for h in st.history if h["attempt"] == ep["attempt"]]
-            rows.append({"question_id": qid, "attempt": ep["attempt"], "latest": ep is st.latest,
+            rows.append({"question_id": qid, "epoch": epoch, "attempt": ep["attempt"], "latest": ep is st.latest,
                          "status": ep["status"], "error": ep.get("error"), "answer": ep.get("answer"),
                          "tokens": usage.get("total_tokens", 0), "cost_usd": usage.get("cost_usd", 0.0),
                          "wall_s": ep.get("wall_s", 0.0), "score": j.get("score"),
@@ -130,6 +173,12 @@ def metrics_for_mlflow(summary: dict[str, Any]) -> dict[str, float]:
         out.update(_interval(f"accuracy_type_{t}", summary["accuracy_ci95_by_type"][t]))
     for t, coverage in summary.get("coverage_by_type", {}).items():
         out[f"coverage_type_{t}"] = coverage
+    if summary.get("epochs", 1) > 1:
+        out.update({f"accuracy_epoch_{e}": acc for e, acc in summary["accuracy_by_epoch"].items() if acc is not None})
+        out.update({k: summary[k] for k in ("epochs", "accuracy_mean", "accuracy_epoch_std")
+                    if summary.get(k) is not None})
+        out.update({f"pass_at_{k}": v for k, v in summary["pass_at_k"].items() if v is not None})
+        out.update({f"cost_usd_epoch_{e}": v for e, v in summary["cost_usd_by_epoch"].items()})
     return out
 
 

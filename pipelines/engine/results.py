@@ -11,12 +11,13 @@ A run folder holds everything that reproduces and explains the run:
                              {"type": "episode", "question_id", "attempt", ...}      an episode finished or failed
                              {"type": "judgement", "question_id", "attempt", ...}    its verdict, from the judge stage
                                                                  or `srag judge` (the latest of an attempt counts)
-      traces/<qid>.<attempt>.json   the full trace of each episode
+      traces/<qid>.<attempt>.json   the full trace of each episode (<qid>.e<epoch>.<attempt>.json past epoch 1)
       results.parquet, summary.json, plots/   written at the end
 
-Nothing is ever deleted or rewritten: a rerun appends attempt 2, 3, ... beside attempt 1. The state of a question is
-its latest attempt. Only the driver writes `results.jsonl`, so appends need no locking; each line is flushed and
-fsynced, so a killed driver loses at most the episodes still in flight.
+Nothing is ever deleted or rewritten: a rerun appends attempt 2, 3, ... beside attempt 1. With `limits.epochs` K,
+each question runs K times, each run an episode of its own (`epoch` 1..K, attempts counted per epoch); the state of
+a (question, epoch) is its latest attempt. Only the driver writes `results.jsonl`, so appends need no locking; each
+line is flushed and fsynced, so a killed driver loses at most the episodes still in flight.
 
 The store never loses or doubles a record, whatever happened to the file:
 - a torn last line (a crash mid-write) is moved to `results.torn.jsonl` before the next append, so every append
@@ -157,9 +158,9 @@ class RunDir:
 
     # -- results -------------------------------------------------------------------------------------------------
 
-    def trace_path(self, question_id: str, attempt: int) -> Path:
+    def trace_path(self, question_id: str, attempt: int, epoch: int = 1) -> Path:
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", question_id)
-        return self.path / "traces" / f"{safe}.{attempt}.json"
+        return self.path / "traces" / (f"{safe}.{attempt}.json" if epoch == 1 else f"{safe}.e{epoch}.{attempt}.json")
 
     def store(self) -> "ResultStore":
         return ResultStore(self.path / RESULTS)
@@ -174,11 +175,25 @@ class RunDir:
         return target
 
 
+Unit = tuple[str, int]  # (question id, epoch): what runs once per epoch, and what a rerun makes a new attempt of
+
+
+def unit_of(record: dict[str, Any]) -> Unit:
+    """The (question, epoch) a record belongs to; records from before epochs are epoch 1."""
+    return record["question_id"], int(record.get("epoch", 1))
+
+
+def episode_key(record: dict[str, Any]) -> tuple[str, int, int]:
+    """(question, epoch, attempt): one episode."""
+    return (*unit_of(record), int(record["attempt"]))
+
+
 @dataclass
 class QuestionState:
-    """Everything recorded about one question: its attempts in order and the judgement of each."""
+    """Everything recorded about one question in one epoch: its attempts in order and the judgement of each."""
 
     question_id: str
+    epoch: int = 1
     attempts: list[dict[str, Any]] = field(default_factory=list)
     judgements: dict[int, dict[str, Any]] = field(default_factory=dict)  # the latest judgement of each attempt
     history: list[dict[str, Any]] = field(default_factory=list)  # every judgement, in the order they were made
@@ -289,16 +304,17 @@ class ResultStore:
             out.append(rec)
         return out
 
-    def states(self) -> dict[str, QuestionState]:
-        states: dict[str, QuestionState] = {}
+    def states(self) -> dict[Unit, QuestionState]:
+        """The state of every (question, epoch) with a recorded episode."""
+        states: dict[Unit, QuestionState] = {}
         for rec in self.records():
-            st = states.setdefault(rec["question_id"], QuestionState(rec["question_id"]))
+            st = states.setdefault(unit_of(rec), QuestionState(*unit_of(rec)))
             if rec.get("type") == "judgement":
                 st.judgements[rec["attempt"]] = rec  # a later judgement of the same attempt (srag judge) counts
                 st.history.append(rec)
             else:
                 st.attempts.append(rec)
-        return {qid: st for qid, st in states.items() if st.attempts}
+        return {unit: st for unit, st in states.items() if st.attempts}
 
 
 def record_problem(rec: Any) -> str | None:
@@ -313,6 +329,9 @@ def record_problem(rec: Any) -> str | None:
     attempt = rec.get("attempt")
     if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
         return f"attempt must be a whole number from 1, not {attempt!r}"
+    epoch = rec.get("epoch", 1)
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
+        return f"epoch must be a whole number from 1, not {epoch!r}"
     if kind == "judgement":
         return _fields_problem(rec, numbers=("score", "em", "f1"), nullable=True)
     if rec.get("status") not in STATUSES:
@@ -371,7 +390,7 @@ class RunFolderSink:
     def episode(self, record: dict[str, Any]) -> None:
         # The trace file first, so every recorded row has one (the trace export relies on it). A worker sends the
         # file's text ready-made (`trace_json`); a record made on the driver (a crash) is serialised here.
-        trace_path = self.run_dir.trace_path(record["question_id"], record["attempt"])
+        trace_path = self.run_dir.trace_path(record["question_id"], record["attempt"], record.get("epoch", 1))
         text = record.pop("trace_json", None) or json.dumps(record, ensure_ascii=False, default=str)
         trace_path.write_text(text, encoding="utf-8")
         row = {k: v for k, v in record.items() if k != "trace"}

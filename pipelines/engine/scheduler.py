@@ -4,9 +4,13 @@ finished episodes to the judge stage, and reports everything to sinks (the run f
 It knows nothing of where records go: each finished episode, each verdict and each progress tick is passed to the
 `RunSink`s it was given, so the results store and the MLflow sink can be tested and replaced apart.
 
+Work comes as (question, epoch, attempt) items: each epoch of a question is an episode of its own, scheduled like
+any other (the queue holds every question's first epoch before any second one, so one question's epochs spread over
+the workers and over time).
+
 Fault tolerance: a worker that dies is restarted by Ray and reloads its replica; the episodes it was running are put
 back in the queue under the same attempt number (they never produced a record), up to a limit, after which the
-question is recorded as crashed with the reason. Every question ends with exactly one record per attempt.
+episode is recorded as crashed with the reason. Every (question, epoch) ends with exactly one record per attempt.
 
 Deadline: `episode_timeout_s` is enforced from here as well as inside the episode. An episode with no result
 `grace_s` after its limit is recorded as `timeout` and its slot is reclaimed (a late result is ignored). Its thread
@@ -48,20 +52,27 @@ class Judge(Protocol):
     def submit(self, question: dict[str, Any], record: dict[str, Any]) -> Future: ...
 
 
-def failed_record(question: dict[str, Any], attempt: int, status: str, error: str) -> dict[str, Any]:
+Work = tuple[dict, int, int]  # (question, epoch, attempt)
+
+
+def failed_record(question: dict[str, Any], attempt: int, status: str, error: str, epoch: int = 1) -> dict[str, Any]:
     """The record of an episode that never produced one of its own (its worker died, no worker was left...)."""
     now = utc_now()
     return {"question_id": question["id"], "question": question["question"], "answer": None, "status": status,
-            "error": error, "steps": 0, "llm_calls": 0, "usage": {}, "attempt": attempt, "started_at": now,
-            "finished_at": now, "wall_s": 0.0, "trace": []}
+            "error": error, "steps": 0, "llm_calls": 0, "usage": {}, "attempt": attempt, "epoch": epoch,
+            "started_at": now, "finished_at": now, "wall_s": 0.0, "trace": []}
 
 
 @dataclass
 class _Slot:
     question: dict[str, Any]
+    epoch: int
     attempt: int
     worker: int
     deadline: float = float("inf")  # monotonic time after which the driver gives up on this episode
+
+    def failed(self, status: str, error: str) -> dict[str, Any]:
+        return failed_record(self.question, self.attempt, status, error, self.epoch)
 
 
 class WorkerPool:
@@ -149,14 +160,14 @@ class Scheduler:
         self.episode_timeout_s, self.grace_s = episode_timeout_s, grace_s
         self.retries_on_death = retries_on_death
         self.progress_every_s = progress_every_s
-        self.pending: deque[tuple[dict, int]] = deque()
+        self.pending: deque[Work] = deque()
         self.inflight: dict[Any, _Slot] = {}
         self.judging: dict[Future, dict] = {}
         self.deaths: Counter = Counter()
         self.first_dispatch: float | None = None  # monotonic time the first episode went to a worker
 
-    def run(self, todo: list[tuple[dict, int]], unjudged: list[tuple[dict, dict]] = ()) -> None:
-        """Run every (question, attempt) of `todo` and judge it; judge `unjudged` (question, record) pairs."""
+    def run(self, todo: list[Work], unjudged: list[tuple[dict, dict]] = ()) -> None:
+        """Run every (question, epoch, attempt) of `todo` and judge it; judge `unjudged` (question, record)."""
         self.pending.extend(todo)
         self.judging.update({self.judge.submit(q, rec): rec for q, rec in unjudged})
         last_report, last_grow = 0.0, time.monotonic()
@@ -188,15 +199,16 @@ class Scheduler:
     def _dispatch(self) -> None:
         pool = self.pool
         while self.pending and self._room() and (w := pool.pick()) is not None:
-            q, attempt = self.pending.popleft()
+            q, epoch, attempt = self.pending.popleft()
             deadline = time.monotonic() + self.episode_timeout_s + self.grace_s
-            self.inflight[pool.workers[w].run_episode.remote(q, attempt)] = _Slot(q, attempt, w, deadline)
+            ref = pool.workers[w].run_episode.remote(q, attempt, epoch)
+            self.inflight[ref] = _Slot(q, epoch, attempt, w, deadline)
             pool.load[w] += 1
             self.first_dispatch = self.first_dispatch or time.monotonic()
         if self.pending and not self.inflight and not pool.any_alive():  # every worker is gone: record, don't drop
             while self.pending:
-                q, attempt = self.pending.popleft()
-                self._record(failed_record(q, attempt, "crashed", "no live workers left to run this question"))
+                q, epoch, attempt = self.pending.popleft()
+                self._record(failed_record(q, attempt, "crashed", "no live workers left to run this question", epoch))
 
     def _room(self) -> bool:
         return len(self.inflight) + sum(self.pool.stuck) < self.capacity
@@ -216,16 +228,15 @@ class Scheduler:
             return
         except RayActorError as e:  # the worker died while running it
             self.pool.failed(slot.worker)
-            qid = slot.question["id"]
-            self.deaths[qid] += 1
-            if self.deaths[qid] <= self.retries_on_death:
+            unit = (slot.question["id"], slot.epoch)
+            self.deaths[unit] += 1
+            if self.deaths[unit] <= self.retries_on_death:
                 self._requeue(slot)  # same attempt: it never produced a record
                 return
-            record = failed_record(slot.question, slot.attempt, "crashed",
-                                   f"worker died {self.deaths[qid]} times while running this question: "
-                                   f"{type(e).__name__}")
+            record = slot.failed("crashed", f"worker died {self.deaths[unit]} times while running this question: "
+                                            f"{type(e).__name__}")
         except Exception as e:  # an error inside the task itself
-            record = failed_record(slot.question, slot.attempt, "crashed", f"{type(e).__name__}: {e}")
+            record = slot.failed("crashed", f"{type(e).__name__}: {e}")
         self._record(record)
         if record["status"] in FINISHED:
             self.judging[self.judge.submit(slot.question, record)] = record
@@ -239,10 +250,10 @@ class Scheduler:
             del self.inflight[ref]
             ray.cancel(ref)  # best effort: a running thread of a threaded actor cannot be interrupted
             self.pool.stuck[slot.worker] += 1  # keeps its place in pool.load until the worker is restarted
-            self._record(failed_record(slot.question, slot.attempt, "timeout",
-                                       f"no result {self.episode_timeout_s + self.grace_s:g}s after it started "
-                                       f"(episode_timeout_s {self.episode_timeout_s:g} + {self.grace_s:g}s grace): "
-                                       "the driver gave up on it and reclaimed its slot"))
+            waited = self.episode_timeout_s + self.grace_s
+            self._record(slot.failed("timeout", f"no result {waited:g}s after it started (episode_timeout_s "
+                                                f"{self.episode_timeout_s:g} + {self.grace_s:g}s grace): the driver "
+                                                "gave up on it and reclaimed its slot"))
             if self.pool.stuck[slot.worker] >= self._per_worker() or self.pool.load[slot.worker] == \
                     self.pool.stuck[slot.worker]:
                 self._restart(slot.worker)
@@ -261,7 +272,7 @@ class Scheduler:
         return self.capacity_per_worker or max(1, self.capacity // max(1, len(self.pool.workers)))
 
     def _requeue(self, slot: _Slot) -> None:
-        self.pending.appendleft((slot.question, slot.attempt))
+        self.pending.appendleft((slot.question, slot.epoch, slot.attempt))
         self.stats.requeued += 1
 
     def _record(self, record: dict[str, Any]) -> None:

@@ -17,14 +17,21 @@ The figures, each with its denominator (`DENOMINATORS`):
 - `accuracy_all`: the sum of scores over all questions, every failed, pending or missing question counted 0.
 
 A run is `complete` when nothing is failed, pending or missing; then the three say the same thing.
+
+With `limits.epochs` K > 1 every question runs K times. Each (question, epoch) episode has its outcome as above; the
+question is scored when all its epochs are, and its score is what the run's reducer makes of the K epoch scores
+(`reduce_scores`: mean, mode, max, pass_at_<k>, at_least_<k>). The figures and their intervals are then over
+questions, never over the N x K episodes as if they were independent: a question's epochs share its difficulty.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
-from statistics import fmean
+from statistics import fmean, stdev
 from typing import Any, Iterable
 
+from pipelines.config import parse_reducer
 from srag_core import FAILED
 
 OUTCOMES = ("scored", "failed", "pending", "missing")
@@ -33,7 +40,10 @@ RIGHT = 0.5  # a score at or above this is a right answer (McNemar's test, the t
 
 
 def outcome(row: dict[str, Any]) -> str:
-    """The outcome of one per-question row (`report.question_rows`): its status and its latest verdict."""
+    """The outcome of one row (`report.episode_rows`, `report.question_rows`): the one it carries, else its status and
+    its latest verdict."""
+    if "outcome" in row:
+        return row["outcome"]
     if row["status"] == "missing":
         return "missing"
     if row["status"] in FAILED:
@@ -41,12 +51,15 @@ def outcome(row: dict[str, Any]) -> str:
     return "pending" if row.get("score") is None else "scored"
 
 
-def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run's figures over every question it was given, with their 95% intervals and the counts behind them."""
+def figures(rows: list[dict[str, Any]], episodes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The run's figures over every question it was given (`rows`, one per question), with their 95% intervals and
+    the counts behind them; how the verdicts were reached is counted over the `episodes` (the rows themselves with
+    one epoch)."""
     n = len(rows)
     outcomes = Counter(outcome(r) for r in rows)
     scores = [float(r["score"]) for r in rows if outcome(r) == "scored"]
-    sources = Counter(r.get("score_source") for r in rows if outcome(r) == "scored")
+    sources = Counter(r.get("score_source") for r in (rows if episodes is None else episodes)
+                      if outcome(r) == "scored")
     every = scores + [0.0] * (n - len(scores))  # accuracy_all: what is not scored counts 0
     return {
         "accuracy": _mean(scores), "accuracy_ci95": mean_interval(scores),
@@ -61,8 +74,9 @@ def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def by_type(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Accuracy (over scored questions), its interval, and coverage, per question type."""
+def by_type(rows: list[dict[str, Any]], episodes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Accuracy (over scored questions), its interval, and coverage, per question type; with several epochs also
+    each type's accuracy per epoch and their spread."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         groups[str(r.get("type"))].append(r)
@@ -75,7 +89,98 @@ def by_type(rows: list[dict[str, Any]]) -> dict[str, Any]:
             out["accuracy_by_type"][t] = _mean(scores)
             out["n_by_type"][t] = len(scores)
             out["accuracy_ci95_by_type"][t] = mean_interval(scores)
+    if episodes is not None and _epochs(episodes) > 1:
+        spread = {t: _epoch_spread([e for e in episodes if str(e.get("type")) == t]) for t in sorted(groups)}
+        out["accuracy_by_type_by_epoch"] = {t: v["accuracy_by_epoch"] for t, v in spread.items()}
+        out["accuracy_epoch_std_by_type"] = {t: v["accuracy_epoch_std"] for t, v in spread.items()}
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Epochs and reducers
+
+
+def reduce_scores(scores: list[float], answers: list[str | None], reducer: str, threshold: float = RIGHT) -> float:
+    """One question's K epoch scores as one: `mean`; `max`; `mode`, the score of the most common normalized answer
+    (ties: the earliest epoch's); `pass_at_<k>`, the unbiased estimate of at least one right answer in k draws from
+    the K epochs; `at_least_<k>`, 1 when at least k epochs are right. Right means a score of at least `threshold`."""
+    kind, k = parse_reducer(reducer)
+    if kind == "mean":
+        return fmean(scores)
+    if kind == "max":
+        return max(scores)
+    if kind == "mode":
+        return mode_score(scores, answers)
+    right = sum(s >= threshold for s in scores)
+    return pass_at_k(len(scores), right, k) if kind == "pass_at" else float(right >= k)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased estimator of pass@k from n samples of which c are right: 1 - C(n - c, k) / C(n, k)."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples, not {n}")
+    return 1.0 if n - c < k else 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def mode_score(scores: list[float], answers: list[str | None]) -> float:
+    """The score of the most common answer, answers compared as the judge normalizes them."""
+    from judges import normalize_answer
+
+    keys = [normalize_answer(a or "") for a in answers]
+    counts = Counter(keys)
+    best = max(counts.values())
+    return scores[next(i for i, key in enumerate(keys) if counts[key] == best)]
+
+
+def reduced_row(epochs: list[dict[str, Any]], reducer: str) -> dict[str, Any]:
+    """One question's row from its epoch rows (in epoch order): the epochs side by side, the question's outcome (scored
+    when every epoch is, else the first of failed, pending, missing among them) and its reduced score."""
+    first = epochs[0]
+    outcomes = [outcome(r) for r in epochs]
+    worst = "scored" if all(o == "scored" for o in outcomes) else \
+        next(o for o in ("failed", "pending", "missing") if o in outcomes)
+    scores = [r.get("score") for r in epochs]
+    row = {k: first.get(k) for k in ("question_id", "question", "gold", "type", "answer_kind")}
+    row.update(epochs=len(epochs), reducer=reducer, outcome=worst, status=",".join(r["status"] for r in epochs),
+               epoch_scores=scores, epoch_statuses=[r["status"] for r in epochs],
+               epoch_answers=[r.get("answer") for r in epochs],
+               score=reduce_scores(scores, [r.get("answer") for r in epochs], reducer) if worst == "scored" else None,
+               **{k: sum(r.get(k) or 0 for r in epochs) for k in SUMMED})
+    return row
+
+
+SUMMED = ("spent_tokens", "spent_cost_usd", "tokens", "cost_usd", "llm_calls", "wall_s")  # over a question's epochs
+
+
+def epoch_figures(rows: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The epochs of a run: how many, the reducer, the mean and pass@1 / pass@K over scored questions (always, so
+    runs with different reducers stay comparable), each epoch's accuracy alone and their spread, and how many
+    episodes were scored."""
+    k = _epochs(episodes)
+    scored = [r for r in rows if outcome(r) == "scored"]
+    epoch_scores = [[float(s) for s in r.get("epoch_scores") or [r["score"]]] for r in scored]
+    pass_at = {n: _mean(pass_at_k(len(s), sum(x >= RIGHT for x in s), n) for s in epoch_scores)
+               for n in sorted({1, k})}
+    return {"epochs": k, "reducer": rows[0].get("reducer", "mean") if rows else "mean",
+            "accuracy_mean": _mean(fmean(s) for s in epoch_scores), "pass_at_k": pass_at,
+            **{f"pass_at_{n}": v for n, v in pass_at.items()}, **_epoch_spread(episodes),
+            "episodes_scored": sum(outcome(e) == "scored" for e in episodes)}
+
+
+def _epoch_spread(episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each epoch's accuracy over its scored episodes, and the standard deviation of those accuracies."""
+    by_epoch: dict[int, list[float]] = defaultdict(list)
+    for e in episodes:
+        by_epoch.setdefault(e.get("epoch", 1), [])
+        if outcome(e) == "scored":
+            by_epoch[e.get("epoch", 1)].append(float(e["score"]))
+    accuracy = {epoch: _mean(v) for epoch, v in sorted(by_epoch.items())}
+    known = [a for a in accuracy.values() if a is not None]
+    return {"accuracy_by_epoch": accuracy, "accuracy_epoch_std": round(stdev(known), 4) if len(known) > 1 else None}
+
+
+def _epochs(episodes: list[dict[str, Any]]) -> int:
+    return max((e.get("epoch", 1) for e in episodes), default=1)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -128,12 +233,13 @@ def mcnemar_exact(b: int, c: int) -> float:
 def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, threshold: float = RIGHT,
             resamples: int = 10_000, seed: int = 0) -> dict[str, Any]:
     """Question-by-question comparison over every question scored in both runs (an empty answer is a wrong answer
-    and is paired like any other); the questions left out, because they failed, are pending or never ran in either
-    run, are counted by reason.
+    and is paired like any other), on each question's score (with several epochs, its reduced score); the questions
+    left out, because they failed, are pending or never ran in either run, are counted by reason.
 
-    A question is right when its score is at least `threshold`. The significance of the difference in right
-    answers is McNemar's exact test (two-sided binomial test on the discordant pairs); the interval on the
-    accuracy difference (B minus A, mean score) is a paired bootstrap over the paired questions.
+    The interval on the accuracy difference (B minus A) is a paired bootstrap over the paired questions. The test:
+    when every paired score is 0 or 1, McNemar's exact test on the discordant pairs; otherwise (partial scores,
+    epoch means) the paired permutation test, which flips the sign of each question's difference at random.
+    Right / wrong counts use `threshold`.
     """
     a, b = _by_id(rows_a), _by_id(rows_b)
     shared = sorted(a.keys() & b.keys())
@@ -144,14 +250,34 @@ def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, thres
     only_a = sum(1 for q in paired if sa[q] >= threshold > sb[q])
     only_b = sum(1 for q in paired if sb[q] >= threshold > sa[q])
     diffs = [sb[q] - sa[q] for q in paired]
+    binary = all(v in (0.0, 1.0) for v in [*sa.values(), *sb.values()])
+    mcnemar = mcnemar_exact(only_a, only_b) if binary else None
     return {"n_paired": len(paired), "n_left_out": sum(left_out.values()),
             "left_out": {reason: left_out.get(reason, 0) for reason in ("failed", "pending", "missing")},
             "only_in_a": len(a.keys() - b.keys()), "only_in_b": len(b.keys() - a.keys()),
             "both_right": both, "only_a_right": only_a, "only_b_right": only_b,
             "neither_right": len(paired) - both - only_a - only_b,
             "accuracy_a": _mean(sa.values()), "accuracy_b": _mean(sb.values()),
-            "difference": _mean(diffs), "mcnemar_p": mcnemar_exact(only_a, only_b),
+            "difference": _mean(diffs), "test": "mcnemar_exact" if binary else "paired_permutation",
+            "p_value": mcnemar if binary else paired_permutation_p(diffs, resamples, seed), "mcnemar_p": mcnemar,
             "difference_ci95": bootstrap_ci(diffs, resamples, seed) if diffs else None}
+
+
+def paired_permutation_p(diffs: list[float], resamples: int = 10_000, seed: int = 0) -> float:
+    """Two-sided p-value of the paired permutation (sign-flip) test of a zero mean difference: under the null each
+    question's difference is as likely to have either sign. Exact over all sign patterns up to 16 pairs, else
+    `resamples` seeded random patterns (the observed one counted, so p is never 0)."""
+    import numpy as np
+
+    d = np.asarray([x for x in diffs if x != 0.0])
+    if d.size == 0:
+        return 1.0
+    observed = abs(d.sum())
+    if d.size <= 16:
+        signs = 1 - 2 * ((np.arange(2 ** d.size)[:, None] >> np.arange(d.size)) & 1)
+        return float(np.mean(np.abs(signs @ d) >= observed - 1e-12))
+    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(resamples, d.size))
+    return float((np.sum(np.abs(signs @ d) >= observed - 1e-12) + 1) / (resamples + 1))
 
 
 def _by_id(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pipelines.config import RunConfig
 from pipelines.engine.lifecycle import load_run_config, open_tracker, run_one
-from pipelines.engine.report import plot_accuracy_intervals, plot_sweep, question_rows, summarize
+from pipelines.engine.report import plot_accuracy_intervals, plot_sweep, read_run, summarize
 from pipelines.engine.scoring import compare
 from pipelines.engine.results import RunDir, git_revision, new_run_id
 from pipelines.engine.tracking import source_tags
@@ -49,8 +49,8 @@ def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> dict[str, An
     for run_id in info["runs"]:
         run_dir = RunDir.open(runs_dir, run_id)
         meta = run_dir.read_meta()
-        questions = question_rows(run_dir.read_questions(), run_dir.store().states())
-        rows.append({"label": meta["name"].split("/", 1)[-1], "meta": meta, "summary": summarize(questions),
+        questions, episodes = read_run(run_dir)
+        rows.append({"label": meta["name"].split("/", 1)[-1], "meta": meta, "summary": summarize(questions, episodes),
                      "questions": questions})
     plots = plot_sweep(rows, sweep_dir / "accuracy_by_type_and_run.png", sweep_dir / "cost_vs_accuracy.png")
     plots.append(plot_accuracy_intervals(rows, sweep_dir / "accuracy_with_intervals.png"))
@@ -78,8 +78,8 @@ def pairwise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             unpaired = {k: result.pop(k) for k in ("only_in_a", "only_in_b")}
             left_out = {f"left_out_{k}": v for k, v in result.pop("left_out").items()}
             out.append({"run_a": a["label"], "run_b": b["label"], **first, "n_left_out": result.pop("n_left_out"),
-                        "difference_ci95_low": ci[0], "difference_ci95_high": ci[1],
-                        "mcnemar_p": result.pop("mcnemar_p"), **result, **left_out, **unpaired,
+                        "difference_ci95_low": ci[0], "difference_ci95_high": ci[1], "test": result.pop("test"),
+                        "p_value": result.pop("p_value"), **result, **left_out, **unpaired,
                         "dataset": Path(a["meta"]["questions_file"]).parent.name,
                         "run_id_a": a["meta"]["run_id"], "run_id_b": b["meta"]["run_id"]})
     return out
@@ -155,14 +155,14 @@ def run_report(runs_dir: Path, run_id: str) -> dict[str, Any]:
     run_dir = RunDir.open(runs_dir, run_id)
     meta = run_dir.read_meta()
     store = run_dir.store()
-    rows = question_rows(run_dir.read_questions(), store.states())
+    rows, episodes = read_run(run_dir, store)
     return {"run_id": run_id, "name": meta["name"], "variant": meta["variant"], "model": meta["model"],
-            "status": meta.get("status"), **summarize(rows), "store_problems": store.problems}
+            "status": meta.get("status"), **summarize(rows, episodes), "store_problems": store.problems}
 
 
 def compare_runs(runs_dir: Path, run_a: str, run_b: str) -> dict[str, Any]:
     rows = []
     for run_id in (run_a, run_b):
         run_dir = RunDir.open(runs_dir, run_id)
-        rows.append(question_rows(run_dir.read_questions(), run_dir.store().states()))
+        rows.append(read_run(run_dir)[0])
     return {"run_a": run_a, "run_b": run_b, **compare(*rows)}

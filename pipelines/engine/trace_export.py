@@ -9,12 +9,13 @@ scheduler's `TraceExportSink` only hands them file names, in batches. What is st
 invocation was killed, MLflow was down) is exported by the driver itself (`export_missing`), which
 `lifecycle.finish` calls before it reports a run finished.
 
-Each exported trace gets a marker line in `mlflow_traces.jsonl` (question, attempt, MLflow trace id), appended and
-fsynced once per batch. A driver killed between an export and its marker leaves a trace that MLflow has and the
-markers do not, and it may be partial (MLflow writes a trace's row, then its span data); so before exporting what an
-earlier invocation left unmarked, the exporter asks MLflow which of those traces the run already has (by the
-`srag.question_id` / `srag.attempt` tags that `tracking.episode_trace` sets) and deletes them, then exports them
-whole. MLflow's own exporter logs a failed write instead of raising; such a trace is deleted and retried too.
+Each exported trace gets a marker line in `mlflow_traces.jsonl` (question, epoch, attempt, MLflow trace id),
+appended and fsynced once per batch. A driver killed between an export and its marker leaves a trace that MLflow has
+and the markers do not, and it may be partial (MLflow writes a trace's row, then its span data); so before exporting
+what an earlier invocation left unmarked, the exporter asks MLflow which of those traces the run already has (by the
+`srag.question_id`, `srag.epoch` and `srag.attempt` tags that `tracking.episode_trace` sets) and deletes them, then
+exports them whole. MLflow's own exporter logs a failed write instead of raising; such a trace is deleted and
+retried too.
 
 The judge's verdicts follow the same path: `TraceExportSink` hands them to the actor, which attaches each as a
 feedback (`tracking.attach_verdict`) once its episode's trace is in MLflow and marks it in `mlflow_verdicts.jsonl`;
@@ -36,7 +37,7 @@ from typing import Any
 
 import ray
 
-from pipelines.engine.results import RunDir
+from pipelines.engine.results import RunDir, episode_key
 from pipelines.engine.tracking import TraceContext, attach_verdict, episode_trace, mlflow_client
 
 log = logging.getLogger(__name__)
@@ -45,12 +46,12 @@ VERDICT_MARKERS = "mlflow_verdicts.jsonl"
 BATCH = 32  # traces per marker fsync, and per hand-over from the driver
 SEND_EVERY_S = 1.0  # the driver hands over a partial batch after this long
 ATTEMPTS = 3  # per trace and invocation; a trace that still fails is left for `--resume` / `rerun`
-Key = tuple[str, int]  # (question id, attempt)
+Key = tuple[str, int, int]  # (question id, epoch, attempt): one episode
 
 
 def recorded_traces(run_dir: RunDir) -> dict[Key, str]:
     """Every recorded episode's trace file (relative to the run folder), by (question, attempt)."""
-    return {(r["question_id"], r["attempt"]): r["trace_file"] for r in run_dir.store().records()
+    return {episode_key(r): r["trace_file"] for r in run_dir.store().records()
             if r.get("type") != "judgement" and r.get("trace_file")}
 
 
@@ -63,7 +64,7 @@ def exported(run_dir: RunDir, markers: str = MARKERS) -> dict[Key, str | None]:
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             row = json.loads(line)
-            keys[(row["question_id"], row["attempt"])] = row.get("trace_id")
+            keys[episode_key(row)] = row.get("trace_id")
         except (ValueError, KeyError, TypeError):
             continue  # a line torn by a kill: that trace is looked up in MLflow again
     return keys
@@ -77,7 +78,7 @@ def attached_verdicts(run_dir: RunDir) -> dict[Key, dict[str, Any]]:
     for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else ():
         try:
             row = json.loads(line)
-            marks[(row["question_id"], row["attempt"])] = row
+            marks[episode_key(row)] = row
         except (ValueError, KeyError, TypeError):
             continue  # a line torn by a kill: that verdict is attached again
     return marks
@@ -90,7 +91,7 @@ def _is_attached(mark: dict[str, Any] | None, trace_id: str | None, verdict: dic
 
 def recorded_verdicts(run_dir: RunDir) -> list[dict[str, Any]]:
     """The last verdict of every judged (question, attempt)."""
-    latest = {(r["question_id"], r["attempt"]): r for r in run_dir.store().records() if r.get("type") == "judgement"}
+    latest = {episode_key(r): r for r in run_dir.store().records() if r.get("type") == "judgement"}
     return list(latest.values())
 
 
@@ -143,10 +144,10 @@ class TraceExporter:
                     self._forget(trace_id)
                     raise RuntimeError(failures[0])
                 done.append((key, trace_id))
-                if earlier := self.done.get((key[0], key[1] - 1)):  # a rerun: the replaced attempt no longer counts
-                    self.client.set_trace_tag(earlier, "srag.superseded_by", str(key[1]))
+                if earlier := self.done.get((key[0], key[1], key[2] - 1)):  # a rerun: the replaced attempt is out
+                    self.client.set_trace_tag(earlier, "srag.superseded_by", str(key[2]))
             except Exception as e:  # MLflow down, a bad file: reported, retried, and left for resume
-                self.errors.append(f"{key[0]}.{key[1]}: {type(e).__name__}: {e}"[:300])
+                self.errors.append(f"{key[0]}.e{key[1]}.{key[2]}: {type(e).__name__}: {e}"[:300])
                 failed.append((key, trace_file))
         self._mark(done)
         return failed
@@ -182,7 +183,7 @@ class TraceExporter:
         `export_missing`."""
         waiting, done = [], []
         for verdict in verdicts:
-            key = (verdict["question_id"], int(verdict["attempt"]))
+            key = episode_key(verdict)
             trace_id, mark = self.done.get(key), self.judged.get(key)
             if _is_attached(mark, trace_id, verdict):
                 continue  # on the trace MLflow has now (a trace exported again needs its verdict again)
@@ -193,7 +194,7 @@ class TraceExporter:
             try:
                 assessment_id = attach_verdict(self.client, trace_id, verdict, previous)
             except Exception as e:
-                self.errors.append(f"verdict {key[0]}.{key[1]}: {type(e).__name__}: {e}"[:300])
+                self.errors.append(f"verdict {key[0]}.e{key[1]}.{key[2]}: {type(e).__name__}: {e}"[:300])
                 continue
             done.append((key, {"trace_id": trace_id, "judgement_id": verdict.get("judgement_id"),
                                "assessment_id": assessment_id}))
@@ -210,7 +211,8 @@ class TraceExporter:
             for t in page:
                 tags = t.info.tags or {}
                 if "srag.question_id" in tags:
-                    have[(tags["srag.question_id"], int(tags.get("srag.attempt", 1)))] = t.info.trace_id
+                    have[(tags["srag.question_id"], int(tags.get("srag.epoch", 1)),
+                          int(tags.get("srag.attempt", 1)))] = t.info.trace_id
             token = page.token
             if not token:
                 return have
@@ -253,8 +255,8 @@ def _append_markers(path: Path, entries: list[tuple[Key, str | dict[str, Any] | 
     verdict marker."""
     if not entries:
         return
-    lines = "".join(json.dumps({"question_id": q, "attempt": a, **(m if isinstance(m, dict) else {"trace_id": m})})
-                    + "\n" for (q, a), m in entries)
+    lines = "".join(json.dumps({"question_id": q, "epoch": e, "attempt": a,
+                                **(m if isinstance(m, dict) else {"trace_id": m})}) + "\n" for (q, e, a), m in entries)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, lines.encode("utf-8"))
@@ -407,8 +409,8 @@ class TraceExportSink:
         self.since = time.monotonic()
 
     def episode(self, record: dict[str, Any]) -> None:
-        path = self.run_dir.trace_path(record["question_id"], record["attempt"])
-        self.batch.append(((record["question_id"], record["attempt"]), str(path.relative_to(self.run_dir.path))))
+        path = self.run_dir.trace_path(record["question_id"], record["attempt"], record.get("epoch", 1))
+        self.batch.append((episode_key(record), str(path.relative_to(self.run_dir.path))))
         if len(self.batch) >= BATCH or time.monotonic() - self.since > SEND_EVERY_S:
             self.flush()
 
@@ -432,7 +434,7 @@ def export_missing(run_dir: RunDir, client, meta: dict[str, Any], context: Trace
     missing = missing_traces(run_dir)
     verdicts = recorded_verdicts(run_dir)
     traces, attached = exported(run_dir), attached_verdicts(run_dir)
-    if not missing and all(_is_attached(attached.get(k := (v["question_id"], v["attempt"])), traces.get(k), v)
+    if not missing and all(_is_attached(attached.get(k := episode_key(v)), traces.get(k), v)
                            for v in verdicts):
         return 0
     exporter = TraceExporter(run_dir.path, meta["mlflow_uri"], meta["mlflow_experiment_id"], meta["mlflow_run_id"],

@@ -233,6 +233,7 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
     question = ctx.questions.get(record["question_id"], {})
     start_ns = _ns(record.get("started_at"))
     tags = {**ctx.tags, "srag.question_id": record["question_id"], "srag.attempt": str(record.get("attempt", 1)),
+            "srag.epoch": str(record.get("epoch", 1)),
             "srag.status": record["status"], "srag.question_type": str(question.get("type"))}
     root = client.start_trace(name=f"episode {record['question_id']}", span_type="AGENT",
                               inputs={"question": record["question"]}, experiment_id=experiment_id, run_id=run_id,

@@ -97,11 +97,16 @@ class RayLimiterSlot:
 @ray.remote
 class EpisodeWorker:
     def __init__(self, corpus, resources: dict[str, Any], variant: str, llm: LLMConfig, agent: AgentConfig,
-                 retrieval: RetrievalSettings, limiter=None):
+                 retrieval: RetrievalSettings, limiter=None, epoch_seed_base: int | None = None):
+        """`epoch_seed_base`: with several epochs, epoch e's requests carry the seed base + e (where the profile
+        takes a seed), so each epoch is its own sample and a repeated run can be reproduced."""
         self.started = time.time()
         corpus.search.warm()  # build the search structures once per replica, not per episode
-        self.client = LLMClient(llm, limiter=RayLimiterSlot(limiter) if limiter is not None else None)
-        self.system = build_system(variant, corpus, self.client, agent, retrieval, resources)
+        self.corpus, self.resources, self.variant = corpus, resources, variant
+        self.llm, self.agent, self.retrieval, self.epoch_seed_base = llm, agent, retrieval, epoch_seed_base
+        self.limiter = RayLimiterSlot(limiter) if limiter is not None else None
+        self.systems: dict[int | None, Any] = {}
+        self.system_for(1)  # built before `ready` answers
         self.where = {"node": socket.gethostname(), "pid": os.getpid(),
                       "node_id": ray.get_runtime_context().get_node_id()}
 
@@ -114,13 +119,24 @@ class EpisodeWorker:
 
         return {"cpu_s": time.process_time(), "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
-    def run_episode(self, question: dict[str, Any], attempt: int) -> dict[str, Any]:
+    def system_for(self, epoch: int):
+        """The system that runs `epoch`'s episodes: one per epoch seed, built once (a client and an agent are
+        cheap next to the replica they share)."""
+        seed = None if self.epoch_seed_base is None else self.epoch_seed_base + epoch
+        if seed not in self.systems:
+            llm = self.llm if seed is None else self.llm.model_copy(update={"seed": seed})
+            self.systems[seed] = build_system(self.variant, self.corpus, LLMClient(llm, limiter=self.limiter),
+                                              self.agent, self.retrieval, self.resources)
+        return self.systems[seed]
+
+    def run_episode(self, question: dict[str, Any], attempt: int, epoch: int = 1) -> dict[str, Any]:
         """The episode's record without its trace, plus `trace_json`: the whole record as the JSON text of its trace
         file, serialised here so the driver only writes it (`results.RunFolderSink`)."""
         cpu = time.thread_time()  # each episode runs on a thread of its own: this is its CPU, tools included
-        episode = self.system.run(question["question"], question["id"])
+        episode = self.system_for(epoch).run(question["question"], question["id"])
         record = episode.model_dump()
-        record.update(attempt=attempt, worker=self.where, worker_cpu_s=round(time.thread_time() - cpu, 4))
+        record.update(attempt=attempt, epoch=epoch, worker=self.where,
+                      worker_cpu_s=round(time.thread_time() - cpu, 4))
         text = json.dumps(record, ensure_ascii=False, default=str)
         record.pop("trace")
         record["trace_json"] = text

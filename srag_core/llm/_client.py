@@ -155,7 +155,7 @@ class LLMClient:
             body["tool_choice"] = self._wire_tool_choice(tool_choice or profile.turn_tool_choice)
             if sends_parallel_tool_calls(profile, self.config.model):
                 body["parallel_tool_calls"] = profile.parallel_tool_calls
-        if self.config.seed is not None:
+        if self.config.seed is not None and profile.seed:
             body["seed"] = self.config.seed
         return body
 
@@ -184,7 +184,10 @@ class LLMClient:
         return None if limit is None else limit + self.profile.reasoning_tokens
 
     def _cache_material(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        return {"base_url": self.base_url, "request": dict(request), "extra_body": self._extra_body()}
+        material = {"base_url": self.base_url, "request": dict(request), "extra_body": self._extra_body()}
+        if self.config.seed is not None and "seed" not in request:  # epochs differ by seed even where none is sent
+            material["seed"] = self.config.seed
+        return material
 
     def _extra_body(self) -> dict[str, Any]:
         return {**self.profile.extra_body, **self.config.extra_body}

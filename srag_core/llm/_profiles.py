@@ -49,6 +49,7 @@ class Profile(BaseModel):
     turn_tool_choice: Literal["required", "auto"] = "required"  # sent when tools are offered and the caller names none
     reasoning_effort: str | None = None  # sent as reasoning_effort (a config value overrides it)
     reasoning_tokens: int = Field(0, ge=0)  # added to the completion limit: hidden reasoning spends it first
+    seed: bool = True  # the endpoint takes `seed` (sent when the config, or a run's epoch, gives one)
     extra_body: dict[str, Any] = Field(default_factory=dict)  # vendor fields merged into every request body
 
 
