@@ -61,6 +61,10 @@ class Limits(_Strict):
     # into the one its figures use: mean (default), mode, max, pass_at_<k>, at_least_<k> (k from 1 to epochs).
     epochs: int = Field(1, ge=1, le=100)
     reducer: str = "mean"
+    # The run's whole budget: no episode starts once what was spent (episodes and the LLM judge) plus what the
+    # episodes in flight are projected to spend would pass it; what never started is recorded as not run.
+    max_cost_usd: float | None = Field(None, ge=0)
+    max_tokens: int | None = Field(None, ge=0)
 
     @model_validator(mode="after")
     def _reducer_fits_the_epochs(self) -> "Limits":
@@ -84,6 +88,10 @@ class Execution(_Strict):
     tokens_per_minute: int | None = Field(None, ge=1)  # per LLM endpoint: prompt + completion limit, estimated
     max_actor_restarts: int = Field(3, ge=0)
     episode_retries_on_actor_death: int = Field(2, ge=0)
+    # When the first this-many episodes all fail with the same error no retry can fix (401, 403, 404, a request the
+    # endpoint refuses with 400, a refused connection), the run starts no more (0: never stop). Until that many
+    # have ended, or one has finished, no more than this many run at once.
+    stop_after_failures: int = Field(5, ge=0)
 
     @field_validator("actors", mode="before")
     @classmethod
@@ -169,15 +177,27 @@ class RunConfig(_Strict):
         return self.llm.seed if self.llm.seed is not None else self.limits.seed
 
     def fingerprint(self) -> str:
-        """Short hash of everything that changes results (not where results go)."""
+        """Short hash of everything that changes results (not where results go, nor the budgets, which decide how
+        many questions run, not what each one gives)."""
         material = self.model_dump(exclude={"name", "runs_dir", "tracking", "execution"}, mode="json")
-        return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:10]
+        for budget in ("max_cost_usd", "max_tokens"):
+            material["limits"].pop(budget)
+        return _short_hash(material)
+
+    def episode_fingerprint(self) -> str:
+        """Short hash of what changes one episode and its verdict (the system, the model, the judge, the data), not
+        which or how many questions run: runs that share it spend alike per episode (`srag estimate` reuses them)."""
+        return _short_hash(self.model_dump(exclude={"name", "runs_dir", "tracking", "execution", "limits"},
+                                           mode="json"))
 
 
 class SweepConfig(_Strict):
     name: str = "sweep"
     base: dict[str, Any]
     grid: dict[str, list[Any]] = Field(default_factory=dict)
+    # The sweep's whole budget, over all its runs: each run gets what the runs before it left (and its own limits).
+    max_cost_usd: float | None = Field(None, ge=0)
+    max_tokens: int | None = Field(None, ge=0)
 
     def expand(self, source: str = "sweep") -> list[RunConfig]:
         keys = list(self.grid)
@@ -190,6 +210,10 @@ class SweepConfig(_Strict):
             data["name"] = f"{self.name}/{label}"
             runs.append(validate_run(data, f"{source} [{label}]"))
         return runs
+
+
+def _short_hash(material: Any) -> str:
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:10]
 
 
 def _short(value: Any) -> str:

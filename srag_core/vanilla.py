@@ -54,7 +54,7 @@ class VanillaRAG:
                              "cost_usd": result.usage.cost_usd, "cached": result.cached, "messages": messages,
                              "t": round(time.monotonic() - started, 4)})
         except LLMError as e:
-            ep.status, ep.error = "llm_error", f"{e.kind}: {e}"
+            ep.failed_on_llm(e)
         except Exception as e:  # recorded, never raised: the question stays re-runnable
             ep.status, ep.error = "crashed", f"{type(e).__name__}: {e}"
         ep.wall_s, ep.finished_at = time.monotonic() - started, utc_now()

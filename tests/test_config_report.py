@@ -200,7 +200,8 @@ def test_every_question_counts_and_each_figure_names_its_denominator():
     assert s["accuracy"] == round(62 / 77, 4)  # was 62/72 when the empty answers vanished from the mean
     assert s["coverage"] == round(77 / 82, 4) and s["accuracy_all"] == round(62 / 82, 4)
     assert s["denominators"] == {"accuracy": "scored", "coverage": "n_questions", "accuracy_all": "n_questions"}
-    assert s["outcome_counts"] == {"scored": 77, "failed": 5, "pending": 0, "missing": 0} and not s["complete"]
+    assert s["outcome_counts"] == {"scored": 77, "failed": 5, "pending": 0, "not_run": 0, "missing": 0}
+    assert not s["complete"]
     for figure in ("accuracy", "coverage", "accuracy_all"):
         lo, hi = s[f"{figure}_ci95"]
         assert lo <= s[figure] <= hi
@@ -238,5 +239,5 @@ def test_compare_pairs_empty_answers_and_counts_what_it_leaves_out():
     rows_b = [{**r, "status": "ok", "score": 1.0, "outcome": "scored"} for r in rows_a]  # B answers everything
     out = compare(rows_a, rows_b)
     assert out["n_paired"] == 77  # the 10 empty answers are paired as wrong answers of A
-    assert out["n_left_out"] == 7 and out["left_out"] == {"failed": 5, "pending": 2, "missing": 0}
+    assert out["n_left_out"] == 7 and out["left_out"] == {"failed": 5, "pending": 2, "not_run": 0, "missing": 0}
     assert out["only_b_right"] == 15 and out["accuracy_a"] == round(62 / 77, 4)

@@ -17,6 +17,7 @@ SUBCOMMAND_MODULES = [
     "pipelines.cli.data",
     "pipelines.cli.ask",
     "pipelines.cli.run",
+    "pipelines.cli.estimate",
     "pipelines.cli.car",
     "pipelines.cli.datasets",
     "pipelines.cli.discover",

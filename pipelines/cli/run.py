@@ -48,6 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--concurrency", type=int, help="episodes in flight across all workers (execution.concurrency)")
     src.add_argument("--limit", type=int, help="first N questions")
     p.add_argument("--epochs", type=int, help="run every question K times (limits.epochs)")
+    p.add_argument("--max-cost", type=float, metavar="USD",
+                   help="the run's budget (limits.max_cost_usd); with --resume, a new budget for what is left")
     _common(p)
     p.set_defaults(func=cmd_run)
 
@@ -73,6 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("sweep")
     p.add_argument("--limit", type=int, help="first N questions of every run")
     p.add_argument("--epochs", type=int, help="run every question K times in every run (limits.epochs)")
+    p.add_argument("--max-cost", type=float, metavar="USD", help="the sweep's budget over all its runs")
     p.add_argument("--profile", help=PROFILE_HELP)
     _common(p)
     p.set_defaults(func=cmd_sweep)
@@ -104,7 +107,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise CliError("give a config file, or --dataset NAME, or --corpus PATH --questions FILE")
     flags = {"dataset": args.dataset, "corpus": args.corpus, "questions": args.questions, "variant": args.variant,
              "llm.base_url": args.base_url, "llm.model": args.model, "llm.profile": args.profile,
-             "limits.limit": args.limit, "limits.epochs": args.epochs}
+             "limits.limit": args.limit, "limits.epochs": args.epochs, "limits.max_cost_usd": args.max_cost}
     overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     if args.concurrency:
         overrides["execution.concurrency"] = args.concurrency  # over however many actors the cluster holds
@@ -125,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.resume:
         if args.epochs:
             raise CliError("--epochs sets a new run's epochs; a resumed run keeps the ones it was started with")
-        result = _continue(RunDir.open(args.runs_dir, args.resume), None, args)
+        result = _continue(RunDir.open(args.runs_dir, args.resume), None, args, max_cost_usd=args.max_cost)
     else:
         result = lifecycle.run_one(config_from_args(args), args.runs_dir, quiet=args.quiet)
     return _print_run(result, args)
@@ -148,12 +151,13 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     return _print_run(_continue(RunDir.open(args.runs_dir, args.run_id), statuses, args), args)
 
 
-def _continue(run_dir: RunDir, statuses: list[str] | None, args: argparse.Namespace) -> dict:
+def _continue(run_dir: RunDir, statuses: list[str] | None, args: argparse.Namespace,
+              max_cost_usd: float | None = None) -> dict:
     """Resume or rerun a run, then bring its sweep's parent run (if any) up to date."""
     from pipelines.engine import lifecycle
     from pipelines.engine.sweeps import refresh_after
 
-    result = lifecycle.continue_run(run_dir, statuses, args.quiet)
+    result = lifecycle.continue_run(run_dir, statuses, args.quiet, max_cost_usd)
     refresh_after(run_dir, args.runs_dir)
     return result
 
@@ -192,7 +196,18 @@ def _print_run(result: dict, args: argparse.Namespace) -> int:
     if _print_summary(result, args):
         print(f"results: {args.runs_dir / result['run_id']}  ·  MLflow: mlflow ui --backend-store-uri "
               f"{_mlflow_uri(args.runs_dir, result['run_id'])}")
+    if stop := result.get("stopped"):
+        print(stop_line(result["run_id"], stop), file=sys.stderr)
+        return 3 if stop["kind"] != "budget" else 1
     return 0 if result["missing"] == 0 else 1
+
+
+def stop_line(run_id: str, stop: dict) -> str:
+    """One line on why a run stopped starting episodes, and what to do about it."""
+    then = f"srag run --resume {run_id} --max-cost USD runs the rest" if stop["kind"] == "budget" else \
+        f"fix it, then srag run --resume {run_id}"
+    return f"srag: run {run_id} stopped: {stop['reason']}; ${stop['spent_usd']:.4f} spent, {stop['not_run']} " \
+           f"episode(s) not run ({then})"
 
 
 def _mlflow_uri(runs_dir: Path, run_id: str) -> str:
@@ -216,7 +231,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                  f"--{key}") for r in runs]
     if args.profile:
         runs = [r.model_copy(update={"llm": with_profile(r.llm, args.profile, "--profile")}) for r in runs]
-    return _print_sweep(run_sweep(sweep.name, args.sweep, sweep.grid, runs, args.runs_dir, quiet=args.quiet), args)
+    out = run_sweep(sweep.name, args.sweep, sweep.grid, runs, args.runs_dir, quiet=args.quiet,
+                    max_cost_usd=args.max_cost if args.max_cost is not None else sweep.max_cost_usd,
+                    max_tokens=sweep.max_tokens)
+    return _print_sweep(out, args)
 
 
 def _print_sweep(out: dict, args: argparse.Namespace) -> int:
@@ -225,7 +243,10 @@ def _print_sweep(out: dict, args: argparse.Namespace) -> int:
     else:
         print(summary_table(out["runs"], ["label"] + SUMMARY_COLUMNS))
         print(f"\n{FIGURES_NOTE}\nsweep {out['sweep_id']}: {args.runs_dir / 'sweeps' / out['sweep_id']}")
-    return 0 if all(r["missing"] == 0 for r in out["runs"]) else 1
+    for r in out["runs"]:
+        if r.get("stopped"):
+            print(stop_line(r["run_id"], r["stopped"]), file=sys.stderr)
+    return 0 if all(r["missing"] == 0 and not r.get("stopped") for r in out["runs"]) else 1
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -21,12 +21,13 @@ from typing import Any, Iterable, Iterator
 from pipelines.config import RunConfig
 from pipelines.datasets import load_questions, resolve
 from pipelines.engine.endpoints import open_endpoint
+from pipelines.engine.guards import EndpointGuard, SpendLimit, Stop
 from pipelines.engine.judging import JudgeStage, needs_verdict
 from pipelines.engine.placement import (corpus_replicas, describe_plan, execution_plan, limiter_can_bind,
                                         pool_target, worker_spawner)
 from pipelines.engine.progress import ConsoleProgress, RunStats
 from pipelines.engine.ray_utils import RayMapFn, init_ray
-from pipelines.engine.report import attempt_rows, metrics_for_mlflow, plot_accuracy_by_type, read_run, summarize
+from pipelines.engine.report import attempt_rows, metrics_for_mlflow, plot_accuracy_by_type, run_summary
 from pipelines.engine.results import RunDir, RunFolderSink, git_revision, new_run_id, package_versions
 from pipelines.engine.scheduler import Scheduler, Work, WorkerPool
 from pipelines.engine.systems import effective_config, prepare_resources
@@ -196,12 +197,18 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
             unjudged: list[tuple[dict, dict]] = (), quiet: bool = False) -> None:
     """Run `todo` (question, epoch, attempt) episodes and judge them (and the `unjudged` pairs) on a pool of Ray
     workers; returns once every trace is exported (or has failed to export; `finish` retries those)."""
-    meta = run_dir.update_meta(status="running", last_started=utc_now())
+    meta = run_dir.update_meta(status="running", last_started=utc_now(), stop=None)
 
     def say(message: str) -> None:  # the long phases before the first episode, one line each
         if not quiet:
             print(f"[{run_dir.run_id}] {message}", file=sys.stderr, flush=True)
 
+    budget = SpendLimit(cfg.limits.max_cost_usd, cfg.limits.max_tokens)
+    stats = _stats_so_far(run_dir, run_dir.store(), {(q["id"], epoch) for q, epoch, _ in todo})
+    if todo and (spent := budget.check(stats, 0)) is not None:  # nothing left to spend: start nothing at all
+        record_stop(run_dir, spent, stats, len(todo), budget)
+        say(spent.reason)
+        return
     say("connecting to Ray")
     if not (cfg.execution.ray_address or os.environ.get("RAY_ADDRESS")):
         init_ray(None)  # before anything imports Ray: a local instance must start on loopback
@@ -215,7 +222,6 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
     init_ray(cfg.execution.ray_address)  # no-op when connected above
     corpus = corpus_for(Path(meta["corpus"]))
     store = run_dir.store()
-    stats = _stats_so_far(run_dir, store, {(q["id"], epoch) for q, epoch, _ in todo})
     exporter = start_exporter(run_dir, meta, trace_context(run_dir, cfg), cfg.tracking.export_actors) \
         if tracker is not None and traces_wanted(cfg, meta) else None
     sinks: list = [RunFolderSink(run_dir, store)]
@@ -252,8 +258,14 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
             scheduler = Scheduler(pool, judge, sinks, stats, capacity=plan["concurrency"],
                                   retries_on_death=ex.episode_retries_on_actor_death,
                                   episode_timeout_s=cfg.agent.episode_timeout_s,
-                                  capacity_per_worker=None if ex.concurrency else plan["episodes_per_actor"])
+                                  capacity_per_worker=None if ex.concurrency else plan["episodes_per_actor"],
+                                  budget=budget, endpoint=EndpointGuard(ex.stop_after_failures, llm_cfg.base_url or
+                                                                        "the SDK's default endpoint")
+                                  if ex.stop_after_failures else None)
             scheduler.run(todo, list(unjudged))
+            if scheduler.stop is not None:
+                record_stop(run_dir, scheduler.stop, stats, len(scheduler.left), budget)
+                say(scheduler.stop.reason)
             ended = time.monotonic()
             first = scheduler.first_dispatch or ended
             run_dir.update_meta(requeued=run_dir.read_meta().get("requeued", 0) + stats.requeued,
@@ -270,6 +282,14 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
                 ray.kill(limiter)
     if exporter is not None:
         _drain(run_dir, exporter, sinks)
+
+
+def record_stop(run_dir: RunDir, stop: Stop, stats: RunStats, not_run: int, budget: SpendLimit) -> None:
+    """run.json's account of a run that stopped starting episodes: why, how much it had spent, its limits, and how
+    many episodes never started (recorded as not run; `--resume` runs them)."""
+    run_dir.update_meta(stop={**stop.to_dict(), "at": utc_now(), "not_run": not_run,
+                              "spent_usd": round(stats.spent_cost(), 6), "spent_tokens": stats.spent_tokens(),
+                              "max_cost_usd": budget.max_cost_usd, "max_tokens": budget.max_tokens})
 
 
 def since_process_start(monotonic_t: float) -> float | None:
@@ -335,6 +355,8 @@ def _stats_so_far(run_dir: RunDir, store, redo: set[tuple[str, int]]) -> RunStat
     epochs = load_run_config(run_dir).limits.epochs
     stats = RunStats(total=len(run_dir.read_questions()) * epochs, epochs=epochs)
     for unit, st in store.states().items():
+        for judgement in st.history:
+            stats.add_judge_spend(judgement)
         for ep in st.attempts if unit in redo else st.attempts[:-1]:
             usage = ep.get("usage") or {}
             stats.tokens += int(usage.get("total_tokens", 0))
@@ -354,8 +376,7 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
 
     store = run_dir.store()
     states = store.states()
-    rows, episodes = read_run(run_dir, store)
-    summary = {**summarize(rows, episodes), "store_problems": store.problems}
+    summary, rows = run_summary(run_dir, store)
     meta = run_dir.read_meta()
     traces_missing = 0
     cfg = load_run_config(run_dir)
@@ -365,9 +386,9 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
         # a run is not finished without its traces (and the verdicts on them)
         traces_missing = export_missing(run_dir, tracker.client, meta, trace_context(run_dir, cfg))
         summary["traces_missing"] = traces_missing
-    done = summary["missing"] == 0 and traces_missing == 0
-    meta = run_dir.update_meta(status="finished" if done else "incomplete", finished=utc_now(),
-                               store_problems=store.problems)
+    done = summary["missing"] == summary["not_run"] == 0 and traces_missing == 0
+    status = "stopped" if meta.get("stop") else "finished" if done else "incomplete"
+    meta = run_dir.update_meta(status=status, finished=utc_now(), store_problems=store.problems)
     (run_dir.path / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     frame = pd.DataFrame(rows)
     frame.to_parquet(run_dir.path / "results.parquet", index=False)
@@ -385,7 +406,10 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
         tracker.log_artifacts(mlflow_id, run_dir.path / "traces", "traces")
         if plot is not None:
             tracker.log_artifact(mlflow_id, plot, "plots")
-        tracker.set_tags(mlflow_id, {"srag.complete": str(bool(summary["complete"])).lower()})
+        stop = meta.get("stop") or {}
+        tracker.set_tags(mlflow_id, {"srag.complete": str(bool(summary["complete"])).lower(),
+                                     "srag.stopped": stop.get("kind", "no"),
+                                     **({"srag.stop_reason": stop["reason"]} if stop else {})})
         tracker.set_terminated(mlflow_id, "FINISHED" if summary["failed"] == 0 else "FAILED")
     return {"run_id": run_dir.run_id, "name": meta["name"], "variant": meta["variant"], "model": meta["model"],
             **summary}
@@ -480,6 +504,17 @@ def _run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | 
             tracker.close()
 
 
+def set_budget(run_dir: RunDir, max_cost_usd: float) -> None:
+    """A new budget for the run: in its config.yaml (budgets are not in the config's fingerprint) and in run.json's
+    history of budgets."""
+    data = run_dir.read_config()
+    data.setdefault("limits", {})["max_cost_usd"] = max_cost_usd
+    RunConfig.model_validate(data)
+    run_dir.write_config(data)
+    history = run_dir.read_meta().get("budgets", [])
+    run_dir.update_meta(budgets=[*history, {"max_cost_usd": max_cost_usd, "at": utc_now()}])
+
+
 def refinish(run_dir: RunDir) -> dict[str, Any]:
     """`finish` again from what the results store holds (after `srag judge`): summary, tables, plots, the MLflow
     run's metrics and tables, and the new verdicts on the traces."""
@@ -490,9 +525,13 @@ def refinish(run_dir: RunDir) -> dict[str, Any]:
         tracker.close()
 
 
-def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool) -> dict[str, Any]:
+def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool,
+                 max_cost_usd: float | None = None) -> dict[str, Any]:
     """Resume (`statuses` None: questions with no record) or rerun (questions whose latest status is in
-    `statuses`) a run, then finish it again; returns its summary."""
+    `statuses`) a run, then finish it again; returns its summary. `max_cost_usd` replaces the run's budget (its
+    whole spend, earlier invocations included), so a run its budget stopped can go on."""
+    if max_cost_usd is not None:
+        set_budget(run_dir, max_cost_usd)
     cfg = load_run_config(run_dir)
     todo, unjudged = pending_work(run_dir, statuses)
     tracker = _start_together(cfg, run_dir.path.parent, bool(todo or unjudged))

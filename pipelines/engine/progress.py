@@ -26,10 +26,29 @@ class RunStats:
     cost: float = 0.0
     requeued: int = 0  # episodes put back in the queue because their worker died
     epochs: int = 1  # `total` counts every epoch's episodes
+    judge_tokens: int = 0  # the LLM judge's calls, every judgement's
+    judge_cost: float = 0.0
+
+    def add_judge_spend(self, j: dict[str, Any]) -> None:
+        self.judge_tokens += int(j.get("judge_tokens") or 0)
+        self.judge_cost += float(j.get("judge_cost_usd") or 0.0)
+
+    def spent_cost(self) -> float:
+        """Everything the run spent: its episodes' attempts and the judge's calls."""
+        return self.cost + self.judge_cost
+
+    def spent_tokens(self) -> int:
+        return self.tokens + self.judge_tokens
+
+    def cost_per_episode(self) -> float:
+        return self.spent_cost() / self.done if self.done else 0.0
+
+    def tokens_per_episode(self) -> float:
+        return self.spent_tokens() / self.done if self.done else 0.0
 
     def projected_cost(self) -> float:
-        """What all `total` episodes will have cost at the rate of those done so far."""
-        return self.cost / self.done * self.total if self.done else 0.0
+        """What all `total` episodes will have cost at the rate of those done so far (the judge's calls included)."""
+        return self.cost_per_episode() * self.total
 
     def add_episode(self, rec: dict[str, Any]) -> None:
         self.done += 1
@@ -50,7 +69,7 @@ class RunStats:
     def metrics(self) -> dict[str, float]:
         failed = sum(self.statuses[s] for s in FAILED)
         out = {"done": self.done, "errors": failed, "pending": self.pending, "tokens": self.tokens,
-               "cost_usd": self.cost, "projected_cost_usd": self.projected_cost(),
+               "cost_usd": self.cost, "judge_cost_usd": self.judge_cost, "projected_cost_usd": self.projected_cost(),
                "mean_steps": self.steps / self.done if self.done else 0.0}
         if self.judged:
             out.update(accuracy=self.score_sum / self.judged, em=self.em_sum / self.judged,
@@ -64,7 +83,8 @@ class RunStats:
         acc = f"{m['accuracy']:.3f}" if "accuracy" in m else "-"
         pending = f" · pending {self.pending}" if self.pending else ""
         unit = f"episodes ({self.epochs} epochs)" if self.epochs > 1 else "done"
-        spent = f" · ${self.cost:.4f} spent, ~${self.projected_cost():.4f} for all" if self.cost else ""
+        spent = f" · ${self.spent_cost():.4f} spent, ~${self.projected_cost():.4f} for all" \
+            if self.spent_cost() else ""
         return (f"{self.done}/{self.total} {unit} · accuracy {acc} over {self.judged} scored · errors {m['errors']}"
                 f"{pending}{spent} · "
                 f"{self.tokens:,} tokens · {clock(elapsed)} elapsed · ~{clock(left)} left")

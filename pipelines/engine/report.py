@@ -22,8 +22,18 @@ def read_run(run_dir: RunDir, store: ResultStore | None = None) -> tuple[list[di
 
     limits = RunConfig.model_validate(run_dir.read_config()).limits
     questions, states = run_dir.read_questions(), (store or run_dir.store()).states()
-    episodes = episode_rows(questions, states, limits.epochs)
+    stop = run_dir.read_meta().get("stop")
+    episodes = episode_rows(questions, states, limits.epochs, stop["reason"] if stop else None)
     return question_rows(questions, states, limits.epochs, limits.reducer, episodes), episodes
+
+
+def run_summary(run_dir: RunDir, store: ResultStore | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The run's summary as `finish`, `srag report` and sweeps give it (the figures, why it stopped early if it did,
+    what the results store skipped), and its per-question rows."""
+    store = store or run_dir.store()
+    rows, episodes = read_run(run_dir, store)
+    stop = run_dir.read_meta().get("stop")
+    return {**summarize(rows, episodes), "stopped": stop, "store_problems": store.problems}, rows
 
 
 def question_rows(questions: list[dict[str, Any]], states: dict[Unit, QuestionState], epochs: int = 1,
@@ -40,16 +50,19 @@ def question_rows(questions: list[dict[str, Any]], states: dict[Unit, QuestionSt
     return [scoring.reduced_row(by_question[q["id"]], reducer) for q in questions]
 
 
-def episode_rows(questions: list[dict[str, Any]], states: dict[Unit, QuestionState],
-                 epochs: int = 1) -> list[dict[str, Any]]:
-    """One row per (question, epoch): its latest attempt, its judgement, and `missing` when it never ran."""
-    return [_episode_row(q, states.get((q["id"], epoch)), epoch) for epoch in range(1, epochs + 1)
+def episode_rows(questions: list[dict[str, Any]], states: dict[Unit, QuestionState], epochs: int = 1,
+                 not_run: str | None = None) -> list[dict[str, Any]]:
+    """One row per (question, epoch): its latest attempt and its judgement; with no record, `not_run` with the
+    reason when the run stopped starting episodes (`not_run`: why), else `missing`."""
+    return [_episode_row(q, states.get((q["id"], epoch)), epoch, not_run) for epoch in range(1, epochs + 1)
             for q in questions]
 
 
-def _episode_row(q: dict[str, Any], st: QuestionState | None, epoch: int) -> dict[str, Any]:
+def _episode_row(q: dict[str, Any], st: QuestionState | None, epoch: int, not_run: str | None) -> dict[str, Any]:
     row: dict[str, Any] = {"question_id": q["id"], "epoch": epoch, "question": q["question"], "gold": q["answer"],
                            "type": q.get("type"), "answer_kind": q.get("answer_kind", "text")}
+    if st is None and not_run:
+        return {**row, "status": "not_run", "attempts": 0, "outcome": "not_run", "not_run_reason": not_run}
     if st is None:
         return {**row, "status": "missing", "attempts": 0, "outcome": "missing"}
     ep, j = st.latest, st.judgement or {}
@@ -86,15 +99,16 @@ def summarize(rows: list[dict[str, Any]], episodes: list[dict[str, Any]] | None 
     episodes = rows if episodes is None else episodes
     counts = Counter(r["status"] for r in episodes)
     scored = [r for r in episodes if r["outcome"] == "scored"]
-    ran = [r for r in episodes if r["status"] != "missing"]
+    ran = [r for r in episodes if r["status"] not in ("missing", "not_run")]
     fingerprints = Counter(r.get("judge_fingerprint") for r in scored if r.get("judge_fingerprint"))
     return {
         "n_questions": len(rows),
         "n_episodes": len(episodes),
-        "status_counts": {s: counts.get(s, 0) for s in STATUSES + ("missing",)},
+        "status_counts": {s: counts.get(s, 0) for s in STATUSES + ("not_run", "missing")},
         "finished": sum(counts.get(s, 0) for s in FINISHED),
         "failed": sum(counts.get(s, 0) for s in FAILED),
         "missing": counts.get("missing", 0),
+        "not_run": counts.get("not_run", 0),
         **scoring.figures(rows, episodes),
         **scoring.epoch_figures(rows, episodes),
         "em": _mean(r["em"] for r in scored if r.get("em") is not None),
@@ -160,7 +174,8 @@ def _mean(values) -> float | None:
 def metrics_for_mlflow(summary: dict[str, Any]) -> dict[str, float]:
     """The final summary as flat metrics (the running metrics of a live run are named `live/...`)."""
     keys = ("accuracy", "coverage", "accuracy_all", "em", "f1", "mean_steps", "tokens", "cost_usd", "final_tokens",
-            "final_cost_usd", "finished", "failed", "missing", "scored", "pending", "no_answer", "em_fallback",
+            "final_cost_usd", "finished", "failed", "missing", "not_run", "scored", "pending", "no_answer",
+            "em_fallback",
             "n_questions", "mean_wall_s", *USAGE_DETAILS, *JUDGE_USAGE)
     out = {k: summary[k] for k in keys if summary.get(k) is not None}
     out["complete"] = float(bool(summary.get("complete")))

@@ -27,6 +27,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
+from pipelines.engine.guards import EndpointGuard, SpendLimit, Stop
 from pipelines.engine.progress import RunStats
 from srag_core import FINISHED, utc_now
 
@@ -152,9 +153,14 @@ class WorkerPool:
 class Scheduler:
     def __init__(self, pool: WorkerPool, judge: Judge, sinks: list[RunSink], stats: RunStats, *, capacity: int,
                  retries_on_death: int, episode_timeout_s: float = float("inf"), grace_s: float = EPISODE_GRACE_S,
-                 progress_every_s: float = PROGRESS_EVERY_S, capacity_per_worker: int | None = None):
-        """`capacity`: episodes in flight; with `capacity_per_worker` it grows with the pool."""
+                 progress_every_s: float = PROGRESS_EVERY_S, capacity_per_worker: int | None = None,
+                 budget: SpendLimit | None = None, endpoint: EndpointGuard | None = None):
+        """`capacity`: episodes in flight; with `capacity_per_worker` it grows with the pool. `budget` and `endpoint`
+        may stop the run starting episodes (`stop` says why; `left` holds what never started)."""
         self.pool, self.judge, self.sinks, self.stats = pool, judge, sinks, stats
+        self.budget, self.endpoint = budget, endpoint
+        self.stop: Stop | None = None
+        self.left: list[Work] = []
         self.capacity = capacity
         self.capacity_per_worker = capacity_per_worker
         self.episode_timeout_s, self.grace_s = episode_timeout_s, grace_s
@@ -171,7 +177,7 @@ class Scheduler:
         self.pending.extend(todo)
         self.judging.update({self.judge.submit(q, rec): rec for q, rec in unjudged})
         last_report, last_grow = 0.0, time.monotonic()
-        while self.pending or self.inflight or self.judging:
+        while (self.pending and self.stop is None) or self.inflight or self.judging:
             if time.monotonic() - last_grow > GROW_EVERY_S:
                 last_grow = time.monotonic()
                 self._grow()
@@ -185,6 +191,7 @@ class Scheduler:
                 last_report = time.monotonic()
                 for sink in self.sinks:
                     sink.progress(self.stats)
+        self.left = list(self.pending)
 
     def _grow(self) -> None:
         added = self.pool.grow()
@@ -198,20 +205,27 @@ class Scheduler:
 
     def _dispatch(self) -> None:
         pool = self.pool
-        while self.pending and self._room() and (w := pool.pick()) is not None:
+        while self.pending and self._room() and not self._stopped() and (w := pool.pick()) is not None:
             q, epoch, attempt = self.pending.popleft()
             deadline = time.monotonic() + self.episode_timeout_s + self.grace_s
             ref = pool.workers[w].run_episode.remote(q, attempt, epoch)
             self.inflight[ref] = _Slot(q, epoch, attempt, w, deadline)
             pool.load[w] += 1
             self.first_dispatch = self.first_dispatch or time.monotonic()
-        if self.pending and not self.inflight and not pool.any_alive():  # every worker is gone: record, don't drop
+        if self.stop is None and self.pending and not self.inflight and not pool.any_alive():  # every worker is gone
             while self.pending:
                 q, epoch, attempt = self.pending.popleft()
                 self._record(failed_record(q, attempt, "crashed", "no live workers left to run this question", epoch))
 
     def _room(self) -> bool:
-        return len(self.inflight) + sum(self.pool.stuck) < self.capacity
+        capacity = self.endpoint.cap(self.capacity) if self.endpoint is not None else self.capacity
+        return len(self.inflight) + sum(self.pool.stuck) < capacity
+
+    def _stopped(self) -> bool:
+        """Whether the run starts no more episodes: a stop seen before, or the budget's answer now."""
+        if self.stop is None and self.budget is not None:
+            self.stop = self.budget.check(self.stats, len(self.inflight))
+        return self.stop is not None
 
     def _settle(self, ref) -> None:
         import ray
@@ -238,6 +252,8 @@ class Scheduler:
         except Exception as e:  # an error inside the task itself
             record = slot.failed("crashed", f"{type(e).__name__}: {e}")
         self._record(record)
+        if self.endpoint is not None and self.stop is None:
+            self.stop = self.endpoint.settle(record)
         if record["status"] in FINISHED:
             self.judging[self.judge.submit(slot.question, record)] = record
 
@@ -289,6 +305,7 @@ class Scheduler:
                 log.warning("judging failed: %s", e)
                 continue
             self.stats.add_judgement(verdict)
+            self.stats.add_judge_spend(verdict)
             for sink in self.sinks:
                 sink.judgement(verdict)
 

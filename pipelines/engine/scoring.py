@@ -8,15 +8,17 @@ Each question's latest attempt has exactly one outcome:
   or missing answer is a verdict of 0 (`score_source: no_answer`);
 - `failed`: the infrastructure failed the episode (`llm_error`, `timeout`, `crashed`): not scored, re-runnable;
 - `pending`: the episode finished but its verdict is not in (the judge failed, or has not run yet);
-- `missing`: the question never ran.
+- `not_run`: it never started because the run stopped starting episodes (a budget, an endpoint that cannot answer),
+  with the reason; `srag run --resume` runs it;
+- `missing`: it never ran, and nothing says why (a killed driver; `--resume` runs it).
 
 The figures, each with its denominator (`DENOMINATORS`):
 
 - `accuracy`: the mean score over scored questions;
 - `coverage`: scored questions over all questions;
-- `accuracy_all`: the sum of scores over all questions, every failed, pending or missing question counted 0.
+- `accuracy_all`: the sum of scores over all questions, every failed, pending, not run or missing question counted 0.
 
-A run is `complete` when nothing is failed, pending or missing; then the three say the same thing.
+A run is `complete` when nothing is failed, pending, not run or missing; then the three say the same thing.
 
 With `limits.epochs` K > 1 every question runs K times. Each (question, epoch) episode has its outcome as above; the
 question is scored when all its epochs are, and its score is what the run's reducer makes of the K epoch scores
@@ -34,7 +36,8 @@ from typing import Any, Iterable
 from pipelines.config import parse_reducer
 from srag_core import FAILED
 
-OUTCOMES = ("scored", "failed", "pending", "missing")
+OUTCOMES = ("scored", "failed", "pending", "not_run", "missing")
+NOT_SCORED = OUTCOMES[1:]  # in this order, the outcome a question takes from the worst of its epochs
 DENOMINATORS = {"accuracy": "scored", "coverage": "n_questions", "accuracy_all": "n_questions"}
 RIGHT = 0.5  # a score at or above this is a right answer (McNemar's test, the trace tags)
 
@@ -134,11 +137,10 @@ def mode_score(scores: list[float], answers: list[str | None]) -> float:
 
 def reduced_row(epochs: list[dict[str, Any]], reducer: str) -> dict[str, Any]:
     """One question's row from its epoch rows (in epoch order): the epochs side by side, the question's outcome (scored
-    when every epoch is, else the first of failed, pending, missing among them) and its reduced score."""
+    when every epoch is, else the first of failed, pending, not_run, missing among them) and its reduced score."""
     first = epochs[0]
     outcomes = [outcome(r) for r in epochs]
-    worst = "scored" if all(o == "scored" for o in outcomes) else \
-        next(o for o in ("failed", "pending", "missing") if o in outcomes)
+    worst = "scored" if all(o == "scored" for o in outcomes) else next(o for o in NOT_SCORED if o in outcomes)
     scores = [r.get("score") for r in epochs]
     row = {k: first.get(k) for k in ("question_id", "question", "gold", "type", "answer_kind")}
     row.update(epochs=len(epochs), reducer=reducer, outcome=worst, status=",".join(r["status"] for r in epochs),
@@ -253,7 +255,7 @@ def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, thres
     binary = all(v in (0.0, 1.0) for v in [*sa.values(), *sb.values()])
     mcnemar = mcnemar_exact(only_a, only_b) if binary else None
     return {"n_paired": len(paired), "n_left_out": sum(left_out.values()),
-            "left_out": {reason: left_out.get(reason, 0) for reason in ("failed", "pending", "missing")},
+            "left_out": {reason: left_out.get(reason, 0) for reason in NOT_SCORED},
             "only_in_a": len(a.keys() - b.keys()), "only_in_b": len(b.keys() - a.keys()),
             "both_right": both, "only_a_right": only_a, "only_b_right": only_b,
             "neither_right": len(paired) - both - only_a - only_b,
@@ -285,9 +287,10 @@ def _by_id(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def _left_out_reason(a: dict[str, Any], b: dict[str, Any]) -> str:
-    """Why a question shared by both runs is not paired: the first of failed, pending, missing in either run."""
+    """Why a question shared by both runs is not paired: the first of failed, pending, not_run, missing in either
+    run."""
     reasons = {outcome(a), outcome(b)}
-    return next(r for r in ("failed", "pending", "missing") if r in reasons)
+    return next(r for r in NOT_SCORED if r in reasons)
 
 
 def _mean(values: Iterable[float | None]) -> float | None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pipelines.config import RunConfig
 from pipelines.engine.lifecycle import load_run_config, open_tracker, run_one
-from pipelines.engine.report import plot_accuracy_intervals, plot_sweep, read_run, summarize
+from pipelines.engine.report import plot_accuracy_intervals, plot_sweep, read_run, run_summary
 from pipelines.engine.scoring import compare
 from pipelines.engine.results import RunDir, git_revision, new_run_id
 from pipelines.engine.tracking import source_tags
@@ -18,8 +18,10 @@ from srag_core import utc_now
 
 
 def run_sweep(name: str, sweep_file: Path, grid: dict[str, Any], runs: list[RunConfig], runs_dir: Path, *,
-              quiet: bool) -> dict[str, Any]:
-    """Every run of the grid in turn, each an MLflow child of one parent run; returns the sweep's summary."""
+              quiet: bool, max_cost_usd: float | None = None, max_tokens: int | None = None) -> dict[str, Any]:
+    """Every run of the grid in turn, each an MLflow child of one parent run; returns the sweep's summary. With a
+    sweep budget each run may spend what the runs before it left (and no more than its own budget): once it is
+    spent, the remaining runs start no episode and record every one as not run."""
     sweep_id = new_run_id(name)
     sweep_dir = runs_dir / "sweeps" / sweep_id
     sweep_dir.mkdir(parents=True)
@@ -33,12 +35,30 @@ def run_sweep(name: str, sweep_file: Path, grid: dict[str, Any], runs: list[RunC
         _write_sweep(sweep_dir, {"sweep_id": sweep_id, "name": name, "file": str(sweep_file),
                                  "created": utc_now(), "mlflow_run_id": parent, "runs": []})
         done: list[str] = []
+        spent = {"cost": 0.0, "tokens": 0}
         for cfg in runs:
-            done.append(run_one(cfg, runs_dir, quiet=quiet, tracker=tracker, sweep_id=sweep_id, parent=parent)["run_id"])
+            cfg = within_sweep_budget(cfg, max_cost_usd, max_tokens, spent)
+            result = run_one(cfg, runs_dir, quiet=quiet, tracker=tracker, sweep_id=sweep_id, parent=parent)
+            spent["cost"] += result["cost_usd"] + result["judge_cost_usd"]
+            spent["tokens"] += result["tokens"] + result["judge_tokens"]
+            done.append(result["run_id"])
             _write_sweep(sweep_dir, {**read_sweep(sweep_dir), "runs": done})
         return sweep_summary(runs_dir, sweep_dir, tracker)
     finally:
         tracker.close()
+
+
+def within_sweep_budget(cfg: RunConfig, max_cost_usd: float | None, max_tokens: int | None,
+                        spent: dict[str, float]) -> RunConfig:
+    """`cfg` with its budget cut to what the sweep's budget has left after `spent`."""
+    limits = cfg.limits
+    cost = _tighter(limits.max_cost_usd, None if max_cost_usd is None else max(0.0, max_cost_usd - spent["cost"]))
+    tokens = _tighter(limits.max_tokens, None if max_tokens is None else max(0, int(max_tokens - spent["tokens"])))
+    return cfg.model_copy(update={"limits": limits.model_copy(update={"max_cost_usd": cost, "max_tokens": tokens})})
+
+
+def _tighter(a, b):
+    return b if a is None else a if b is None else min(a, b)
 
 
 def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> dict[str, Any]:
@@ -49,8 +69,8 @@ def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> dict[str, An
     for run_id in info["runs"]:
         run_dir = RunDir.open(runs_dir, run_id)
         meta = run_dir.read_meta()
-        questions, episodes = read_run(run_dir)
-        rows.append({"label": meta["name"].split("/", 1)[-1], "meta": meta, "summary": summarize(questions, episodes),
+        summary, questions = run_summary(run_dir)
+        rows.append({"label": meta["name"].split("/", 1)[-1], "meta": meta, "summary": summary,
                      "questions": questions})
     plots = plot_sweep(rows, sweep_dir / "accuracy_by_type_and_run.png", sweep_dir / "cost_vs_accuracy.png")
     plots.append(plot_accuracy_intervals(rows, sweep_dir / "accuracy_with_intervals.png"))
@@ -154,10 +174,8 @@ def _write_sweep(sweep_dir: Path, info: dict[str, Any]) -> None:
 def run_report(runs_dir: Path, run_id: str) -> dict[str, Any]:
     run_dir = RunDir.open(runs_dir, run_id)
     meta = run_dir.read_meta()
-    store = run_dir.store()
-    rows, episodes = read_run(run_dir, store)
     return {"run_id": run_id, "name": meta["name"], "variant": meta["variant"], "model": meta["model"],
-            "status": meta.get("status"), **summarize(rows, episodes), "store_problems": store.problems}
+            "status": meta.get("status"), **run_summary(run_dir)[0]}
 
 
 def compare_runs(runs_dir: Path, run_a: str, run_b: str) -> dict[str, Any]:

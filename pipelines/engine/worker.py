@@ -10,7 +10,6 @@ replica from the object store; the driver re-queues the episodes it was running.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
 import socket

@@ -87,6 +87,8 @@ class Episode(BaseModel):
     answer: str | None = None
     status: Status = "crashed"
     error: str | None = None
+    error_kind: str | None = None  # llm_error: the LLMError's kind (auth, bad_request, rate_limit, ...)
+    error_status: int | None = None  # llm_error: the HTTP status, when the endpoint answered
     steps: int = 0  # tool calls attempted, malformed turns included
     llm_calls: int = 0
     malformed_turns: int = 0
@@ -104,6 +106,12 @@ class Episode(BaseModel):
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
+
+    def failed_on_llm(self, error: LLMError) -> None:
+        """End as llm_error, the error's kind and HTTP status kept beside its message: a run tells an endpoint that
+        cannot work (a 401, a 404) from a passing fault by them."""
+        self.status, self.error = "llm_error", f"{error.kind}: {error}"
+        self.error_kind, self.error_status = error.kind, error.status
 
 
 class EpisodeTimeout(Exception):
@@ -182,7 +190,7 @@ class Agent:
                 run.episode.error = (f"episode ran past its {self.config.episode_timeout_s:g}s limit during "
                                      f"{run.doing} ({e.kind}: {e})")
             else:
-                run.episode.status, run.episode.error = "llm_error", f"{e.kind}: {e}"
+                run.episode.failed_on_llm(e)
         except EpisodeTimeout as e:
             run.episode.status, run.episode.error = "timeout", str(e)
         except EpisodeOverBudget as e:

@@ -1,0 +1,102 @@
+"""How well `srag estimate` predicts a run: pilots of 4, 8 and 16 questions (several seeds each, so several samples)
+against the full run, on real benchmarks with a scripted endpoint.
+
+The endpoint answers every question with one tool call and then an answer, and reports the tokens it really read
+(the scripted server counts a request's text, about one token per four characters), so the spend per episode varies
+as it does on a real run: with the question, the landscape the agent is shown and the observation its tool call
+returns. Prices are GPT-4.1's ($2 and $8 per million prompt and completion tokens). For each pilot size the table
+gives the mean absolute error of the projected cost against the full run's, the worst one, and how many of the
+pilots' 95% intervals held the full run's cost.
+
+Run: `.venv/bin/python -m benchmarks.estimate_accuracy [--datasets twowiki-sample musique] [--limit 100]
+[--seeds 5]`. Prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pipelines.config import validate_run
+from pipelines.engine import lifecycle
+from pipelines.engine.estimate import estimate_run
+from pipelines.engine.ray_utils import init_ray
+from tests.fake_llm import FakeLLM
+
+PRICES = {"prompt": 2.0, "completion": 8.0}
+
+
+def answer_after_one_tool(request: dict[str, Any]) -> str:
+    """Turn one: count a set, which brings the landscape's diagnostics; then a short answer."""
+    if any(m["role"] == "assistant" for m in request["messages"]):
+        return json.dumps({"thought": "that is what the corpus says", "answer": "unknown"})
+    return json.dumps({"thought": "look at the whole corpus", "tool": "count_set", "args": {"set_name": "all"}})
+
+
+def serve(conn) -> None:
+    with FakeLLM(responder=answer_after_one_tool) as server:
+        conn.send(server.base_url)
+        conn.recv()
+
+
+def config(dataset: str, base_url: str, workdir: Path, limit: int | None, seed: int = 0):
+    return validate_run({
+        "name": f"estimate-{dataset}", "dataset": dataset, "variant": "zero_ingestion",
+        "llm": {"base_url": base_url, "model": "scripted", "price_per_million": PRICES, "max_retries": 1},
+        "agent": {"max_steps": 3}, "judge": {"use_llm": False},
+        "limits": {"limit": limit, "seed": seed},
+        "execution": {"actors": 2, "episodes_per_actor": 8, "cpus_per_actor": 0.25},
+        "tracking": {"uri": f"sqlite:///{workdir / 'mlflow.db'}", "traces": False}}, "benchmark")
+
+
+def measure(dataset: str, base_url: str, limit: int | None, seeds: int) -> list[dict[str, Any]]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        full = lifecycle.run_one(config(dataset, base_url, workdir, limit), workdir / "full", quiet=True)
+        actual = full["cost_usd"]
+        for size in (4, 8, 16):
+            errors, held = [], 0
+            for seed in range(seeds):
+                runs = workdir / f"pilots-{size}-{seed}"  # a fresh folder: the estimate must run its own pilot
+                est = estimate_run(config(dataset, base_url, workdir, limit, seed), runs, pilot=size, quiet=True)
+                lo, hi = est["cost_usd_ci95"]
+                errors.append(abs(est["cost_usd"] - actual) / actual)
+                held += lo <= actual <= hi
+            rows.append({"dataset": dataset, "questions": full["n_questions"], "pilot": size,
+                         "full_run_cost_usd": round(actual, 4),
+                         "mean_abs_error_pct": round(100 * sum(errors) / seeds, 1),
+                         "worst_error_pct": round(100 * max(errors), 1), "intervals_holding": f"{held}/{seeds}"})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", nargs="+", default=["twowiki-sample", "musique"])
+    ap.add_argument("--limit", type=int, default=100, help="questions of each dataset in the full run")
+    ap.add_argument("--seeds", type=int, default=5, help="pilots of each size, each a different sample")
+    args = ap.parse_args()
+    parent, child = multiprocessing.Pipe()
+    server = multiprocessing.Process(target=serve, args=(child,), daemon=True)
+    server.start()
+    base_url = parent.recv()
+    init_ray(None)
+    rows = []
+    try:
+        for dataset in args.datasets:
+            rows += measure(dataset, base_url, args.limit, args.seeds)
+    finally:
+        parent.send("stop")
+    columns = list(rows[0])
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for row in rows:
+        print("| " + " | ".join(str(row[c]) for c in columns) + " |")
+
+
+if __name__ == "__main__":
+    main()

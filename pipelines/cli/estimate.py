@@ -1,0 +1,52 @@
+"""`srag estimate CONFIG_OR_SWEEP`: the tokens, cost, LLM calls and wall time a run or a sweep will take, each with
+its 95% interval, from a pilot of a few questions (or the episodes of earlier runs that spend alike)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from pipelines.config import load_run, load_sweep, read_yaml
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("estimate", help="what a run or a sweep will cost and take, before launching it")
+    p.add_argument("config", help="a run config or a sweep file")
+    p.add_argument("--pilot", type=int, default=8, help="questions in each run's pilot (default 8)")
+    p.add_argument("--runs-dir", type=Path, default=Path(os.environ.get("SRAG_RUNS_DIR", "runs")),
+                   help="where run folders live: earlier runs are reused, pilots go to RUNS_DIR/pilots")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=cmd_estimate)
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from pipelines.cli import CliError
+    from pipelines.engine.estimate import estimate
+
+    if args.pilot < 1:
+        raise CliError("--pilot must be at least 1")
+    data = read_yaml(args.config)
+    runs = load_sweep(args.config).expand(args.config) if "grid" in data or "base" in data else [load_run(args.config)]
+    out = estimate(runs, args.runs_dir, pilot=args.pilot, quiet=args.quiet)
+    if args.json:
+        print(json.dumps(out, default=str))
+        return 0
+    for r in out["runs"]:
+        print(f"{r['name']}: {r['episodes']} episodes ({r['n_questions']} questions x {r['epochs']} epochs), "
+              f"from {r['samples']} episodes of {r['source']} ({', '.join(r['sample_runs'])})")
+        print("  " + "  ·  ".join(line(r, figure) for figure in ("tokens", "cost_usd", "llm_calls", "wall_s")))
+    print(f"total ({out['total']['runs']} runs, {out['total']['episodes']} episodes): "
+          + "  ·  ".join(line(out["total"], figure) for figure in ("tokens", "cost_usd", "llm_calls", "wall_s")))
+    return 0
+
+
+def line(row: dict, figure: str) -> str:
+    """One figure with its interval, or why it is unknown."""
+    if row.get(figure) is None:
+        return f"{figure} {row.get('cost_note', 'unknown')}"
+    fmt = {"cost_usd": "${:,.4f}", "wall_s": "{:,.0f} s"}.get(figure, "{:,.0f}")
+    lo, hi = row[f"{figure}_ci95"]
+    return f"{figure} {fmt.format(row[figure])} [{fmt.format(lo)}, {fmt.format(hi)}]"

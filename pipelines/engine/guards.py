@@ -1,0 +1,101 @@
+"""Why a run stops starting episodes before its questions are done: a spending budget it would pass, or an endpoint
+that cannot answer at all. The scheduler asks them before each dispatch and after each episode; what never started
+is recorded as not run (`Stop` in run.json), never as failed, and `srag run --resume` runs it later."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from pipelines.engine.progress import RunStats
+from srag_core import FINISHED
+
+StopKind = Literal["budget", "endpoint", "workers"]
+HOPELESS_STATUSES = frozenset({400, 401, 403, 404})  # no retry makes these work: a key, a model, a path, a field
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why the run started no more episodes: its kind and one line for a person."""
+
+    kind: StopKind
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SpendLimit:
+    """A run's budget in dollars and tokens, over everything it spent: every episode's attempts and the LLM judge,
+    earlier invocations included."""
+
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+
+    def check(self, stats: RunStats, in_flight: int) -> Stop | None:
+        """A Stop when one more episode, beside those in flight, would pass a limit at the mean spend per finished
+        episode so far (before any has finished, only what was already spent can stop it)."""
+        for limit, spent, per_episode, unit in (
+                (self.max_cost_usd, stats.spent_cost(), stats.cost_per_episode(), "$"),
+                (self.max_tokens, stats.spent_tokens(), stats.tokens_per_episode(), "tokens")):
+            if limit is None:
+                continue
+            projected = spent + (in_flight + 1) * per_episode
+            if spent >= limit or projected > limit:
+                return Stop("budget", f"the run's budget of {_amount(limit, unit)} would be passed: "
+                                      f"{_amount(spent, unit)} spent, {_amount(in_flight * per_episode, unit)} "
+                                      f"projected for the {in_flight} episode(s) in flight")
+        return None
+
+
+def _amount(value: float, unit: str) -> str:
+    return f"${value:,.4f}" if unit == "$" else f"{value:,.0f} tokens"
+
+
+def hopeless(record: dict[str, Any]) -> str | None:
+    """What made an episode fail in a way no retry or rerun fixes, or None: an HTTP 400, 401, 403 or 404 from the
+    endpoint, or a refused connection (its retries spent). 429s, 5xx and timeouts are passing faults."""
+    if record.get("status") != "llm_error":
+        return None
+    kind, status = record.get("error_kind"), record.get("error_status")
+    if status in HOPELESS_STATUSES or kind == "auth":
+        return f"HTTP {status} ({kind})"
+    if kind == "connection" and "ConnectError" in (record.get("error") or ""):
+        return "connection refused"
+    return None
+
+
+@dataclass
+class EndpointGuard:
+    """Stops a run whose first `threshold` episodes all failed alike and hopelessly (`hopeless`). Until that many
+    have ended, or one has finished, no more than `threshold` are started, so a wrong key or model costs a handful
+    of requests, not a wave of them."""
+
+    threshold: int
+    endpoint: str
+    first: list[dict[str, Any]] = field(default_factory=list)
+    healthy: bool = False
+
+    def cap(self, capacity: int) -> int:
+        """Episodes that may be in flight: until one has finished or `threshold` have failed, no more than make up
+        `threshold` with those that failed already."""
+        if self.healthy or len(self.first) >= self.threshold:
+            return capacity
+        return min(capacity, self.threshold - len(self.first))
+
+    def settle(self, record: dict[str, Any]) -> Stop | None:
+        if self.healthy or len(self.first) >= self.threshold:
+            return None
+        if record.get("status") in FINISHED:
+            self.healthy = True
+            return None
+        self.first.append(record)
+        if len(self.first) < self.threshold:
+            return None
+        causes = {hopeless(r) for r in self.first}
+        if len(causes) != 1 or None in causes:
+            return None
+        error = " ".join(str(self.first[0].get("error") or "").split())[:200]
+        return Stop("endpoint", f"the endpoint {self.endpoint} cannot answer: each of the first {self.threshold} "
+                                f"episodes failed with {causes.pop()} ({error})")
