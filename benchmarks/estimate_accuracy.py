@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,8 @@ from typing import Any
 from pipelines.config import validate_run
 from pipelines.engine import lifecycle
 from pipelines.engine.estimate import estimate_run
+from benchmarks._scripted import markdown_table, scripted_endpoint
 from pipelines.engine.ray_utils import init_ray
-from tests.fake_llm import FakeLLM
 
 PRICES = {"prompt": 2.0, "completion": 8.0}
 
@@ -35,12 +34,6 @@ def answer_after_one_tool(request: dict[str, Any]) -> str:
     if any(m["role"] == "assistant" for m in request["messages"]):
         return json.dumps({"thought": "that is what the corpus says", "answer": "unknown"})
     return json.dumps({"thought": "look at the whole corpus", "tool": "count_set", "args": {"set_name": "all"}})
-
-
-def serve(conn) -> None:
-    with FakeLLM(responder=answer_after_one_tool) as server:
-        conn.send(server.base_url)
-        conn.recv()
 
 
 def config(dataset: str, base_url: str, workdir: Path, limit: int | None, seed: int = 0):
@@ -80,23 +73,12 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=100, help="questions of each dataset in the full run")
     ap.add_argument("--seeds", type=int, default=5, help="pilots of each size, each a different sample")
     args = ap.parse_args()
-    parent, child = multiprocessing.Pipe()
-    server = multiprocessing.Process(target=serve, args=(child,), daemon=True)
-    server.start()
-    base_url = parent.recv()
     init_ray(None)
     rows = []
-    try:
+    with scripted_endpoint(answer_after_one_tool) as base_url:
         for dataset in args.datasets:
             rows += measure(dataset, base_url, args.limit, args.seeds)
-    finally:
-        parent.send("stop")
-    columns = list(rows[0])
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "---|" * len(columns))
-    for row in rows:
-        print("| " + " | ".join(str(row[c]) for c in columns) + " |")
-
+    print(markdown_table(rows))
 
 if __name__ == "__main__":
     main()

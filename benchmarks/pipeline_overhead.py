@@ -16,25 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._scripted import markdown_table, scripted_endpoint
 from pipelines.config import validate_run
 from pipelines.engine import lifecycle
 from pipelines.engine.ray_utils import init_ray
-from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
 SAMPLE = Path(__file__).resolve().parents[1] / "pipelines" / "samples" / "twowiki" / "corpus"
 CALLS_PER_EPISODE = 2
-
-
-def serve(delay: float, conn) -> None:
-    with FakeLLM(responder=ScriptedAgent(delay=delay)) as server:
-        conn.send(server.base_url)
-        conn.recv()  # run until told to stop
 
 
 def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay: float, actors: int) -> dict:
@@ -69,27 +62,16 @@ def main() -> None:
     ap.add_argument("--actors", type=int, default=4)
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args()
-    parent, child = multiprocessing.Pipe()
-    server = multiprocessing.Process(target=serve, args=(args.delay, child), daemon=True)
-    server.start()
-    base_url = parent.recv()
     init_ray(None)
     rows = []
-    try:
+    with scripted_endpoint(ScriptedAgent(delay=args.delay)) as base_url:
         for c in args.concurrency:
             with tempfile.TemporaryDirectory() as tmp:
                 rows.append(measure(base_url, Path(tmp), args.episodes, c, args.delay, min(args.actors, c)))
                 print(json.dumps(rows[-1]), flush=True)
-    finally:
-        parent.send("stop")
-        server.join(timeout=10)
-    cols = list(rows[0])
-    print("\n| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
-    for r in rows:
-        print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+    print("\n" + markdown_table(rows))
     if args.json_out:
         args.json_out.write_text(json.dumps(rows, indent=2))
-
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,37 @@
+"""What the benchmarks that drive the pipeline share: a scripted endpoint in a process of its own (so it does not
+take the driver's CPU), and a markdown table."""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Callable
+
+from tests.fake_llm import FakeLLM
+
+
+def _serve(responder: Callable[[dict], Any], conn) -> None:
+    with FakeLLM(responder=responder) as server:
+        conn.send(server.base_url)
+        conn.recv()  # run until told to stop
+
+
+@contextmanager
+def scripted_endpoint(responder: Callable[[dict], Any]) -> Iterator[str]:
+    """The base URL of a scripted OpenAI-compatible server answering with `responder` (picklable) until the block
+    ends."""
+    parent, child = multiprocessing.Pipe()
+    server = multiprocessing.Process(target=_serve, args=(responder, child), daemon=True)
+    server.start()
+    try:
+        yield parent.recv()
+    finally:
+        parent.send("stop")
+        server.join(timeout=10)
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    columns = list(rows[0])
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return "\n".join(lines + ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in rows])
