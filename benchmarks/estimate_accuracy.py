@@ -1,10 +1,11 @@
 """How well `srag estimate` predicts a run: pilots of 4, 8 and 16 questions (several seeds each, so several samples)
 against the full run, on real benchmarks with a scripted endpoint.
 
-The endpoint answers every question with one tool call and then an answer, and reports the tokens it really read
-(the scripted server counts a request's text, about one token per four characters), so the spend per episode varies
-as it does on a real run: with the question, the landscape the agent is shown and the observation its tool call
-returns. Prices are GPT-4.1's ($2 and $8 per million prompt and completion tokens). For each pilot size the table
+The endpoint answers every question after one to three tool calls (as many as a hash of the question says), and
+reports the tokens it really read (the scripted server counts a request's text, about one token per four
+characters), so the spend per episode varies as on a real run: with the number of steps, the question, the landscape
+the agent is shown and the observations its tool calls return. A real model varies more (its steps and replies are
+its own), so read these errors as a floor. Prices are GPT-4.1's ($2 and $8 per million prompt and completion tokens). For each pilot size the table
 gives the mean absolute error of the projected cost against the full run's, the worst one, and how many of the
 pilots' 95% intervals held the full run's cost.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +31,12 @@ from pipelines.engine.ray_utils import init_ray
 PRICES = {"prompt": 2.0, "completion": 8.0}
 
 
-def answer_after_one_tool(request: dict[str, Any]) -> str:
-    """Turn one: count a set, which brings the landscape's diagnostics; then a short answer."""
-    if any(m["role"] == "assistant" for m in request["messages"]):
+def answer_after_some_tools(request: dict[str, Any]) -> str:
+    """One to three tool calls, as many as the question's length says (so episodes differ in steps as real ones
+    do), each counting a set, which brings the landscape's diagnostics; then a short answer."""
+    question = next(m["content"] for m in request["messages"] if m["role"] == "user")
+    calls = 1 + zlib.crc32(question.encode()) % 3
+    if sum(m["role"] == "assistant" for m in request["messages"]) >= calls:
         return json.dumps({"thought": "that is what the corpus says", "answer": "unknown"})
     return json.dumps({"thought": "look at the whole corpus", "tool": "count_set", "args": {"set_name": "all"}})
 
@@ -75,7 +80,7 @@ def main() -> None:
     args = ap.parse_args()
     init_ray(None)
     rows = []
-    with scripted_endpoint(answer_after_one_tool) as base_url:
+    with scripted_endpoint(answer_after_some_tools) as base_url:
         for dataset in args.datasets:
             rows += measure(dataset, base_url, args.limit, args.seeds)
     print(markdown_table(rows))

@@ -23,7 +23,7 @@ SUMMARY_COLUMNS = ["run_id", "variant", "model", "n_questions", "scored", "faile
                    "coverage", "accuracy_all", "complete", "em", "f1", "mean_steps", "spent_tokens", "spent_cost_usd",
                    "final_tokens", "final_cost_usd"]
 FIGURES_NOTE = ("accuracy: mean score over scored questions (no answer scores 0); coverage: scored / all questions; "
-                "accuracy_all: sum of scores / all questions (failed, pending, missing count 0)")
+                "accuracy_all: sum of scores / all questions (failed, pending, not run, missing count 0)")
 # The summary's `tokens` and `cost_usd` are what every attempt spent (failed ones included); the text table says so,
 # beside the final-answer counts (the attempts whose answers count). --json keeps the summary's own names.
 SPENT = {"spent_tokens": "tokens", "spent_cost_usd": "cost_usd"}
