@@ -239,8 +239,9 @@ def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, thres
     left out, because they failed, are pending or never ran in either run, are counted by reason.
 
     The interval on the accuracy difference (B minus A) is a paired bootstrap over the paired questions. The test:
-    when every paired score is 0 or 1, McNemar's exact test on the discordant pairs; otherwise (partial scores,
-    epoch means) the paired permutation test, which flips the sign of each question's difference at random.
+    with one epoch and every paired score 0 or 1, McNemar's exact test on the discordant pairs; otherwise (partial
+    scores, several epochs) the paired permutation test, which flips the sign of each question's difference at
+    random.
     Right / wrong counts use `threshold`.
     """
     a, b = _by_id(rows_a), _by_id(rows_b)
@@ -252,7 +253,10 @@ def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, thres
     only_a = sum(1 for q in paired if sa[q] >= threshold > sb[q])
     only_b = sum(1 for q in paired if sb[q] >= threshold > sa[q])
     diffs = [sb[q] - sa[q] for q in paired]
-    binary = all(v in (0.0, 1.0) for v in [*sa.values(), *sb.values()])
+    # McNemar's test is for one binary outcome per question; a question's several epochs, even when they agree, are
+    # a score of its own (the permutation test takes it as it is)
+    epochs = max((r.get("epochs", 1) for r in (*a.values(), *b.values())), default=1)
+    binary = epochs == 1 and all(v in (0.0, 1.0) for v in [*sa.values(), *sb.values()])
     mcnemar = mcnemar_exact(only_a, only_b) if binary else None
     return {"n_paired": len(paired), "n_left_out": sum(left_out.values()),
             "left_out": {reason: left_out.get(reason, 0) for reason in NOT_SCORED},
