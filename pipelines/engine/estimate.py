@@ -164,8 +164,8 @@ def wall_time(cfg: RunConfig, samples: list[dict[str, float]], episodes: int, me
     for key, seconds_per_unit in limits:
         mean, (lo, hi) = projected([s[key] for s in samples], 1)
         bounds.append((mean * seconds_per_unit, lo * seconds_per_unit, hi * seconds_per_unit))
-    return {"wall_s": round(max(b[0] for b in bounds), 1),
-            "wall_s_ci95": [round(max(b[1] for b in bounds), 1), round(max(b[2] for b in bounds), 1)],
+    return {"wall_s": round(max(b[0] for b in bounds), 3),
+            "wall_s_ci95": [round(max(b[1] for b in bounds), 3), round(max(b[2] for b in bounds), 3)],
             "concurrency": concurrency}
 
 
