@@ -86,6 +86,9 @@ class Execution(_Strict):
     max_concurrent_requests: int | None = Field(32, ge=1)  # per LLM endpoint, across all actors; None: no limiter
     requests_per_minute: int | None = Field(None, ge=1)
     tokens_per_minute: int | None = Field(None, ge=1)  # per LLM endpoint: prompt + completion limit, estimated
+    # The requests in flight follow the endpoint's 429s within max_concurrent_requests: halved on a 429, one more
+    # after each limit's worth of successes (srag_core.llm.Window). False: the cap stays where it is set.
+    adaptive_concurrency: bool = True
     max_actor_restarts: int = Field(3, ge=0)
     episode_retries_on_actor_death: int = Field(2, ge=0)
     # When the first this-many episodes all fail with the same error no retry can fix (401, 403, 404, a request the

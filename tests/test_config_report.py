@@ -60,9 +60,10 @@ def test_fingerprint_ignores_where_results_go():
 
 
 def test_limiter_is_only_used_when_it_can_bind():
-    def cfg(**ex):
-        return validate_run({**BASE, "judge": {"use_llm": False}, "execution": {"actors": 2,
-                                                                              "episodes_per_actor": 8, **ex}}, "x")
+    def cfg(local=False, **ex):  # a fixed cap unless a test asks for the adaptive one
+        return validate_run({**BASE, "judge": {"use_llm": False}, "local_model": {"enabled": local},
+                             "execution": {"actors": 2, "episodes_per_actor": 8, "adaptive_concurrency": False,
+                                           **ex}}, "x")
 
     fixed = {"concurrency": 16, "grows_with_cluster": False}  # 2 actors x 8 episodes
     assert not limiter_can_bind(cfg(max_concurrent_requests=16), fixed)  # 16 episodes never exceed 16 requests
@@ -74,6 +75,10 @@ def test_limiter_is_only_used_when_it_can_bind():
     growing = {"concurrency": 16, "grows_with_cluster": True}
     assert limiter_can_bind(cfg(actors="auto", max_concurrent_requests=32), growing)
     assert not limiter_can_bind(cfg(actors="auto", concurrency=16, max_concurrent_requests=32), growing)
+    # an adaptive cap may fall below any number of episodes on 429s, except from a model the run serves itself
+    assert limiter_can_bind(cfg(max_concurrent_requests=32, adaptive_concurrency=True), fixed)
+    assert not limiter_can_bind(cfg(local=True, max_concurrent_requests=32, adaptive_concurrency=True), fixed)
+    assert not limiter_can_bind(cfg(max_concurrent_requests=None, adaptive_concurrency=True), fixed)
 
 
 def _state(qid, status, score=None, attempt=1, source="rule"):

@@ -1,9 +1,11 @@
 """Rate limits: the window caps concurrency, requests and tokens per minute and honours pauses; the client passes
-each attempt's token estimate and a 429's retry-after or x-ratelimit-reset-* to the limiter."""
+each attempt's token estimate and a 429's retry-after or x-ratelimit-reset-* to the limiter, and tells it how each
+attempt went, which the window's adaptive cap follows (halved on a 429, won back by successes)."""
 
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -70,3 +72,81 @@ def test_a_429_pauses_the_whole_endpoint_for_the_time_the_server_names() -> None
             elapsed = time.monotonic() - started
     assert result.text == "fine" and limiter.pauses == [pytest.approx(0.3)] and elapsed >= 0.3
     assert limiter.tokens == [100 + 100] * 2  # prompt estimate (400 chars / 4) plus the completion limit
+
+
+def test_a_429_halves_what_was_in_flight_once_per_overload_and_successes_win_it_back() -> None:
+    window = Window(max_concurrent=32)
+    storm = [window.grant(0.0) for _ in range(12)]  # a cap of 32, 12 requests in flight
+    window.release(storm[0], "rate_limited")
+    assert window.state() == {"limit": 6, "ceiling": 32, "lowest": 6, "in_flight": 11, "rate_limited": 1, "cuts": 1}
+    for lease in storm[1:]:  # the rest of the burst was sent before the cut: the same overload, counted once
+        window.release(lease, "rate_limited")
+    assert window.limit == 6 and window.rate_limited == 12 and window.cuts == 1
+    after = [window.grant(1.0) for _ in range(6)]
+    assert window.wait(1.0) > 0  # six in flight: the lowered limit holds the seventh back
+    window.release(after[0], "rate_limited")  # sent under the new limit and refused: cut again, from what is in flight
+    assert window.limit == 3 and window.cuts == 2
+    for lease in after[1:]:
+        window.release(lease, "failed")  # neither a 429 nor a success: the limit stays
+    assert window.limit == 3
+    lone = window.grant(2.0)
+    window.release(lone, "rate_limited")
+    assert window.limit == 1 and window.lowest == 1  # halving one request in flight leaves one, never zero
+
+    successes = 0
+    while window.limit < 32:
+        window.release(window.grant(3.0), "ok")
+        successes += 1
+    assert successes == sum(range(1, 32))  # one step up per limit's worth of successes: 1, then 2, ... then 31
+    window.release(window.grant(3.0), "ok")
+    assert window.limit == 32  # never above the ceiling
+
+
+def test_a_fixed_window_counts_429s_without_moving_its_cap() -> None:
+    window = Window(max_concurrent=8, adaptive=False)
+    leases = [window.grant(0.0) for _ in range(8)]
+    window.release(leases[0], "rate_limited")
+    assert window.limit == 8 and window.rate_limited == 1 and window.cuts == 0
+    uncapped = Window(requests_per_minute=100)  # no concurrency cap: nothing to adapt
+    uncapped.release(uncapped.grant(0.0), "rate_limited")
+    assert uncapped.limit is None and uncapped.rate_limited == 1
+
+
+def test_the_client_tells_a_local_limiter_how_each_attempt_went() -> None:
+    limiter = LocalLimiter(max_concurrent=8)
+    with ConformanceLLM("openai-chat") as server:
+        server.script([{"status": 429, "headers": {"retry-after": "0"}}, {"status": 500}, "fine", "again"])
+        config = LLMConfig(base_url=server.base_url, model=server.model, profile="openai-chat", max_retries=3,
+                           backoff_base_s=0.01, backoff_max_s=0.05)
+        with LLMClient(config, limiter=limiter) as client:
+            assert client.chat([{"role": "user", "content": "hi"}]).text == "fine"
+            # the 429 halved the one request in flight to 1 (the 500 counted as neither), the success raised it to 2
+            assert limiter.window.state() == {"limit": 2, "ceiling": 8, "lowest": 1, "in_flight": 0,
+                                              "rate_limited": 1, "cuts": 1}
+            client.chat([{"role": "user", "content": "hi"}])
+    assert limiter.window.limit == 2  # one success of two needed at a limit of 2
+
+
+class SilentLimiter:
+    """A limiter written before slot tickets: its slot yields None."""
+
+    def __init__(self) -> None:
+        self.slots = 0
+
+    @contextmanager
+    def slot(self, tokens: int = 0):
+        self.slots += 1
+        yield
+
+    def pause(self, seconds: float) -> None:
+        pass
+
+
+def test_a_limiter_whose_slot_yields_no_ticket_still_works() -> None:
+    limiter = SilentLimiter()
+    with ConformanceLLM("openai-chat") as server:
+        server.script([{"status": 429, "headers": {"retry-after": "0"}}, "fine"])
+        config = LLMConfig(base_url=server.base_url, model=server.model, profile="openai-chat", backoff_base_s=0.01)
+        with LLMClient(config, limiter=limiter) as client:
+            assert client.chat([{"role": "user", "content": "hi"}]).text == "fine"
+    assert limiter.slots == 2

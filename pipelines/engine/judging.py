@@ -90,7 +90,8 @@ def rejudge(run_dir: RunDir, settings: JudgeSettings, *, everything: bool) -> di
     todo = [(questions[qid], st.latest) for (qid, _), st in store.states().items()
             if qid in questions and st.status in FINISHED and (everything or needs_verdict(st.judgement))]
     ex = cfg.execution
-    limiter = LocalLimiter(ex.max_concurrent_requests, ex.requests_per_minute, ex.tokens_per_minute)
+    limiter = LocalLimiter(ex.max_concurrent_requests, ex.requests_per_minute, ex.tokens_per_minute,
+                           ex.adaptive_concurrency)
     stage = JudgeStage(settings, cfg.llm, limiter)
     sink = RunFolderSink(run_dir, store)
     counts = {"judged": 0, "pending": 0}

@@ -23,7 +23,7 @@ from pipelines.datasets import load_questions, resolve
 from pipelines.engine.endpoints import open_endpoint
 from pipelines.engine.guards import EndpointGuard, SpendLimit, Stop
 from pipelines.engine.judging import JudgeStage, needs_verdict
-from pipelines.engine.placement import (corpus_replicas, describe_plan, execution_plan, limiter_can_bind,
+from pipelines.engine.placement import (adapts, corpus_replicas, describe_plan, execution_plan, limiter_can_bind,
                                         pool_target, worker_spawner)
 from pipelines.engine.progress import ConsoleProgress, RunStats
 from pipelines.engine.ray_utils import RayMapFn, init_ray
@@ -217,7 +217,7 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
     import ray
 
     from pipelines.engine.trace_export import TraceExportSink, start_exporter
-    from pipelines.engine.worker import RayLimiterSlot, start_limiter
+    from pipelines.engine.worker import LimiterGauge, RayLimiterSlot, start_limiter
 
     init_ray(cfg.execution.ray_address)  # no-op when connected above
     corpus = corpus_for(Path(meta["corpus"]))
@@ -239,11 +239,12 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
     with open_endpoint(cfg.llm, cfg.local_model, run_dir.path, concurrency=in_flight, progress=say) as llm_cfg:
         say(f"preparing the {cfg.variant} variant's resources")
         resources = _resources(run_dir, cfg, corpus, llm_cfg)
-        limiter = start_limiter(ex.max_concurrent_requests or 1_000_000, ex.requests_per_minute,
-                                ex.tokens_per_minute) if limiter_can_bind(cfg, plan) else None
-        run_dir.update_meta(execution={**plan, "limiter": limiter is not None})
+        limiter = start_limiter(ex.max_concurrent_requests, ex.requests_per_minute, ex.tokens_per_minute,
+                                adapts(cfg)) if limiter_can_bind(cfg, plan) else None
+        gauge = LimiterGauge(limiter) if limiter is not None else None
+        run_dir.update_meta(execution={**plan, "limiter": limiter is not None, "adaptive": adapts(cfg)})
         if not quiet:
-            print(f"run {run_dir.run_id}: {describe_plan(plan, limiter is not None)}", file=sys.stderr)
+            print(f"run {run_dir.run_id}: {describe_plan(plan, limiter is not None, adapts(cfg))}", file=sys.stderr)
         shared = RayLimiterSlot(limiter) if limiter is not None and cfg.judge.llm is None else None
         judge = JudgeStage(cfg.judge, llm_cfg, shared)
         corpus_ref = ray.put(corpus)  # one object; Ray keeps one copy per node that runs a worker
@@ -261,8 +262,10 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
                                   capacity_per_worker=None if ex.concurrency else plan["episodes_per_actor"],
                                   budget=budget, endpoint=EndpointGuard(ex.stop_after_failures, llm_cfg.base_url or
                                                                         "the SDK's default endpoint")
-                                  if ex.stop_after_failures else None)
+                                  if ex.stop_after_failures else None, limiter_state=gauge)
             scheduler.run(todo, list(unjudged))
+            if gauge is not None:
+                record_request_limit(run_dir, gauge.final())
             if scheduler.stop is not None:
                 record_stop(run_dir, scheduler.stop, stats, len(scheduler.left), budget)
                 say(scheduler.stop.reason)
@@ -282,6 +285,18 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
                 ray.kill(limiter)
     if exporter is not None:
         _drain(run_dir, exporter, sinks)
+
+
+def record_request_limit(run_dir: RunDir, state: dict[str, Any]) -> None:
+    """run.json's `request_limit`: the limiter's final limit, ceiling and lowest limit, and its 429s and cuts, summed
+    with those of the run's earlier invocations (each starts its limiter afresh, at the ceiling)."""
+    if not state:
+        return
+    before = run_dir.read_meta().get("request_limit") or {}
+    lowest = [v for v in (before.get("lowest"), state.get("lowest")) if v is not None]
+    run_dir.update_meta(request_limit={
+        "limit": state.get("limit"), "ceiling": state.get("ceiling"), "lowest": min(lowest) if lowest else None,
+        **{k: before.get(k, 0) + state.get(k, 0) for k in ("rate_limited", "cuts")}})
 
 
 def record_stop(run_dir: RunDir, stop: Stop, stats: RunStats, not_run: int, budget: SpendLimit) -> None:

@@ -57,24 +57,36 @@ def next_placement(ex: Execution, placed: Counter):
 def limiter_can_bind(cfg: RunConfig, plan: dict[str, Any]) -> bool:
     """An episode has at most one request in flight, so a concurrency cap at or above the number of episodes (plus
     judge threads) can never bind: then the limiter, and its round trip per request, is skipped -- unless the pool
-    may grow past the cap when nodes join."""
+    may grow past the cap when nodes join, or the cap adapts to 429s (`adapts`): an adaptive cap may fall below the
+    episodes in flight, and only a limiter that sees every request can tell when to lower it."""
     ex = cfg.execution
     if ex.requests_per_minute is not None or ex.tokens_per_minute is not None:
         return True
     if ex.max_concurrent_requests is None:
         return False
+    if adapts(cfg):
+        return True
     if plan["grows_with_cluster"] and ex.concurrency is None:
         return True
     judge_threads = JUDGE_THREADS if cfg.judge.use_llm and cfg.judge.llm is None else 0
     return ex.max_concurrent_requests < plan["concurrency"] + judge_threads
 
 
-def describe_plan(plan: dict[str, Any], limited: bool) -> str:
+def adapts(cfg: RunConfig) -> bool:
+    """Whether the run's request cap follows the endpoint's 429s (it needs a cap, and an endpoint that may send
+    them: a model the run serves itself does not)."""
+    ex = cfg.execution
+    return ex.adaptive_concurrency and ex.max_concurrent_requests is not None and not cfg.local_model.enabled
+
+
+def describe_plan(plan: dict[str, Any], limited: bool, adaptive: bool = False) -> str:
     text = (f"{plan['concurrency']} episodes in flight on {plan['actors']} actors "
             f"({plan['cluster_cpus']:g} CPUs on {plan['nodes']} node(s)"
             f"{', more actors as nodes join' if plan['grows_with_cluster'] else ''})")
     if limited and plan["request_cap"] is not None and plan["request_cap"] < plan["concurrency"]:
         text += f"; LLM requests capped at {plan['request_cap']} (execution.max_concurrent_requests)"
+    if limited and adaptive:
+        text += f"; requests in flight adapt to 429s, between 1 and {plan['request_cap']}"
     if limited and plan["requests_per_minute"]:
         text += f"; at most {plan['requests_per_minute']} requests a minute"
     return text

@@ -28,6 +28,7 @@ class RunStats:
     epochs: int = 1  # `total` counts every epoch's episodes
     judge_tokens: int = 0  # the LLM judge's calls, every judgement's
     judge_cost: float = 0.0
+    limiter: dict[str, Any] = field(default_factory=dict)  # the request limiter's last state (`Window.state`), if any
 
     def add_judge_spend(self, j: dict[str, Any]) -> None:
         self.judge_tokens += int(j.get("judge_tokens") or 0)
@@ -74,6 +75,8 @@ class RunStats:
         if self.judged:
             out.update(accuracy=self.score_sum / self.judged, em=self.em_sum / self.judged,
                        f1=self.f1_sum / self.judged)
+        if self.limiter.get("limit") is not None:
+            out.update(request_limit=self.limiter["limit"], rate_limited=self.limiter["rate_limited"])
         return out
 
     def line(self) -> str:
@@ -85,8 +88,10 @@ class RunStats:
         unit = f"episodes ({self.epochs} epochs)" if self.epochs > 1 else "done"
         spent = f" · ${self.spent_cost():.4f} spent, ~${self.projected_cost():.4f} for all" \
             if self.spent_cost() else ""
+        requests = f" · requests in flight ≤ {m['request_limit']}/{self.limiter['ceiling']}, " \
+                   f"{m['rate_limited']} × 429" if "request_limit" in m else ""
         return (f"{self.done}/{self.total} {unit} · accuracy {acc} over {self.judged} scored · errors {m['errors']}"
-                f"{pending}{spent} · "
+                f"{pending}{spent}{requests} · "
                 f"{self.tokens:,} tokens · {clock(elapsed)} elapsed · ~{clock(left)} left")
 
 

@@ -29,11 +29,12 @@ def read_run(run_dir: RunDir, store: ResultStore | None = None) -> tuple[list[di
 
 def run_summary(run_dir: RunDir, store: ResultStore | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The run's summary as `finish`, `srag report` and sweeps give it (the figures, why it stopped early if it did,
-    what the results store skipped), and its per-question rows."""
+    what the results store skipped, the request limiter's 429s and limits), and its per-question rows."""
     store = store or run_dir.store()
     rows, episodes = read_run(run_dir, store)
-    stop = run_dir.read_meta().get("stop")
-    return {**summarize(rows, episodes), "stopped": stop, "store_problems": store.problems}, rows
+    meta = run_dir.read_meta()
+    return {**summarize(rows, episodes), "stopped": meta.get("stop"), "request_limit": meta.get("request_limit"),
+            "store_problems": store.problems}, rows
 
 
 def question_rows(questions: list[dict[str, Any]], states: dict[Unit, QuestionState], epochs: int = 1,
@@ -194,6 +195,10 @@ def metrics_for_mlflow(summary: dict[str, Any]) -> dict[str, float]:
                     if summary.get(k) is not None})
         out.update({f"pass_at_{k}": v for k, v in summary["pass_at_k"].items() if v is not None})
         out.update({f"cost_usd_epoch_{e}": v for e, v in summary["cost_usd_by_epoch"].items()})
+    limits = summary.get("request_limit") or {}  # the adaptive request limiter's, when the run had one
+    out.update({f"request_limit_{k}": limits[k] for k in ("limit", "lowest", "cuts") if limits.get(k) is not None})
+    if "rate_limited" in limits:
+        out["rate_limited"] = limits["rate_limited"]
     return out
 
 

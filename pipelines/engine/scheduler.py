@@ -154,10 +154,13 @@ class Scheduler:
     def __init__(self, pool: WorkerPool, judge: Judge, sinks: list[RunSink], stats: RunStats, *, capacity: int,
                  retries_on_death: int, episode_timeout_s: float = float("inf"), grace_s: float = EPISODE_GRACE_S,
                  progress_every_s: float = PROGRESS_EVERY_S, capacity_per_worker: int | None = None,
-                 budget: SpendLimit | None = None, endpoint: EndpointGuard | None = None):
+                 budget: SpendLimit | None = None, endpoint: EndpointGuard | None = None,
+                 limiter_state: Callable[[], dict[str, Any]] | None = None):
         """`capacity`: episodes in flight; with `capacity_per_worker` it grows with the pool. `budget` and `endpoint`
-        may stop the run starting episodes (`stop` says why; `left` holds what never started)."""
+        may stop the run starting episodes (`stop` says why; `left` holds what never started). `limiter_state`
+        gives the request limiter's state for each progress tick (`RunStats.limiter`)."""
         self.pool, self.judge, self.sinks, self.stats = pool, judge, sinks, stats
+        self.limiter_state = limiter_state
         self.budget, self.endpoint = budget, endpoint
         self.stop: Stop | None = None
         self.left: list[Work] = []
@@ -189,6 +192,8 @@ class Scheduler:
             self._collect_judgements()
             if time.monotonic() - last_report > self.progress_every_s or not self._busy():
                 last_report = time.monotonic()
+                if self.limiter_state is not None:
+                    self.stats.limiter = self.limiter_state()
                 for sink in self.sinks:
                     sink.progress(self.stats)
         self.left = list(self.pending)

@@ -22,21 +22,22 @@ import ray
 from pipelines.config import RetrievalSettings
 from pipelines.engine.systems import build_system
 from srag_core import AgentConfig, LLMClient, LLMConfig, Window
+from srag_core.llm import SlotTicket
 
 
 @ray.remote(num_cpus=0)
 class RequestLimiter:
     """Caps concurrent requests, requests per minute and tokens per minute to one endpoint across the whole cluster,
-    and holds every request back while the server has asked for a pause (the bookkeeping is
-    `srag_core.llm.Window`).
+    holds every request back while the server has asked for a pause, and adapts the concurrency cap to the 429s the
+    clients report with each release (the bookkeeping is `srag_core.llm.Window`).
 
     Slots are leases: a worker that dies while holding one cannot leak it, because leases older than `lease_s`
     (longer than any request may take) are reclaimed on the next acquire.
     """
 
-    def __init__(self, max_concurrent: int, per_minute: int | None = None, tokens_per_minute: int | None = None,
-                 lease_s: float = 900.0):
-        self.window = Window(max_concurrent, per_minute, tokens_per_minute, lease_s)
+    def __init__(self, max_concurrent: int | None, per_minute: int | None = None, tokens_per_minute: int | None = None,
+                 lease_s: float = 900.0, adaptive: bool = True):
+        self.window = Window(max_concurrent, per_minute, tokens_per_minute, lease_s, adaptive)
         self.changed = asyncio.Condition()
 
     async def acquire(self, tokens: int = 0) -> int:
@@ -48,29 +49,60 @@ class RequestLimiter:
                     pass
             return self.window.grant(time.monotonic(), tokens)
 
-    async def release(self, lease: int) -> None:
+    async def release(self, lease: int, outcome: str | None = None) -> None:
         async with self.changed:
-            self.window.release(lease)
-            self.changed.notify()
+            raised = self.window.release(lease, outcome)
+            self.changed.notify(2 if raised else 1)  # a raised limit frees one more slot
 
     async def pause(self, seconds: float) -> None:
         async with self.changed:
             self.window.pause(time.monotonic(), seconds)
 
+    async def state(self) -> dict[str, int | None]:
+        return self.window.state()
 
-def start_limiter(max_concurrent: int, per_minute: int | None, tokens_per_minute: int | None = None):
+
+def start_limiter(max_concurrent: int | None, per_minute: int | None, tokens_per_minute: int | None = None,
+                  adaptive: bool = True):
     """The limiter lives on the driver's node and is restarted (and its calls retried) if it ever dies, so losing a
     worker node never takes the limiter with it."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
     return RequestLimiter.options(max_restarts=-1, max_task_retries=-1, scheduling_strategy=here).remote(
-        max_concurrent, per_minute, tokens_per_minute)
+        max_concurrent, per_minute, tokens_per_minute, adaptive=adaptive)
+
+
+class LimiterGauge:
+    """The limiter's state for the progress line, never waited for: each call reads the answer to the previous
+    call's question if it has come (else the last known state) and asks again."""
+
+    def __init__(self, handle):
+        self.handle, self.asked, self.last = handle, None, {}
+
+    def __call__(self) -> dict[str, Any]:
+        if self.asked is not None and ray.wait([self.asked], timeout=0)[0]:
+            try:
+                self.last = ray.get(self.asked)
+            except ray.exceptions.RayError:  # restarting: keep the last state
+                pass
+            self.asked = None
+        if self.asked is None:
+            self.asked = self.handle.state.remote()
+        return self.last
+
+    def final(self, timeout_s: float = 10.0) -> dict[str, Any]:
+        """The state at the end of the run (the last known one if the limiter does not answer in time)."""
+        try:
+            return ray.get(self.handle.state.remote(), timeout=timeout_s)
+        except (ray.exceptions.RayError, TimeoutError):
+            return self.last
 
 
 class RayLimiterSlot:
-    """The `srag_core.llm.Limiter` protocol backed by a RequestLimiter actor. If the limiter cannot be reached at
-    all, the request goes ahead unlimited: a limiter outage must not fail questions."""
+    """The `srag_core.llm.Limiter` protocol backed by a RequestLimiter actor; the attempt's outcome travels with the
+    release, so telling it costs no call of its own. If the limiter cannot be reached at all, the request goes ahead
+    unlimited: a limiter outage must not fail questions."""
 
     def __init__(self, handle):
         self.handle = handle
@@ -79,18 +111,19 @@ class RayLimiterSlot:
         self.handle.pause.remote(seconds)  # fire and forget
 
     @contextmanager
-    def slot(self, tokens: int = 0) -> Iterator[None]:
+    def slot(self, tokens: int = 0) -> Iterator[SlotTicket]:
         try:
             lease = ray.get(self.handle.acquire.remote(tokens))
         except ray.exceptions.RayActorError:
             lease = None
+        ticket = SlotTicket()
         try:
-            yield
+            yield ticket
         finally:
             if lease is not None:
                 # fire and forget, not retried: a limiter that died (or was stopped at the end of a run) has lost
                 # its leases anyway
-                self.handle.release.options(max_task_retries=0).remote(lease)
+                self.handle.release.options(max_task_retries=0).remote(lease, ticket.outcome)
 
 
 @ray.remote

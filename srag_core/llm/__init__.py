@@ -20,7 +20,8 @@ from srag_core.llm._ratelimit import LocalLimiter, Window
 from srag_core.llm._response import estimate_tokens
 from srag_core.llm._retry import MAX_SERVER_WAIT_S
 from srag_core.llm._strict_schema import ROOT_KEY, from_strict_args, strict_schema, unwrap_root
-from srag_core.llm._types import ChatResult, FunctionSpec, Limiter, LLMError, ToolCall, Usage
+from srag_core.llm._types import (AttemptOutcome, ChatResult, FunctionSpec, Limiter, LLMError, SlotTicket, ToolCall,
+                                  Usage)
 from srag_core.llm._wire import ANY_JSON_OBJECT
 
 _LAZY = {"probe": "srag_core.llm._probe", "ProbeError": "srag_core.llm._probe",
@@ -34,8 +35,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ANY_JSON_OBJECT", "DEFAULT_CONTEXT_TOKENS", "MAX_SERVER_WAIT_S", "ROOT_KEY", "SHIPPED", "ChatResult",
-           "FunctionSpec", "LLMClient", "LLMConfig", "LLMError", "Limiter", "LocalLimiter", "Prices", "ProbeError",
-           "Profile", "ResponseFormatMode", "ToolCall", "TurnProtocol", "Usage", "Window", "auto_profile",
-           "capability_table", "estimate_tokens", "first_json_object", "from_strict_args", "load_profile", "probe",
-           "resolve_profile", "strict_schema", "unwrap_root", "write_profile"]
+__all__ = ["ANY_JSON_OBJECT", "DEFAULT_CONTEXT_TOKENS", "MAX_SERVER_WAIT_S", "ROOT_KEY", "SHIPPED", "AttemptOutcome",
+           "ChatResult", "FunctionSpec", "LLMClient", "LLMConfig", "LLMError", "Limiter", "LocalLimiter", "Prices",
+           "ProbeError", "Profile", "ResponseFormatMode", "SlotTicket", "ToolCall", "TurnProtocol", "Usage", "Window",
+           "auto_profile", "capability_table", "estimate_tokens", "first_json_object", "from_strict_args",
+           "load_profile", "probe", "resolve_profile", "strict_schema", "unwrap_root", "write_profile"]

@@ -37,7 +37,7 @@ from srag_core.llm._response import (_BadResponse, _Completion, _message_text, _
                                     estimate_tokens)
 from srag_core.llm._retry import _classify, _Failure, backoff_delay
 from srag_core.llm._transport import _deadline_http_client, _Oversize, bounded_attempt, read_body
-from srag_core.llm._types import ChatResult, FunctionSpec, Limiter, LLMError, Message, Usage
+from srag_core.llm._types import ChatResult, FunctionSpec, Limiter, LLMError, Message, SlotTicket, Usage
 from srag_core.llm._wire import wire_function, wire_response_format
 
 logger = logging.getLogger(__name__)
@@ -230,33 +230,44 @@ class LLMClient:
         raise AssertionError("unreachable: the loop returns or raises")
 
     def _attempt(self, request: dict[str, Any], deadline: float | None) -> _Completion | _Failure:
-        """One HTTP attempt inside a limiter slot; returns the completion or what went wrong."""
+        """One HTTP attempt inside a limiter slot, whose ticket (if it gives one) is told how the attempt went;
+        returns the completion or what went wrong."""
+        slot = self.limiter.slot(self._token_estimate(request)) if self.limiter is not None else nullcontext()
+        with slot as ticket:
+            # The attempt's deadline runs from here: waiting for a slot is not the endpoint's time.
+            reply = self._exchange(request, min(time.monotonic() + self.config.timeout_s, deadline or math.inf))
+            if isinstance(ticket, SlotTicket):  # a 2xx is "ok" even if its body turns out unreadable: not overload
+                ticket.outcome = "ok" if not isinstance(reply, _Failure) else \
+                    "rate_limited" if reply.kind == "rate_limit" else "failed"
+        if isinstance(reply, _Failure):
+            return reply
+        body, status = reply
+        try:
+            completion = _parse_completion(body, request["messages"])
+        except _BadResponse as error:
+            return _Failure("bad_response", True, str(error), status)
+        return self._check_reply_tokens(completion, request)
+
+    def _exchange(self, request: dict[str, Any], until: float) -> tuple[bytes, int] | _Failure:
+        """Send the request and read the reply by `until`: its body and status, or what went wrong."""
         import openai  # loaded by __init__ already; a module lookup
 
-        slot = self.limiter.slot(self._token_estimate(request)) if self.limiter is not None else nullcontext()
         try:
-            until = min(time.monotonic() + self.config.timeout_s, deadline or math.inf)
-            with slot, bounded_attempt(until, self.config.max_reply_bytes):
-                try:
-                    # The SDK's generic post keeps its auth and error mapping but skips the typed-params transform
-                    # (several ms of CPU per call on long conversations). stream=True leaves the body to us, so
-                    # that it is read under the deadline and the size cap.
-                    response = self._openai.post("/chat/completions", body={**request, **self._extra_body()},
-                                                 cast_to=httpx2.Response, stream=True, stream_cls=None)
-                    body = read_body(response)
-                except httpx2.TimeoutException:
-                    return _Failure("timeout", True, "request ran past its total deadline")
-                except httpx2.TransportError as error:
-                    return _Failure("connection", True, f"connection failed ({type(error).__name__})")
+            with bounded_attempt(until, self.config.max_reply_bytes):
+                # The SDK's generic post keeps its auth and error mapping but skips the typed-params transform
+                # (several ms of CPU per call on long conversations). stream=True leaves the body to us, so that it
+                # is read under the deadline and the size cap.
+                response = self._openai.post("/chat/completions", body={**request, **self._extra_body()},
+                                             cast_to=httpx2.Response, stream=True, stream_cls=None)
+                return read_body(response), response.status_code
+        except httpx2.TimeoutException:
+            return _Failure("timeout", True, "request ran past its total deadline")
+        except httpx2.TransportError as error:
+            return _Failure("connection", True, f"connection failed ({type(error).__name__})")
         except openai.APIError as error:
             return _classify(error)
         except _Oversize:
             return _Failure("oversize", False, f"reply is over {self.config.max_reply_bytes:,} bytes")
-        try:
-            completion = _parse_completion(body, request["messages"])
-        except _BadResponse as error:
-            return _Failure("bad_response", True, str(error), response.status_code)
-        return self._check_reply_tokens(completion, request)
 
     def _token_estimate(self, request: Mapping[str, Any]) -> int:
         """What an attempt may count against a tokens-per-minute limit: prompt, tool definitions, completion limit."""

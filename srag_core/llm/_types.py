@@ -1,5 +1,6 @@
 """The values that cross the client's boundary: what a call returns (`ChatResult`, `Usage`, `ToolCall`), what it is
-offered (`FunctionSpec`), how it fails (`LLMError`), and the `Limiter` protocol it holds a slot of per attempt."""
+offered (`FunctionSpec`), how it fails (`LLMError`), and the `Limiter` protocol it holds a slot of per attempt (with
+the `SlotTicket` on which it says how the attempt went)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from contextlib import AbstractContextManager
 from dataclasses import astuple, dataclass, field
 from typing import Any, Literal, Protocol
 
+# How one HTTP attempt went, as a limiter sees it: answered, refused with a 429, or failed some other way.
+AttemptOutcome = Literal["ok", "rate_limited", "failed"]
 ErrorKind = Literal["rate_limit", "timeout", "server", "connection", "bad_request", "auth", "bad_response",
                    "oversize"]
 Message = Mapping[str, Any]
@@ -95,10 +98,22 @@ class LLMError(Exception):
         self.attempts = attempts
 
 
+@dataclass
+class SlotTicket:
+    """What a limiter's slot may yield: the client writes how the attempt went into `outcome` before it leaves the
+    slot, and the limiter reads it when the slot is released (an adaptive limiter lowers its concurrency on 429s and
+    raises it again while requests succeed)."""
+
+    outcome: AttemptOutcome | None = None
+
+
 class Limiter(Protocol):
     """Caps requests and tokens to an endpoint (`srag_core.llm._ratelimit`). `slot(tokens)` is held around every HTTP
     attempt (never during backoff), `tokens` being the attempt's estimate (prompt plus completion limit);
-    `pause(seconds)` passes on a rate-limited server's request to wait, so that every caller waits, not one."""
+    `pause(seconds)` passes on a rate-limited server's request to wait, so that every caller waits, not one.
+
+    A slot that yields a `SlotTicket` is told each attempt's outcome through it; one that yields anything else (None,
+    as limiters written before tickets do) is told nothing, and works as before."""
 
     def slot(self, tokens: int = 0) -> AbstractContextManager[Any]: ...
 
