@@ -74,6 +74,22 @@ def test_malformed_data_file_exits_2(tmp_path, capsys):
     assert "line 1 is not valid JSON" in capsys.readouterr().err
 
 
+def test_a_grid_file_gives_the_flags_and_flags_beside_it_win(data, tmp_path, capsys):
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("dataset: [finsuperqa]\nretriever: bm25\nsplit: test\nk: 1\n")
+    assert main(car(data, tmp_path, "--grid", str(grid), "--json")) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["dataset"], result["retriever"], result["split"], result["k"]) == ("finsuperqa", "bm25", "test", 1)
+    assert main(car(data, tmp_path, "--grid", str(grid), "--k", "2", "--split", "all", "--json")) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["split"], result["k"], result["witness"]) == ("all", 2, "direct")  # the default where neither says
+    grid.write_text("dataset: finsuperqa\nretrievers: bm25\n")
+    assert main(car(data, tmp_path, "--grid", str(grid))) == 2
+    assert capsys.readouterr().err == f"srag car: error: {grid}: retrievers: unknown key\n"
+    assert main(car(data, tmp_path, "--dataset", "finsuperqa")) == 2
+    assert "give --dataset and --retriever, or a --grid file" in capsys.readouterr().err
+
+
 def test_missing_data_folder_exits_2(tmp_path, capsys):
     assert main(car(tmp_path / "absent", tmp_path, "--dataset", "finsuperqa", "--retriever", "bm25")) == 2
     assert "data folder not found" in capsys.readouterr().err

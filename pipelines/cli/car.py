@@ -3,6 +3,8 @@
 One dataset and one retriever run in-process and print one result. Several (comma-separated, or `all`) form a grid:
 `pipelines.engine.car_grid` runs each cell as a Ray task (a local Ray instance unless RAY_ADDRESS names a cluster)
 and logs the grid to MLflow as a parent run with one child run per cell; this module parses, calls it and prints.
+`--grid FILE` reads the grid from YAML (`configs/car_grid.yaml`): the flags' names as keys, the flags given beside it
+winning.
 """
 
 from __future__ import annotations
@@ -11,25 +13,32 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 EXPERIMENT = "car-baselines"
-SPLITS = ("all", "train", "dev", "test")
+Split = Literal["all", "train", "dev", "test"]
+Witness = Literal["direct", "transitive"]
+Stage1 = Literal["bm25", "tfidf", "dense"]
+SPLITS = get_args(Split)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("car", help="score CAR baselines (TCA@k) on the CAR benchmarks; a grid runs on Ray + MLflow")
-    p.add_argument("--dataset", required=True, help="dataset name, comma-separated names, or 'all'")
-    p.add_argument("--retriever", required=True,
+    p.add_argument("--dataset", help="dataset name, comma-separated names, or 'all'")
+    p.add_argument("--retriever",
                    help="retriever name, comma-separated names, 'all', or module:Class for a custom retriever")
-    p.add_argument("--k", type=int, default=5, help="cutoff for TCA@k and Recall@k (default 5)")
-    p.add_argument("--split", default="all", choices=SPLITS, help="FinSuperQA split (default all)")
+    p.add_argument("--grid", type=Path, metavar="FILE",
+                   help="a YAML file with the flags below as keys (dataset and retriever may be lists); flags win")
+    p.add_argument("--k", type=int, help="cutoff for TCA@k and Recall@k (default 5)")
+    p.add_argument("--split", choices=SPLITS, help="FinSuperQA split (default all)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--data-dir", type=Path, help="CAR data folder (default: $CAR_DATA_DIR or the shared data)")
-    p.add_argument("--stage1", choices=("bm25", "tfidf", "dense"),
+    p.add_argument("--stage1", choices=get_args(Stage1),
                    help="first stage of two_stage/dense_rerank/regex_ner (default: the dataset's published choice)")
     p.add_argument("--k1", type=int, help="first-stage results that anchor the entity lookup (default per dataset)")
-    p.add_argument("--witness", default="direct", choices=("direct", "transitive"),
+    p.add_argument("--witness", choices=get_args(Witness),
                    help="what may witness a superseded document: a direct superseder (published) or any")
     p.add_argument("--cache-dir", type=Path, default=Path(".cache/car"), help="embedding cache (default .cache/car)")
     p.add_argument("--rows", action="store_true", help="with --json: include the per-example rows")
@@ -43,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from pipelines.engine.car_grid import RUNS_DIR, grid_table, log_grid, run_cell, run_grid
     from pipelines.engine.tracking import tracking_uri
 
+    with_grid_file(args)
     data_dir = (args.data_dir or default_data_dir()).resolve()
     if not data_dir.is_dir():
         raise FileNotFoundError(f"CAR data folder not found: {data_dir}")
@@ -70,6 +80,42 @@ def run(args: argparse.Namespace) -> int:
         print(grid_table(results))
         print(f"\nLogged to MLflow {uri}: parent run {parent} with {len(results)} child runs.")
     return 0
+
+
+class GridFile(BaseModel):
+    """`--grid FILE`: what the flags of a grid say, in YAML."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str | list[str] | None = None
+    retriever: str | list[str] | None = None
+    k: int | None = None
+    split: Split | None = None
+    witness: Witness | None = None
+    stage1: Stage1 | None = None
+    k1: int | None = None
+
+
+DEFAULTS = {"k": 5, "split": "all", "witness": "direct"}
+
+
+def with_grid_file(args: argparse.Namespace) -> None:
+    """Fill the options no flag gave from `--grid FILE`, then from the defaults; a dataset and a retriever are
+    needed from one or the other."""
+    from pipelines.config import ConfigError, describe, read_yaml
+
+    grid = {}
+    if args.grid is not None:
+        try:
+            grid = GridFile.model_validate(read_yaml(args.grid)).model_dump(exclude_none=True)
+        except ValidationError as e:
+            raise ConfigError(describe(e, str(args.grid))) from None
+    for key in GridFile.model_fields:
+        if getattr(args, key) is None:
+            value = grid.get(key, DEFAULTS.get(key))
+            setattr(args, key, ",".join(value) if isinstance(value, list) else value)
+    if args.dataset is None or args.retriever is None:
+        raise ValueError("give --dataset and --retriever, or a --grid file that names them")
 
 
 def _datasets(spec: str, data_dir: Path) -> tuple[list[str], list[str]]:

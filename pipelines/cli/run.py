@@ -77,6 +77,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, help="run every question K times in every run (limits.epochs)")
     p.add_argument("--max-cost", type=float, metavar="USD", help="the sweep's budget over all its runs")
     p.add_argument("--profile", help=PROFILE_HELP)
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the runs the sweep would make (what differs, questions, episodes) and start nothing")
     _common(p)
     p.set_defaults(func=cmd_sweep)
 
@@ -221,8 +223,6 @@ def _mlflow_uri(runs_dir: Path, run_id: str) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from pipelines.engine.sweeps import run_sweep
-
     sweep = load_sweep(args.sweep)
     runs = sweep.expand(args.sweep)
     for key, value in (("limit", args.limit), ("epochs", args.epochs)):
@@ -231,10 +231,32 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                  f"--{key}") for r in runs]
     if args.profile:
         runs = [r.model_copy(update={"llm": with_profile(r.llm, args.profile, "--profile")}) for r in runs]
+    max_cost = args.max_cost if args.max_cost is not None else sweep.max_cost_usd
+    if args.dry_run:
+        from pipelines.engine.sweep_plan import sweep_plan
+
+        return _print_plan(sweep_plan(sweep.name, runs, max_cost_usd=max_cost, max_tokens=sweep.max_tokens), args)
+    from pipelines.engine.sweeps import run_sweep
+
     out = run_sweep(sweep.name, args.sweep, sweep.grid, runs, args.runs_dir, quiet=args.quiet,
-                    max_cost_usd=args.max_cost if args.max_cost is not None else sweep.max_cost_usd,
-                    max_tokens=sweep.max_tokens)
+                    max_cost_usd=max_cost, max_tokens=sweep.max_tokens)
     return _print_sweep(out, args)
+
+
+def _print_plan(plan: dict, args: argparse.Namespace) -> int:
+    if args.json:
+        print(json.dumps(plan))
+        return 0
+    rows = [{"label": r["label"], "questions": r["n_questions"] if r["n_questions"] is not None else "?",
+             "episodes": r["episodes"] if r["episodes"] is not None else "?",
+             "differs": ", ".join(f"{k}={json.dumps(v)}" for k, v in r["differs"].items()) or "-"} for r in plan["runs"]]
+    print(table(rows, ["label", "questions", "episodes", "differs"]))
+    print("questions counted from: " + "; ".join(dict.fromkeys(r["counted"] for r in plan["runs"])))
+    episodes = plan["episodes"] if plan["episodes"] is not None else f"at least {plan['episodes_known']}"
+    budget = f"; sweep budget ${plan['max_cost_usd']:,.2f}" if plan["max_cost_usd"] is not None else ""
+    print(f"\n{plan['n_runs']} runs, {episodes} episodes in all{budget}. Dry run: nothing was started "
+          "(`srag estimate` projects the cost).")
+    return 0
 
 
 def _print_sweep(out: dict, args: argparse.Namespace) -> int:

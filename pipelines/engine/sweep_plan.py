@@ -1,0 +1,85 @@
+"""What `srag sweep FILE --dry-run` shows: the runs a sweep would make, what sets each one's resolved config apart
+from the others', and how many questions and episodes each would run. It starts nothing: no Ray, no MLflow store,
+no run folder. The question counts come from the dataset registry: a registered dataset not built yet is converted
+into the dataset cache first, as the run would do (each registered one takes under a second)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pipelines.config import RunConfig
+
+
+def sweep_plan(name: str, runs: list[RunConfig], *, max_cost_usd: float | None = None,
+               max_tokens: int | None = None) -> dict[str, Any]:
+    """The dry run's report: one entry per run (label, fingerprint, the settings that differ, questions, epochs,
+    episodes) and the totals, with the sweep's budget if it has one."""
+    built: dict[str, int | str] = {}
+    rows = []
+    for cfg, differs in zip(runs, differences(runs)):
+        n, counted = question_count(cfg, built)
+        rows.append({"label": cfg.name.split("/", 1)[-1], "name": cfg.name, "fingerprint": cfg.fingerprint(),
+                     "differs": differs, "n_questions": n, "epochs": cfg.limits.epochs,
+                     "episodes": None if n is None else n * cfg.limits.epochs, "counted": counted})
+    known = [r["episodes"] for r in rows if r["episodes"] is not None]
+    return {"sweep": name, "dry_run": True, "n_runs": len(rows), "runs": rows,
+            "episodes": sum(known) if len(known) == len(rows) else None, "episodes_known": sum(known),
+            "max_cost_usd": max_cost_usd, "max_tokens": max_tokens}
+
+
+def differences(runs: list[RunConfig]) -> list[dict[str, Any]]:
+    """Per run, the dotted settings of its resolved config whose values are not the same in every run (the name
+    left out: it always differs)."""
+    flat = [_flatten(cfg.model_dump(mode="json", exclude={"name"})) for cfg in runs]
+    keys = sorted({k for f in flat for k in f})
+    varying = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
+    return [{k: f.get(k) for k in varying} for f in flat]
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def question_count(cfg: RunConfig, built: dict[str, int | str]) -> tuple[int | None, str]:
+    """The questions the run would take (after `limits.limit`) and where the count comes from; None, with the
+    reason, when it cannot be counted. `built` holds the counts (or the errors) of the datasets seen so far."""
+    if cfg.dataset:
+        if cfg.dataset not in built:
+            built[cfg.dataset] = _registry_count(cfg.dataset)
+        n = built[cfg.dataset]
+        if isinstance(n, str):
+            return None, n
+        where = f"{cfg.dataset} in the dataset registry"
+    else:
+        path = Path(cfg.questions).expanduser()
+        try:
+            with path.open(encoding="utf-8") as fh:
+                n = sum(1 for line in fh if line.strip())
+        except OSError as e:
+            return None, f"cannot read {path}: {e.strerror or type(e).__name__}"
+        where = str(path)
+    if cfg.limits.limit is not None and cfg.limits.limit < n:
+        return cfg.limits.limit, f"limits.limit of the {n} questions of {where}"
+    return n, where
+
+
+def _registry_count(name: str) -> int | str:
+    """The number of questions of a registered dataset (built into the cache if it is not yet), or why not."""
+    from pipelines.datasets import resolve
+
+    try:
+        bench = resolve(name)
+    except (OSError, ValueError) as e:
+        return f"{name} cannot be counted: {e}"
+    if bench.manifest:
+        return int(bench.manifest["n_questions"])
+    with bench.questions.open(encoding="utf-8") as fh:  # the shipped sample, used in place
+        return sum(1 for line in fh if line.strip())
