@@ -4,10 +4,12 @@ with the ideal (episodes x calls per episode x delay / concurrency).
 The scripted agent makes two calls per episode (one tool call, then the answer). The endpoint runs in its own process
 so it does not share the driver's CPU. Judging is deterministic (no LLM), MLflow logs to a local SQLite store without
 per-episode traces, so what is measured is the pipeline itself: Ray scheduling, the agent loop, the LLM client, the
-results store and the judge stage. No request limiter runs: a cap at the concurrency could never bind, and the engine
-skips such a limiter (`placement.limiter_can_bind`).
+results store and the judge stage. No request limiter runs: the cap is off (the engine skips a limiter that could
+never bind, `placement.limiter_can_bind`). `--limiter` puts the adaptive request limiter in front of every call, its
+cap at the concurrency (so it only adds its round trip), to measure what it costs.
 
-Run: `.venv/bin/python -m benchmarks.pipeline_overhead [--episodes 1000] [--delay 0.5] [--concurrency 8 16 32 64]`.
+Run: `.venv/bin/python -m benchmarks.pipeline_overhead [--episodes 1000] [--delay 0.5] [--concurrency 8 16 32 64]
+[--limiter]`.
 Prints a markdown table; `episodes_wall_s` starts once every worker holds its replica (worker start-up is reported
 separately, it does not grow with the number of episodes).
 """
@@ -30,12 +32,14 @@ SAMPLE = Path(__file__).resolve().parents[1] / "pipelines" / "samples" / "twowik
 CALLS_PER_EPISODE = 2
 
 
-def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay: float, actors: int) -> dict:
+def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay: float, actors: int,
+            limiter: bool = False) -> dict:
     corpus, questions = write_benchmark(workdir / "bench", SAMPLE, episodes)
     data = run_config(corpus, questions, base_url, tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}",
                       name=f"overhead-c{concurrency}",
                       **{"execution.actors": actors, "execution.episodes_per_actor": concurrency // actors,
-                         "execution.cpus_per_actor": 0.1, "execution.max_concurrent_requests": None,
+                         "execution.cpus_per_actor": 0.1,
+                         "execution.max_concurrent_requests": concurrency if limiter else None,
                          "llm.timeout_s": delay * 10 + 5, "tracking.traces": False})
     cfg = validate_run(data, "benchmark")
     tracker = lifecycle.open_tracker(cfg, workdir / "runs")
@@ -48,7 +52,8 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
     total = time.monotonic() - started
     meta = run_dir.read_meta()
     ideal = episodes * CALLS_PER_EPISODE * delay / concurrency
-    return {"concurrency": concurrency, "actors": actors, "episodes": episodes, "ok": summary["status_counts"]["ok"],
+    return {"concurrency": concurrency, "actors": actors, "limiter": meta["execution"]["limiter"], "episodes": episodes,
+            "ok": summary["status_counts"]["ok"],
             "ideal_s": round(ideal, 2), "episodes_wall_s": meta["episodes_wall_s"],
             "overhead_pct": round(100 * (meta["episodes_wall_s"] / ideal - 1), 1),
             "worker_startup_s": meta["worker_startup_s"], "total_s": round(total, 1)}
@@ -60,6 +65,7 @@ def main() -> None:
     ap.add_argument("--delay", type=float, default=0.5)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[8, 16, 32, 64])
     ap.add_argument("--actors", type=int, default=4)
+    ap.add_argument("--limiter", action="store_true", help="the adaptive request limiter in front of every call")
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args()
     init_ray(None)
@@ -67,7 +73,8 @@ def main() -> None:
     with scripted_endpoint(ScriptedAgent(delay=args.delay)) as base_url:
         for c in args.concurrency:
             with tempfile.TemporaryDirectory() as tmp:
-                rows.append(measure(base_url, Path(tmp), args.episodes, c, args.delay, min(args.actors, c)))
+                rows.append(measure(base_url, Path(tmp), args.episodes, c, args.delay, min(args.actors, c),
+                                    args.limiter))
                 print(json.dumps(rows[-1]), flush=True)
     print("\n" + markdown_table(rows))
     if args.json_out:
