@@ -43,14 +43,31 @@ def encoder_path(name: str = DEFAULT_ENCODER) -> str:
     return name
 
 
+class EncoderError(ValueError):
+    """An encoder that could not be loaded; the message names it and the hub setting it was loaded under."""
+
+
+def offline_for_shipped(name: str) -> None:
+    """The shipped encoder lies on disk, so its process never asks the Hugging Face hub (HF_HUB_OFFLINE, unless the
+    environment already says otherwise; it must be set before the hub's library is imported). Any other encoder is
+    left to the user's environment: it may need the hub to download."""
+    if name in _SHIPPED:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
 @lru_cache(maxsize=4)
 def load_encoder(name: str = DEFAULT_ENCODER, device: str = "cpu"):
     """A SentenceTransformer, loaded once per process (torch is imported only here)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    offline_for_shipped(name)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(encoder_path(name), device=device)
+    try:
+        return SentenceTransformer(encoder_path(name), device=device)
+    except (OSError, ValueError) as e:
+        offline = os.environ.get("HF_HUB_OFFLINE", "unset")
+        raise EncoderError(f"encoder {name!r} could not be loaded (HF_HUB_OFFLINE={offline}): "
+                           f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from e
 
 
 @lru_cache(maxsize=4)

@@ -253,3 +253,16 @@ def test_compression_keeps_head_and_recent_messages(fake_llm):
     assert last[0]["role"] == "system" and last[1]["content"].startswith("Question:")
     assert sum(len(m["content"]) for m in last[2:-4]) <= 150 * len(last[2:-4])
     assert len(last) < 2 + 2 * 5
+
+
+def test_a_reply_nested_thousands_deep_is_a_malformed_turn_not_a_crash(fake_llm):
+    deep = "[" * 1200 + "]" * 1200  # json's recursion gives out near 1,000 levels (and 2,400 characters fit a reply)
+    fake_llm.script([
+        '{"thought": "t", "tool": "count_set", "args": ' + deep + "}",
+        json.dumps({"thought": "t", "tool": "count_set", "args": deep}),  # the arguments as a JSON string
+        answer("10"),
+    ])
+    ep = make_agent(fake_llm).run(QUESTION)
+    assert ep.status == "ok" and ep.answer == "10" and ep.malformed_turns == 2 and ep.steps == 2
+    assert fake_llm.requests[1]["messages"][-1]["content"].startswith("Observation (step 1):\nYour last reply was not")
+    assert '"args" is a string that is not usable JSON' in fake_llm.requests[2]["messages"][-1]["content"]

@@ -106,6 +106,17 @@ def test_unusable_calls_and_plain_text_are_malformed_turns_the_model_is_told_abo
     assert sent[2]["messages"][-1]["role"] == "user" and "it called no function" in sent[2]["messages"][-1]["content"]
 
 
+def test_native_call_arguments_nested_thousands_deep_are_a_malformed_turn() -> None:
+    with ConformanceLLM("vllm") as server:
+        server.script([{"tool_calls": [{"name": "count_set", "arguments": '{"a":' + "[" * 1100 + "]" * 1100 + "}"}]},
+                       final("2")])
+        ep = make_agent(server).run(QUESTION)
+        sent = server.requests
+    assert server.rejections == [] and ep.status == "ok" and ep.answer == "2" and ep.malformed_turns == 1
+    bad_args = [m for m in sent[1]["messages"] if m["role"] == "tool"][-1]
+    assert "arguments are not usable JSON: JSON nested deeper than 64 levels" in bad_args["content"]
+
+
 def test_running_out_of_steps_asks_for_final_answer_by_name() -> None:
     with ConformanceLLM("openai-chat") as server:
         server.script([calls(call("count_set", set_name="all")), final("10")])

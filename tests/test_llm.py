@@ -169,6 +169,7 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
     ({"drop": True}, "connection"),
     ({"malformed": True}, "bad_response"),
     ({"body": {"object": "chat.completion", "choices": []}}, "bad_response"),
+    ({"body": '{"choices":' * 50_000}, "bad_response"),  # nested past the parser's recursion: not a crash
 ])
 def test_exhausted_retries_raise_with_the_right_kind(fake_llm: FakeLLM, reply: dict[str, Any], kind: str) -> None:
     fake_llm.script([reply] * 3 + ["too late"])

@@ -198,9 +198,15 @@ def _print_run(result: dict, args: argparse.Namespace) -> int:
     if _print_summary(result, args):
         print(f"results: {args.runs_dir / result['run_id']}  ·  MLflow: mlflow ui --backend-store-uri "
               f"{_mlflow_uri(args.runs_dir, result['run_id'])}")
+    if errors := result.get("mlflow_errors"):
+        print(f"srag: run {result['run_id']}: MLflow did not take {len(errors)} write(s) at the end (first: "
+              f"{errors[0][:200]}); the run folder holds everything: srag run --resume {result['run_id']} writes it "
+              "to MLflow again", file=sys.stderr)
     if stop := result.get("stopped"):
         print(stop_line(result["run_id"], stop), file=sys.stderr)
         return 3 if stop["kind"] != "budget" else 1
+    if errors:
+        return 4
     return 0 if result["missing"] == 0 else 1
 
 
@@ -268,6 +274,9 @@ def _print_sweep(out: dict, args: argparse.Namespace) -> int:
     for r in out["runs"]:
         if r.get("stopped"):
             print(stop_line(r["run_id"], r["stopped"]), file=sys.stderr)
+    if out.get("mlflow_errors"):
+        print(f"srag: sweep {out['sweep_id']}: MLflow did not take {len(out['mlflow_errors'])} write(s) of the "
+              f"parent run (first: {out['mlflow_errors'][0][:200]})", file=sys.stderr)
     return 0 if all(r["missing"] == 0 and not r.get("stopped") for r in out["runs"]) else 1
 
 

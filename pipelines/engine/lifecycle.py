@@ -34,6 +34,7 @@ from pipelines.engine.systems import effective_config, prepare_resources
 from pipelines.engine.tracking import (MlflowSink, TraceContext, Tracker, run_name, source_tags, tracking_uri,
                                        write_table)
 from srag_core import FINISHED, Corpus, LLMClient, LLMConfig, load_corpus, utc_now
+from srag_core.llm import check_transport
 
 log = logging.getLogger(__name__)
 TRACE_DRAIN_TIMEOUT_S = 1800.0  # then `finish` exports what is left, from the driver
@@ -299,6 +300,14 @@ def record_request_limit(run_dir: RunDir, state: dict[str, Any]) -> None:
         **{k: before.get(k, 0) + state.get(k, 0) for k in ("rate_limited", "cuts")}})
 
 
+def mlflow_synced(run_dir: RunDir, tracker: Tracker) -> list[str]:
+    """Wait for `finish`'s MLflow writes and record in run.json whether they all went in; returns the errors (the
+    run folder holds everything, and `srag run --resume` writes it to MLflow again)."""
+    errors = tracker.flush()
+    run_dir.update_meta(mlflow_synced=not errors, mlflow_errors=errors[:5])
+    return errors
+
+
 def record_stop(run_dir: RunDir, stop: Stop, stats: RunStats, not_run: int, budget: SpendLimit) -> None:
     """run.json's account of a run that stopped starting episodes: why, how much it had spent, its limits, and how
     many episodes never started (recorded as not run; `--resume` runs them)."""
@@ -389,6 +398,8 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
     value is the one MLflow shows (MLflow cannot delete a metric value; one step keeps its charts bar charts)."""
     import pandas as pd
 
+    if tracker is not None:
+        tracker.flush()  # the run's live writes: best effort, and not what this call must account for
     store = run_dir.store()
     states = store.states()
     summary, rows = run_summary(run_dir, store)
@@ -417,7 +428,8 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
             "per_question.json": write_table(frame, tables / "per_question.json"),
             "attempts.json": write_table(pd.DataFrame(attempt_rows(states)), tables / "attempts.json")})
         for name in ("summary.json", "results.parquet", "run.json", "questions.jsonl", "results.jsonl"):
-            tracker.log_artifact(mlflow_id, run_dir.path / name)
+            if (run_dir.path / name).exists():  # results.jsonl: not when no episode ever ran
+                tracker.log_artifact(mlflow_id, run_dir.path / name)
         tracker.log_artifacts(mlflow_id, run_dir.path / "traces", "traces")
         if plot is not None:
             tracker.log_artifact(mlflow_id, plot, "plots")
@@ -426,6 +438,7 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
                                      "srag.stopped": stop.get("kind", "no"),
                                      **({"srag.stop_reason": stop["reason"]} if stop else {})})
         tracker.set_terminated(mlflow_id, "FINISHED" if summary["failed"] == 0 else "FAILED")
+        summary["mlflow_errors"] = mlflow_synced(run_dir, tracker)
     return {"run_id": run_dir.run_id, "name": meta["name"], "variant": meta["variant"], "model": meta["model"],
             **summary}
 
@@ -503,6 +516,7 @@ def run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | N
 def _run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | None, sweep_id: str | None,
              parent: str | None) -> dict[str, Any]:
     inputs = load_inputs(cfg)  # bad input fails here, before MLflow's store or Ray is started
+    check_transport()  # so does an HTTP stack that cannot hold a request to its deadline
     own_tracker = tracker is None
     tracker = tracker or _start_together(cfg, runs_dir, True)
     try:
@@ -549,6 +563,8 @@ def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool,
         set_budget(run_dir, max_cost_usd)
     cfg = load_run_config(run_dir)
     todo, unjudged = pending_work(run_dir, statuses)
+    if todo or unjudged:
+        check_transport()
     tracker = _start_together(cfg, run_dir.path.parent, bool(todo or unjudged))
     try:
         with sigterm_recorded(), run_dir.failure_recorded(stop_reason):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -18,8 +19,9 @@ from srag_core.discovery.sandbox import DEFAULT_MEMORY_LIMIT_MB, memory_capped
 
 log = logging.getLogger(__name__)
 DEFAULT_TASK_TIMEOUT_S = 90.0
-RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "MLFLOW_DISABLE_TELEMETRY": "true"}
+# What every Ray worker of ours runs with. The Hugging Face hub is left to the user's environment: the shipped
+# encoder turns it off for itself (`srag_core.embeddings.offline_for_shipped`), any other may need to download.
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
 
 
 def init_ray(address: str | None) -> None:
@@ -41,9 +43,27 @@ def init_ray(address: str | None) -> None:
                 ray.init(address=address, runtime_env=env, log_to_driver=False)
             else:  # "local": a new instance, never whatever cluster someone else started on this machine
                 ray.init(address="local", include_dashboard=False, runtime_env=env, log_to_driver=False)
-            if ray.util.get_node_ip_address() != LOOPBACK:
-                log.warning("local Ray did not start on loopback (Ray was imported before init_ray); its ports may "
-                            "be reachable from the network")
+            if not address:
+                _check_loopback(ray)
+
+
+class RaySetupError(ValueError):
+    """Ray could not be set up with the guarantees the engine promises (a ValueError: the command reports it in one
+    line, as it does a bad config)."""
+
+
+def _check_loopback(ray) -> None:
+    """A local instance that came up on another address than loopback (Ray was imported before `init_ray`, or a Ray
+    release no longer honours its single-machine switch) is shut down: its ports would run code for anyone who can
+    reach this machine."""
+    node_ip = ray.util.get_node_ip_address()
+    if node_ip != LOOPBACK:
+        ray.shutdown()
+        raise RaySetupError(
+            f"local Ray {ray.__version__} started on {node_ip}, not {LOOPBACK}, and was shut down: its ports would be "
+            "open to the network. Either Ray was imported before the run set it up, or this Ray release ignores "
+            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER; start a head yourself (ray start --head --node-ip-address "
+            f"{LOOPBACK}) or install the Ray version pyproject.toml allows")
 
 
 @contextmanager
@@ -88,9 +108,19 @@ def own_local_cluster() -> str | None:
     """The address of a running local Ray head that listens on loopback and was started by this user, else None.
 
     `ray start` records its address in Ray's temp folder; a cluster on another interface, or one another user
-    started, is never joined (its workers would run our code under their account, or ours under theirs)."""
-    from ray._private import services, utils
+    started, is never joined (its workers would run our code under their account, or ours under theirs). Ray has
+    no public call for this: where its private helpers have moved, no head is joined (a warning says why), and the
+    run starts an instance of its own."""
+    try:
+        from ray._private import services, utils
 
+        utils.read_ray_address, utils.get_ray_address_file, services.find_gcs_addresses  # noqa: B018 - all or none
+    except (ImportError, AttributeError) as e:
+        import ray
+
+        log.warning("Ray %s: cannot look for this user's running head (%s); starting a local instance instead",
+                    ray.__version__, e)
+        return None
     try:
         address = utils.read_ray_address()
         if not address or not address.startswith(LOOPBACK + ":"):
@@ -100,6 +130,36 @@ def own_local_cluster() -> str | None:
         return address if address in services.find_gcs_addresses() else None  # a stale file: no such head
     except (OSError, ValueError):
         return None
+
+
+# What Ray's core worker logs when a request reaches this driver without the token its mode expects, or with one it
+# rejects. Ray reports none of it to the driver's code: an actor then "died before it started", nothing more.
+_AUTH_LINE = re.compile(r"authori[sz]ation|auth(entication)? token|unauthenticated", re.IGNORECASE)
+
+
+def driver_log_reason() -> str | None:
+    """Ray's reason for a failure the driver's code was not told about, read from this driver's core log: for an
+    authentication mismatch, which mode the driver and the cluster use. None when the log says nothing of it (or
+    cannot be found: its folder comes from Ray's private API)."""
+    try:
+        import ray._private.worker
+
+        logs = Path(ray._private.worker.global_worker.node.get_logs_dir_path())
+    except Exception:  # not connected, or the private API moved: no reason to add
+        return None
+    lines = []
+    for path in logs.glob(f"python-core-driver-*_{os.getpid()}.log"):
+        with open(path, "rb") as f:
+            f.seek(max(0, path.stat().st_size - 1_000_000))
+            lines += [line for line in f.read().decode("utf-8", "replace").splitlines() if _AUTH_LINE.search(line)]
+    if not lines:
+        return None
+    mode = os.environ.get("RAY_AUTH_MODE") or "disabled"
+    if any("Missing authorization header" in line for line in lines):
+        return (f"Ray authentication mismatch: this driver runs with RAY_AUTH_MODE={mode} and the cluster's "
+                "processes send no token, so the cluster runs without authentication; use the same RAY_AUTH_MODE "
+                "for the driver and the cluster (Ray's log: Missing authorization header)")
+    return f"Ray authentication failed (this driver's RAY_AUTH_MODE={mode}); Ray's log: {lines[-1].strip()[-200:]}"
 
 
 def ensure_ray() -> float:

@@ -94,6 +94,8 @@ class WorkerPool:
         self.booting: dict[Any, int] = {}  # `ready` ref -> worker still starting
         self.max_failures = max_failures
         self.spawn, self.target = spawn, target
+        self.ever_ready = False  # some worker started (its `ready` returned, or it ran an episode)
+        self.last_error = ""  # the last reason a worker failed, in one line
         for w in workers:
             self.add(w)
 
@@ -127,9 +129,10 @@ class WorkerPool:
             self.cool_until[w] = 0.0
             try:
                 ray.get(ref)
+                self.ever_ready = True
             except Exception as e:
-                log.warning("a worker failed to start: %s", e)
-                self.failed(w)
+                self.failed(w, e)  # Ray restarts it; if none ever starts, the run's stop line gives the reason
+                log.info("a worker failed to start: %s", self.last_error)
 
     def alive(self, w: int) -> bool:
         return self.failures[w] <= self.max_failures
@@ -142,12 +145,25 @@ class WorkerPool:
         ready = [w for w in range(len(self.workers)) if self.alive(w) and self.cool_until[w] <= now]
         return min(ready, key=self.load.__getitem__) if ready else None
 
-    def failed(self, w: int) -> None:
+    def failed(self, w: int, error: BaseException | None = None) -> None:
         self.failures[w] += 1
         self.cool_until[w] = time.monotonic() + self.COOLDOWN_S
+        if error is not None:
+            self.last_error = " ".join(f"{type(error).__name__}: {error}".split())[:300]
 
     def succeeded(self, w: int) -> None:
         self.failures[w] = 0
+        self.ever_ready = True
+
+    def why_none_alive(self) -> str:
+        """One line for a pool with no worker left: none ever started, or all died; Ray's reason where it logged
+        one the driver was not told (an authentication mismatch)."""
+        from pipelines.engine.ray_utils import driver_log_reason
+
+        what = f"no episode worker could start ({len(self.workers)} tried)" if not self.ever_ready else \
+            f"every episode worker died ({len(self.workers)})"
+        reason = driver_log_reason() or self.last_error or "no reason given by Ray"
+        return f"{what}: {reason}"
 
 
 class Scheduler:
@@ -218,9 +234,7 @@ class Scheduler:
             pool.load[w] += 1
             self.first_dispatch = self.first_dispatch or time.monotonic()
         if self.stop is None and self.pending and not self.inflight and not pool.any_alive():  # every worker is gone
-            while self.pending:
-                q, epoch, attempt = self.pending.popleft()
-                self._record(failed_record(q, attempt, "crashed", "no live workers left to run this question", epoch))
+            self.stop = Stop("workers", pool.why_none_alive())  # the rest stays not run: `--resume` runs it
 
     def _room(self) -> bool:
         capacity = self.endpoint.cap(self.capacity) if self.endpoint is not None else self.capacity
@@ -241,12 +255,15 @@ class Scheduler:
         try:
             record = ray.get(ref)
             self.pool.succeeded(slot.worker)
-        except ActorUnavailableError:  # the worker is restarting: the episode never started, try elsewhere
-            self.pool.failed(slot.worker)
+        except ActorUnavailableError as e:  # the worker is restarting: the episode never started, try elsewhere
+            self.pool.failed(slot.worker, e)
             self._requeue(slot)
             return
         except RayActorError as e:  # the worker died while running it
-            self.pool.failed(slot.worker)
+            self.pool.failed(slot.worker, e)
+            if not self.pool.ever_ready:  # no worker has ever started, so none ran it: not the question's fault
+                self._requeue(slot)
+                return
             unit = (slot.question["id"], slot.epoch)
             self.deaths[unit] += 1
             if self.deaths[unit] <= self.retries_on_death:

@@ -75,13 +75,15 @@ def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> dict[str, An
     plots = plot_sweep(rows, sweep_dir / "accuracy_by_type_and_run.png", sweep_dir / "cost_vs_accuracy.png")
     plots.append(plot_accuracy_intervals(rows, sweep_dir / "accuracy_with_intervals.png"))
     pairs = pairwise(rows)
+    errors: list[str] = []
     if tracker is not None and info.get("mlflow_run_id"):
         _log_parent(tracker, info, sweep_dir, rows, pairs, plots)
+        errors = tracker.flush()  # the parent's writes; `srag report SWEEP_ID` does not write, a rerun does
     runs = [{"run_id": r["meta"]["run_id"], "label": r["label"], "variant": r["meta"]["variant"],
              "model": r["meta"]["model"], **r["summary"]} for r in rows]
     return {"sweep_id": info["sweep_id"], "name": info["name"], "n_runs": len(runs),
             "n_questions": sum(r["n_questions"] for r in runs), "runs": runs, "pairwise": pairs,
-            "plots": [str(p) for p in plots]}
+            "plots": [str(p) for p in plots], "mlflow_errors": errors}
 
 
 def pairwise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

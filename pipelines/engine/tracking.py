@@ -193,16 +193,29 @@ class Tracker:
         inputs = [DatasetInput(dataset, [InputTag(k, v) for k, v in tags.items()])]
         self.submit(lambda: self.client.log_inputs(run_id, datasets=inputs))
 
+    def flush(self) -> list[str]:
+        """Wait for every write queued so far; returns the errors seen since the last flush (each logged as it
+        happened). A write that failed is not retried here: the run folder holds it, and `finish` writes it again."""
+        self._queue.join()
+        errors, self._errors = self._errors, []
+        return errors
+
     def close(self) -> list[str]:
-        """Wait for every queued write; returns the errors seen (logged, never raised: tracking is best effort and
-        the run's own folder is the record of truth)."""
+        """Wait for every queued write and stop the writer; returns the errors seen since the last flush."""
         self._queue.put(None)
         self._thread.join()
-        return self._errors
+        errors, self._errors = self._errors, []
+        return errors
 
     def _drain(self) -> None:
-        while (fn := self._queue.get()) is not None:
-            self._guarded(fn)
+        while True:
+            fn = self._queue.get()
+            try:
+                if fn is None:
+                    return
+                self._guarded(fn)
+            finally:
+                self._queue.task_done()
 
     def _guarded(self, fn: Callable[[], Any]) -> Any:
         try:

@@ -3,8 +3,8 @@
 Before the first LLM call the question landscape is computed and sent with the question. Then, for up to
 `max_steps` tool calls: consumed observations are redacted, the conversation is compressed if it is still over
 budget, the LLM replies with one turn (a native function call or a JSON object, by the endpoint's protocol, see
-`srag_core.agent._turns`), and a tool call runs against the workspace. When the steps run out the model is asked once more
-for its best answer. A turn cut at the completion limit is asked again once with twice the limit before it counts as
+`_turns.py`), and a tool call runs against the workspace. When the steps run out the model is asked once more for
+its best answer. A turn cut at the completion limit is asked again once with twice the limit before it counts as
 malformed. Every LLM call carries the episode's deadline, and none is made once the episode has spent its token or
 cost budget (it then ends as `over_budget`).
 

@@ -19,7 +19,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Collection, Iterable, Mapping
 
-from srag_core.llm import ROOT_KEY, ChatResult, FunctionSpec, first_json_object, from_strict_args, unwrap_root
+from srag_core.llm import (ROOT_KEY, ChatResult, FunctionSpec, first_json_object, from_strict_args, loads_bounded,
+                           unwrap_root)
 
 FINAL_ANSWER = "final_answer"
 _THOUGHT = {"type": "string", "description": "what you will do and why; the facts you will need later"}
@@ -64,9 +65,9 @@ def parse_turn(text: str | None) -> Turn:
     args = {} if args is None else args  # strict schemas send null for "no arguments"
     if isinstance(args, str):  # some models send the arguments as a JSON string
         try:
-            args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
-            return Turn(thought=thought, tool=tool, problem='"args" is a string that is not valid JSON')
+            args = loads_bounded(args) if args.strip() else {}
+        except ValueError:  # bad syntax, or nested past the bound
+            return Turn(thought=thought, tool=tool, problem='"args" is a string that is not usable JSON')
     if not isinstance(args, dict):
         return Turn(thought=thought, tool=tool, problem='"args" must be a JSON object')
     if wrapped and (schema := _tool_schema(tool)) is not None:

@@ -13,13 +13,14 @@ from typing import Any
 
 from srag_core.llm._client import LLMClient
 from srag_core.llm._config import DEFAULT_CONTEXT_TOKENS, LLMConfig, Prices
-from srag_core.llm._jsontext import first_json_object
+from srag_core.llm._jsontext import first_json_object, loads_bounded
 from srag_core.llm._profiles import (SHIPPED, Profile, ResponseFormatMode, TurnProtocol, auto_profile, load_profile,
                                      resolve_profile, write_profile)
 from srag_core.llm._ratelimit import LocalLimiter, Window
 from srag_core.llm._response import estimate_tokens
 from srag_core.llm._retry import MAX_SERVER_WAIT_S
 from srag_core.llm._strict_schema import ROOT_KEY, from_strict_args, strict_schema, unwrap_root
+from srag_core.llm._transport import TransportError, check_transport
 from srag_core.llm._types import (AttemptOutcome, ChatResult, FunctionSpec, Limiter, LLMError, SlotTicket, ToolCall,
                                   Usage)
 from srag_core.llm._wire import ANY_JSON_OBJECT
@@ -37,6 +38,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["ANY_JSON_OBJECT", "DEFAULT_CONTEXT_TOKENS", "MAX_SERVER_WAIT_S", "ROOT_KEY", "SHIPPED", "AttemptOutcome",
            "ChatResult", "FunctionSpec", "LLMClient", "LLMConfig", "LLMError", "Limiter", "LocalLimiter", "Prices",
-           "ProbeError", "Profile", "ResponseFormatMode", "SlotTicket", "ToolCall", "TurnProtocol", "Usage", "Window",
-           "auto_profile", "capability_table", "estimate_tokens", "first_json_object", "from_strict_args",
-           "load_profile", "probe", "resolve_profile", "strict_schema", "unwrap_root", "write_profile"]
+           "ProbeError", "Profile", "ResponseFormatMode", "SlotTicket", "ToolCall", "TransportError", "TurnProtocol",
+           "Usage", "Window", "auto_profile", "capability_table", "check_transport", "estimate_tokens",
+           "first_json_object", "from_strict_args", "load_profile", "loads_bounded", "probe", "resolve_profile",
+           "strict_schema", "unwrap_root", "write_profile"]

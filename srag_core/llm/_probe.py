@@ -23,7 +23,6 @@ missing.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -33,6 +32,7 @@ import httpx2
 import openai
 
 from srag_core.llm._config import PLACEHOLDER_API_KEY
+from srag_core.llm._jsontext import loads_bounded
 from srag_core.llm._transport import _deadline_http_client, _Oversize, bounded_attempt, read_body
 from srag_core.llm._profiles import Profile
 
@@ -115,7 +115,7 @@ class _Prober:
             return None, f"the reply is over {MAX_REPLY_BYTES:,} bytes"
         self.answered = True
         try:
-            data = json.loads(raw)
+            data = loads_bounded(raw)
         except ValueError:
             return None, "the reply is not JSON"
         self.result.tokens += int((data.get("usage") or {}).get("total_tokens") or 0)
@@ -172,7 +172,7 @@ class _Prober:
         if data is None:
             return False, reason
         try:
-            reply = json.loads(data["choices"][0]["message"].get("content") or "")
+            reply = loads_bounded(data["choices"][0]["message"].get("content") or "")
         except ValueError:
             return False, "accepted, but the reply is not JSON"
         fits = isinstance(reply, dict) and (key is None or key in reply)

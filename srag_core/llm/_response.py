@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from srag_core.llm._jsontext import loads_bounded
 from srag_core.llm._strict_schema import from_strict_args
 from srag_core.llm._types import FunctionSpec, Message, ToolCall
 
@@ -56,9 +57,11 @@ class _Completion:
 
 def _parse_completion(raw_body: bytes, messages: Sequence[Message]) -> _Completion:
     try:
-        body = json.loads(raw_body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        body = loads_bounded(raw_body)
+    except UnicodeDecodeError as exc:
         raise _BadResponse(f"body is not JSON ({len(raw_body)} bytes)") from exc
+    except ValueError as exc:  # bad syntax, or nested past the bound
+        raise _BadResponse(f"body is not usable JSON ({len(raw_body)} bytes): {str(exc)[:80]}") from exc
     if not isinstance(body, dict):
         raise _BadResponse("body is not a JSON object")
     choices = body.get("choices")
@@ -117,9 +120,11 @@ def _usage_details(usage: object) -> tuple[int, int]:
 def decode_tool_call(call: Mapping[str, str], functions: Mapping[str, FunctionSpec], strict: bool) -> ToolCall:
     """A wire tool call as a ToolCall: arguments parsed, and strict-mode encodings undone for known functions."""
     try:
-        args = json.loads(call["arguments"]) if call["arguments"].strip() else {}
-    except json.JSONDecodeError:
-        return ToolCall(call["id"], call["name"], call["arguments"], None, "its arguments are not valid JSON")
+        args = loads_bounded(call["arguments"]) if call["arguments"].strip() else {}
+    except ValueError as error:  # bad syntax, or nested past the bound
+        problem = "its arguments are not valid JSON" if isinstance(error, json.JSONDecodeError) else \
+            f"its arguments are not usable JSON: {error}"
+        return ToolCall(call["id"], call["name"], call["arguments"], None, problem)
     if not isinstance(args, dict):
         return ToolCall(call["id"], call["name"], call["arguments"], None, "its arguments are not a JSON object")
     spec = functions.get(call["name"])

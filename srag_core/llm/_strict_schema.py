@@ -22,8 +22,9 @@ default applies, pair arrays become maps again, and JSON strings free-form objec
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from srag_core.llm._jsontext import loads_bounded
 
 # Constraint keywords strict structured outputs refuse (the OpenAI reference lists `pattern` and `format` as the only
 # string constraints; `minItems`/`maxItems` and the number bounds are supported). Dropping them only loosens the
@@ -121,8 +122,8 @@ def _restore(value: Any, node: dict[str, Any], defs: dict[str, Any]) -> Any:
                 if v is not None or k in required}
     if isinstance(value, str) and node.get("type") == "object" and _is_free_form(node):
         try:
-            return json.loads(value)
-        except json.JSONDecodeError:
+            return loads_bounded(value)
+        except ValueError:  # bad syntax, or nested past the bound
             return value  # the tool's own validation says what is wrong with it
     if isinstance(value, list) and _is_map(node):
         return {pair.get("key"): pair.get("value") for pair in value if isinstance(pair, dict)}

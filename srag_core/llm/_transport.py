@@ -88,19 +88,48 @@ class _DeadlineBackend(httpcore2.NetworkBackend):
         self.inner.sleep(seconds)
 
 
+class TransportError(ValueError):
+    """The installed HTTP stack lacks what the total deadline per request is built on, so the client refuses to
+    start (a ValueError: like a bad config, the command reports it in one line)."""
+
+
 def _deadline_http_client() -> httpx2.Client:
     """The SDK's default HTTP client with every socket operation clipped to the calling thread's deadline.
 
     httpx has per-operation timeouts only; the connection pool's network backend is the one place where each read can
     see the wall clock. `_pool._network_backend` (httpcore) and `_mounts` (httpx: proxies from the environment) are
-    private attributes, set here before any connection exists."""
+    private attributes, set here before any connection exists. If a release of httpx2 or httpcore2 no longer has
+    them, the deadline cannot be enforced, and the client refuses to start (`TransportError`) rather than run
+    without it."""
     import openai
     client = openai.DefaultHttpxClient()  # the SDK's limits, and proxies from the environment as it would use them
-    for each in [client._transport, *client._mounts.values()]:
+    transports = [client._transport, *getattr(client, "_mounts", {}).values()]
+    for each in (t for t in transports if t is not None):
         pool = getattr(each, "_pool", None)
-        if pool is not None and not isinstance(pool._network_backend, _DeadlineBackend):
+        if pool is None or not hasattr(pool, "_network_backend"):
+            client.close()
+            raise TransportError(
+                f"httpx2 {_version('httpx2')} / httpcore2 {_version('httpcore2')}: the transport "
+                f"{type(each).__name__} has no connection pool with a network backend (`_pool._network_backend`), "
+                "so no request could be held to its total deadline; install the versions pyproject.toml allows")
+        if not isinstance(pool._network_backend, _DeadlineBackend):
             pool._network_backend = _DeadlineBackend(pool._network_backend)
     return client
+
+
+def check_transport() -> None:
+    """Raise `TransportError` now if this installation cannot hold a request to its total deadline (a run checks
+    this before it starts any worker, so a library upgrade that moved httpx internals stops it at once)."""
+    _deadline_http_client().close()
+
+
+def _version(package: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 def read_body(response: httpx2.Response) -> bytes:
