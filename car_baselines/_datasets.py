@@ -32,6 +32,8 @@ CVE_FREEFORM = "cve_synthetic_freeform_cache.jsonl"
 LEGAL_FREEFORM = "legal_freeform_cache.jsonl"
 LEGAL_REAL = "legal_real_pairs.json"
 SCOTUS = "legal_scotus_expanded_pairs.json"
+SAMPLES = Path(__file__).resolve().parent / "samples"  # shipped with the package, read-only
+LEGAL_SAMPLE = SAMPLES / "legal_real_pairs_sample.json"
 
 # Tokenization and scoring as each published table did it (see LexicalProfile).
 FINANCE_LEXICAL = LexicalProfile(token_pattern=r"[a-z0-9]+", unique_query_terms=False)
@@ -46,14 +48,10 @@ GHSA_QUERY = "Is {product} still affected by {cve_id}? Has this security flaw be
 SCOTUS_QUERY = "Is {case} still good law and controlling precedent?"
 
 
-def default_data_dir() -> Path:
-    """$CAR_DATA_DIR, else ./data/car, else the shared data folder next to the repository."""
-    if env := os.environ.get("CAR_DATA_DIR"):
-        return Path(env)
-    repo = Path(__file__).resolve().parents[1]
-    candidates = [Path.cwd() / "data" / "car", Path.cwd().parent / "shared" / "data" / "car",
-                  repo.parent / "shared" / "data" / "car"]
-    return next((c for c in candidates if c.is_dir()), candidates[-1])
+def default_data_dir() -> Path | None:
+    """$CAR_DATA_DIR, else None: where the CAR files are is the caller's to say (`srag car` adds its data root)."""
+    env = os.environ.get("CAR_DATA_DIR")
+    return Path(env).expanduser() if env else None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -388,6 +386,7 @@ class DatasetSpec:
     files: Callable[[Path], tuple[Path, ...]]
     build: Callable[[Path], Dataset]
     summary: str
+    shipped: bool = False  # its files come with the package (`files` and `build` ignore the data folder)
 
 
 def _files(*names: str) -> Callable[[Path], tuple[Path, ...]]:
@@ -414,6 +413,9 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in (
                 "LegalPrecedentQA T1, free-form questions + party names (Table 8)"),
     DatasetSpec("legal-real", _files(LEGAL_REAL), lambda d: load_overruling_pairs(d / LEGAL_REAL, "legal-real"),
                 "44 real SCOTUS overruling pairs with opinion texts"),
+    DatasetSpec("legal-real-sample", lambda d: (LEGAL_SAMPLE,),
+                lambda d: load_overruling_pairs(LEGAL_SAMPLE, "legal-real-sample"),
+                "12 of the legal-real pairs, shipped with the package (samples/ATTRIBUTION.md)", shipped=True),
     DatasetSpec("scotus", lambda d: (scotus_file(d),), lambda d: load_overruling_pairs(scotus_file(d), "scotus"),
                 "122 SCOTUS overruling pairs (Tables 10, 13); supply legal_scotus_expanded_pairs.json"),
     DatasetSpec("cve-synth-structured", _files(CVEPATCHQA), load_cve_structured,
@@ -447,13 +449,19 @@ def dataset_names() -> list[str]:
 
 def dataset_available(name: str, data_dir: Path | None = None) -> bool:
     spec = _spec(name)
-    return all(p.is_file() for p in spec.files(Path(data_dir or default_data_dir())))
+    root = SAMPLES if spec.shipped else data_dir or default_data_dir()
+    return root is not None and all(p.is_file() for p in spec.files(Path(root)))
 
 
 def load_dataset(name: str, data_dir: str | Path | None = None) -> Dataset:
-    """Build a named dataset from the files in `data_dir` (cached per process)."""
+    """Build a named dataset from the files in `data_dir`, else $CAR_DATA_DIR (cached per process); a shipped
+    dataset from the package's own files."""
     spec = _spec(name)
+    if spec.shipped:
+        return _load(name, SAMPLES, "")
     root = Path(data_dir) if data_dir is not None else default_data_dir()
+    if root is None:
+        raise FileNotFoundError("no CAR data folder: pass one (--data-dir) or set CAR_DATA_DIR")
     if not root.is_dir():
         raise FileNotFoundError(f"CAR data folder not found: {root} (point --data-dir or CAR_DATA_DIR at the data)")
     if name == "scotus" and not scotus_file(root).is_file():

@@ -144,12 +144,13 @@ class IngestionSettings(_Strict):
     discovery_llm: bool = True  # False: the deterministic stages only (label scanner, index, gap clusters)
     sample_size: int = Field(20, ge=1)  # documents the discovery LLM reads; constant in corpus size
     task_timeout_s: float = Field(120.0, gt=0)  # hard limit per validation task on Ray
-    cache_dir: str = ".cache"
+    cache_dir: str | None = None  # None: the cache folder (SRAG_CACHE_DIR, else ~/.cache/srag; `pipelines.paths`)
 
 
 class RunConfig(_Strict):
     name: str = "run"
     dataset: str | None = None  # a registry name (see `srag datasets`)
+    data_root: str | None = None  # where `dataset` is staged; None: SRAG_DATA_DIR (`--data-root` overrides both)
     corpus: str | None = None  # or an explicit corpus path ...
     questions: str | None = None  # ... and questions.jsonl
     variant: Variant = "zero_ingestion"
@@ -180,9 +181,9 @@ class RunConfig(_Strict):
         return self.llm.seed if self.llm.seed is not None else self.limits.seed
 
     def fingerprint(self) -> str:
-        """Short hash of everything that changes results (not where results go, nor the budgets, which decide how
+        """Short hash of everything that changes results (not where data comes from or results go, nor the budgets, which decide how
         many questions run, not what each one gives)."""
-        material = self.model_dump(exclude={"name", "runs_dir", "tracking", "execution"}, mode="json")
+        material = self.model_dump(exclude={"name", "data_root", "runs_dir", "tracking", "execution"}, mode="json")
         for budget in ("max_cost_usd", "max_tokens"):
             material["limits"].pop(budget)
         return _short_hash(material)
@@ -190,7 +191,7 @@ class RunConfig(_Strict):
     def episode_fingerprint(self) -> str:
         """Short hash of what changes one episode and its verdict (the system, the model, the judge, the data), not
         which or how many questions run: runs that share it spend alike per episode (`srag estimate` reuses them)."""
-        return _short_hash(self.model_dump(exclude={"name", "runs_dir", "tracking", "execution", "limits"},
+        return _short_hash(self.model_dump(exclude={"name", "data_root", "runs_dir", "tracking", "execution", "limits"},
                                            mode="json"))
 
 

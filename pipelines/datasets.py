@@ -1,10 +1,11 @@
 """The dataset registry: benchmark names, their question rows, and building them from the staged source files.
 
 `resolve(name)` gives a `Benchmark` (a corpus folder of .txt files plus a questions.jsonl). The shipped sample is used
-in place. The other benchmarks are converted from the public files staged under `data_root` (by default
-`<repo>/../shared/data`) into `cache_root/NAME/` (by default `<repo>/.cache/datasets`) the first time they are asked
-for. A build happens in a temporary folder that is renamed into place when complete, under a per-dataset file lock, so
-concurrent resolves never see half a benchmark. Each build leaves a `manifest.json` with the size, mtime and SHA-256
+in place. The other benchmarks are converted from the public files staged under the data root (`data_root`, else
+SRAG_DATA_DIR; see `pipelines.paths`) into `cache_root/NAME/` (by default `datasets/` in the cache folder) the first
+time they are asked for; once built, a benchmark is used from the cache even when no data root is set. A build
+happens in a temporary folder that is renamed into place when complete, under a per-dataset file lock, so concurrent
+resolves never see half a benchmark. Each build leaves a `manifest.json` with the size, mtime and SHA-256
 of every source file and the registry's converter version; later resolves compare against it and return at once
 unless a source or the converter changed.
 
@@ -38,12 +39,9 @@ from typing import Any, Callable, Iterator, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pipelines import converters
+from pipelines import converters, paths
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA_ROOT = REPO.parent / "shared" / "data"
-DEFAULT_CACHE_ROOT = REPO / ".cache" / "datasets"
-SAMPLE_2WIKI = REPO / "pipelines" / "samples" / "twowiki"
+SAMPLE_2WIKI = Path(__file__).resolve().parent / "samples" / "twowiki"  # shipped with the package, read-only
 MANIFEST = "manifest.json"
 
 AnswerKind = Literal["text", "count", "number", "list", "yes_no", "date"]
@@ -205,13 +203,13 @@ class DatasetSpec:
     source: str
     folder: str = ""  # under data_root
     files: tuple[str, ...] = ()  # source files, in the order `convert` takes them before the output folder
-    convert: Callable[..., tuple[int, int]] | None = None  # None: shipped in the repository, used in place
+    convert: Callable[..., tuple[int, int]] | None = None  # None: shipped with the package, used in place
     version: int = 1  # bump when the converter's output changes, so cached builds are redone
 
 
 DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
     DatasetSpec(
-        "twowiki-sample", "2WikiMultiHopQA sample shipped with the repository: 20 questions, 300 passages",
+        "twowiki-sample", "2WikiMultiHopQA sample shipped with the package: 20 questions, 300 passages",
         "pipelines/samples/twowiki (from the HippoRAG 2Wiki files; see ATTRIBUTION.md)"),
     DatasetSpec(
         "2wikimultihopqa", "2WikiMultiHopQA, HippoRAG split: 1,000 questions over 6,119 passages (gold approximate)",
@@ -242,37 +240,48 @@ def _spec(name: str) -> DatasetSpec:
     return DATASETS[name]
 
 
-def resolve(name: str, *, data_root: Path = DEFAULT_DATA_ROOT, cache_root: Path = DEFAULT_CACHE_ROOT,
+def default_cache_root() -> Path:
+    return paths.cache_dir() / "datasets"
+
+
+def resolve(name: str, *, data_root: str | Path | None = None, cache_root: Path | None = None,
             rebuild: bool = False) -> Benchmark:
     """The benchmark called `name`, converting it into `cache_root/name/` first when no up-to-date build exists
-    (or always, with `rebuild`).
+    (or always, with `rebuild`). `data_root` None: SRAG_DATA_DIR.
 
-    A build whose source files have since disappeared is still used (a worker may get the cache without the staged
-    data); with no build and a missing source, FileNotFoundError names the file.
+    A build whose source files have since disappeared, or whose data root is not set, is still used (a worker may
+    get the cache without the staged data); with no build, `paths.DataRootError` says which variable or flag to set,
+    and FileNotFoundError names a missing source file.
     """
     spec = _spec(name)
     if spec.convert is None:
         if rebuild:
-            raise ValueError(f"{name} is shipped with the repository, not converted; "
+            raise ValueError(f"{name} is shipped with the package, not converted; "
                              "`srag data sample-2wiki` rebuilds it from the 2Wiki files")
         return Benchmark(name, SAMPLE_2WIKI / "corpus", SAMPLE_2WIKI / "questions.jsonl", spec.description,
                          spec.source)
-    target = Path(cache_root) / name
-    sources = [Path(data_root) / spec.folder / f for f in spec.files]
-    missing = next((s for s in sources if not s.is_file()), None)
+    target = Path(cache_root or default_cache_root()) / name
     manifest = _read_manifest(target, spec)
+    root = paths.data_root(data_root)
+    if (root is None or not root.is_dir()) and manifest is not None and not rebuild:
+        return Benchmark(name, target / "corpus", target / "questions.jsonl", spec.description, spec.source, manifest)
+    root = paths.require_data_root(data_root, f"dataset {name!r}")
+    sources = [root / spec.folder / f for f in spec.files]
+    missing = next((s for s in sources if not s.is_file()), None)
     if missing is not None and (rebuild or manifest is None):
         raise FileNotFoundError(f"dataset {name!r} needs {missing}, which is missing "
-                                f"(expected the staged {spec.folder}/ files under data root {data_root})")
+                                f"(expected the staged {spec.folder}/ files under data root {root})")
     if missing is None and (rebuild or not _sources_match(target, manifest, sources)):
-        manifest = _build(spec, sources, Path(cache_root), rebuild=rebuild)
+        manifest = _build(spec, sources, target.parent, rebuild=rebuild)
     assert manifest is not None
     return Benchmark(name, target / "corpus", target / "questions.jsonl", spec.description, spec.source, manifest)
 
 
-def list_datasets(*, data_root: Path = DEFAULT_DATA_ROOT, cache_root: Path = DEFAULT_CACHE_ROOT) -> list[dict]:
+def list_datasets(*, data_root: str | Path | None = None, cache_root: Path | None = None) -> list[dict]:
     """One row per registered dataset: name, description, source, whether it is built (and, if so, where, its
-    counts and answer kinds), and `up_to_date` (None when the source files are missing, so it cannot be told)."""
+    counts and answer kinds), and `up_to_date` (None when the source files are missing or no data root is set, so it
+    cannot be told)."""
+    root, cache_root = paths.data_root(data_root), Path(cache_root or default_cache_root())
     rows = []
     for spec in DATASETS.values():
         row: dict[str, Any] = {"name": spec.name, "description": spec.description, "source": spec.source}
@@ -282,10 +291,10 @@ def list_datasets(*, data_root: Path = DEFAULT_DATA_ROOT, cache_root: Path = DEF
                     "n_docs": sum(1 for _ in (SAMPLE_2WIKI / "corpus").rglob("*.txt")),
                     "n_questions": len(questions), "answer_kinds": _tally(q.answer_kind for q in questions)}
         else:
-            target = Path(cache_root) / spec.name
-            sources = [Path(data_root) / spec.folder / f for f in spec.files]
+            target = cache_root / spec.name
+            sources = [root / spec.folder / f for f in spec.files] if root is not None else []
             manifest = _read_manifest(target, spec)
-            present = all(s.is_file() for s in sources)
+            present = bool(sources) and all(s.is_file() for s in sources)
             row |= {"built": manifest is not None,
                     "up_to_date": _sources_match(target, manifest, sources) if present else None}
             if manifest is not None:

@@ -26,6 +26,18 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "pipelines" / "samples" / "twowiki"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def user_locations(tmp_path_factory) -> Iterator[Path]:
+    """No test reads the developer's data root or writes into their cache or runs folder: the locations the user
+    sets (`pipelines.paths`) are unset, and the cache folder is one for this session."""
+    cache = tmp_path_factory.mktemp("srag-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("SRAG_DATA_DIR", "SRAG_RUNS_DIR", "CAR_DATA_DIR"):
+            mp.delenv(name, raising=False)
+        mp.setenv("SRAG_CACHE_DIR", str(cache))
+        yield cache
+
+
 @pytest.fixture(scope="session")
 def sample_dir() -> Path:
     return SAMPLE

@@ -140,3 +140,40 @@ def test_the_grid_table_names_its_interval_as_tcas(data, tmp_path):
     options = {"k": 5, "split": "all", "witness": "direct", "cache_dir": str(tmp_path / "cache")}
     head = grid_table([run_cell("finsuperqa", "bm25", str(data), options)]).splitlines()[0]
     assert "TCA 95% CI" in head and head.index("TCA@k") < head.index("TCA 95% CI") < head.index("R@k")
+
+
+def test_a_grid_without_a_tracking_uri_logs_under_runs_dir(ray_local, data, tmp_path, capsys, monkeypatch,
+                                                           user_locations):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    argv = ["car", "--data-dir", str(data), "--dataset", "finsuperqa,legal-real", "--retriever", "oracle", "--json"]
+    assert main(argv + ["--runs-dir", str(tmp_path / "mine")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["tracking_uri"] == f"sqlite:///{tmp_path / 'mine' / 'mlflow.db'}"
+    assert (tmp_path / "mine" / "mlflow.db").is_file() and not (tmp_path / "runs").exists()
+    from mlflow.tracking import MlflowClient
+
+    params = MlflowClient(tracking_uri=report["tracking_uri"]).get_run(report["parent_run_id"]).data.params
+    assert params["cache_dir"] == str(user_locations / "car")  # the cache folder's, as --cache-dir was not given
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # mlflow.set_tracking_uri exported the first grid's URI
+    assert main(argv) == 0 and (tmp_path / "runs" / "mlflow.db").is_file()  # the default: ./runs
+
+
+def test_the_shipped_sample_needs_no_data_folder(tmp_path, capsys):
+    assert main(["car", "--dataset", "legal-real-sample", "--retriever", "oracle", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["dataset"], result["n"], result["tca_at_k"]) == ("legal-real-sample", 12, 1.0)
+
+
+def test_a_dataset_that_needs_data_names_what_to_set(tmp_path, capsys, monkeypatch):
+    assert main(["car", "--dataset", "ghsa,legal-real-sample", "--retriever", "bm25"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("srag car: error: CAR dataset ghsa needs a data root") and err.count("\n") == 1
+    assert "--data-dir" in err and "CAR_DATA_DIR" in err and "SRAG_DATA_DIR" in err
+    root = tmp_path / "root"
+    write_data(root / "car")
+    monkeypatch.setenv("SRAG_DATA_DIR", str(root))  # its car/ folder, as --data-root would give it
+    assert main(["car", "--dataset", "finsuperqa", "--retriever", "oracle", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 3
+    assert main(["car", "--dataset", "finsuperqa", "--retriever", "oracle", "--data-root", str(tmp_path)]) == 2
+    assert f"CAR data folder not found: {tmp_path / 'car'}" in capsys.readouterr().err

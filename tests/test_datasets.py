@@ -1,7 +1,8 @@
-"""Dataset registry, question loading, the MuSiQue / ComplexTR / FinanceBench converters and their commands.
+"""Dataset registry, question loading, the MuSiQue / ComplexTR / FinanceBench converters and their commands, and
+where data comes from (the data root) and where builds go (the cache folder).
 
-Converters run on tiny hand-made files in the exact staged formats; one session fixture also converts the real
-staged data (../shared/data, present in CI) and checks the counts its READMEs give.
+Converters run on tiny hand-made files in the exact staged formats, so these tests need nothing beside the
+repository; the real staged data is checked by `benchmarks/staged_data.py`, which CI runs after the tests.
 """
 
 from __future__ import annotations
@@ -16,14 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import converters, datasets
+from pipelines import converters, datasets, paths
 from pipelines.cli import main
 from pipelines.converters import complextr_page_title, infer_answer_kind, write_benchmark
 from srag_core.corpus import unique_name
 from pipelines.datasets import DATASETS, QuestionsError, list_datasets, load_questions, resolve
 from srag_core import load_corpus
-
-REAL_DATA = datasets.DEFAULT_DATA_ROOT
 
 
 # -- tiny sources in the staged formats -------------------------------------------------------------------------------
@@ -463,15 +462,57 @@ def test_concurrent_resolves_build_once(data_root, cache_root, convert_calls):
 
 def test_missing_source_is_a_one_line_error_unless_a_build_exists(data_root, cache_root, tmp_path):
     empty = tmp_path / "empty"
+    empty.mkdir()
     with pytest.raises(FileNotFoundError) as err:
         resolve("financebench", data_root=empty, cache_root=cache_root)
     expected = empty / "financebench" / "financebench_open_source.jsonl"
     assert str(expected) in str(err.value) and "\n" not in str(err.value)
     built = resolve("financebench", data_root=data_root, cache_root=cache_root)
-    # a worker with the cache but not the staged files still gets the benchmark; it cannot rebuild it
+    # a worker with the cache but not the staged files (or no data root at all) still gets the benchmark; it cannot
+    # rebuild it
     assert resolve("financebench", data_root=empty, cache_root=cache_root).corpus == built.corpus
+    assert resolve("financebench", cache_root=cache_root).corpus == built.corpus
     with pytest.raises(FileNotFoundError, match="financebench_open_source.jsonl, which is missing"):
         resolve("financebench", data_root=empty, cache_root=cache_root, rebuild=True)
+    with pytest.raises(paths.DataRootError, match="needs a data root"):
+        resolve("financebench", cache_root=cache_root, rebuild=True)
+
+
+@pytest.mark.parametrize("given, env, message", [
+    (None, None, "dataset 'musique' needs a data root (the folder of staged benchmark files): set SRAG_DATA_DIR, "
+                 "pass --data-root or give data_root in the run config"),
+    (None, "{tmp}/gone", "data root {tmp}/gone does not exist (dataset 'musique' needs it): set SRAG_DATA_DIR, "),
+    ("{tmp}/gone", None, "data root {tmp}/gone does not exist"),
+])
+def test_a_dataset_without_a_data_root_says_what_to_set(cache_root, tmp_path, monkeypatch, given, env, message):
+    if env:
+        monkeypatch.setenv("SRAG_DATA_DIR", env.format(tmp=tmp_path))
+    with pytest.raises(paths.DataRootError) as err:
+        resolve("musique", data_root=given and given.format(tmp=tmp_path), cache_root=cache_root)
+    assert str(err.value).startswith(message.format(tmp=tmp_path)) and "\n" not in str(err.value)
+    assert not cache_root.exists()  # nothing built, not even a lock file
+
+
+def test_the_data_root_and_cache_folder_come_from_the_environment(data_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("SRAG_DATA_DIR", str(data_root))
+    monkeypatch.setenv("SRAG_CACHE_DIR", str(tmp_path / "cache"))
+    bench = resolve("complextr")
+    assert bench.root == tmp_path / "cache" / "datasets" / "complextr" and bench.manifest["n_questions"] == 4
+    assert resolve("complextr", data_root=tmp_path / "elsewhere").root == bench.root  # built: used as it is
+    rows = {r["name"]: r for r in list_datasets()}
+    assert rows["complextr"]["built"] and rows["complextr"]["up_to_date"]
+
+
+def test_the_cache_folder_is_the_users_cache_directory_by_default(tmp_path, monkeypatch):
+    monkeypatch.delenv("SRAG_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert paths.cache_dir() == tmp_path / "xdg" / "srag"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert paths.cache_dir() == tmp_path / "home" / ".cache" / "srag"
+    assert datasets.default_cache_root() == tmp_path / "home" / ".cache" / "srag" / "datasets"
+    monkeypatch.setenv("SRAG_CACHE_DIR", str(tmp_path / "mine"))
+    assert datasets.default_cache_root() == tmp_path / "mine" / "datasets"
 
 
 def test_unknown_name_lists_the_known_ones(cache_root):
@@ -484,7 +525,7 @@ def test_the_shipped_sample_is_used_in_place(sample_dir, cache_root):
     bench = resolve("twowiki-sample", data_root=cache_root / "nowhere", cache_root=cache_root)
     assert (bench.corpus, bench.questions) == (sample_dir / "corpus", sample_dir / "questions.jsonl")
     assert not cache_root.exists()
-    with pytest.raises(ValueError, match="shipped with the repository"):
+    with pytest.raises(ValueError, match="shipped with the package"):
         resolve("twowiki-sample", cache_root=cache_root, rebuild=True)
 
 
@@ -527,6 +568,7 @@ def test_srag_data_convert_and_datasets_json(data_root, cache_root, capsys, conv
 
     assert main(["datasets", "--json", *_roots(data_root, cache_root)]) == 0
     listing = json.loads(capsys.readouterr().out)
+    assert (listing["data_root"], listing["cache_root"]) == (str(data_root), str(cache_root))
     by_name = {r["name"]: r for r in listing["datasets"]}
     assert by_name["financebench"]["built"] and by_name["financebench"]["n_questions"] == 3
     assert not by_name["complextr"]["built"]
@@ -542,15 +584,31 @@ def test_srag_datasets_table(data_root, cache_root, capsys):
     assert states == {"twowiki-sample": "built", "2wikimultihopqa": "not", "musique": "not",
                       "complextr": "built", "financebench": "not"}
     hint = lines[lines.index("") + 1:]
-    assert hint[0].startswith("to build (or rebuild) one: srag data convert NAME   (2wikimultihopqa, musique, "
+    assert hint[0] == f"data root: {data_root} · builds: {cache_root}"
+    assert hint[1].startswith("to build (or rebuild) one: srag data convert NAME   (2wikimultihopqa, musique, "
                               "financebench;")
+
+
+def test_srag_datasets_with_no_data_root_lists_the_sample_and_says_what_to_set(cache_root, capsys):
+    assert main(["datasets", "--cache-root", str(cache_root)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:4] == ["twowiki-sample", "built", "300", "20"]
+    assert ("data root: not set (set SRAG_DATA_DIR, pass --data-root or give data_root in the run config) · "
+            f"builds: {cache_root}") in lines
+    assert main(["datasets", "--json", "--cache-root", str(cache_root)]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert listing["data_root"] is None
+    assert [r["name"] for r in listing["datasets"] if r["built"]] == ["twowiki-sample"]
 
 
 @pytest.mark.parametrize("argv, message", [
     (["data", "convert", "hotpotqa"], "srag data: error: unknown dataset 'hotpotqa'; known: "),
-    (["data", "convert", "twowiki-sample"], "srag data: error: twowiki-sample is shipped with the repository"),
+    (["data", "convert", "twowiki-sample"], "srag data: error: twowiki-sample is shipped with the package"),
     (["data", "convert", "musique", "--data-root", "/nonexistent/data"],
-     "srag data: error: dataset 'musique' needs /nonexistent/data/musique/musique_migres200_dev.jsonl"),
+     "srag data: error: data root /nonexistent/data does not exist (dataset 'musique' needs it): set SRAG_DATA_DIR"),
+    (["data", "convert", "musique"], "srag data: error: dataset 'musique' needs a data root"),
+    (["data", "convert", "musique", "--data-root", "/"],
+     "srag data: error: dataset 'musique' needs /musique/musique_migres200_dev.jsonl, which is missing"),
 ])
 def test_srag_data_convert_errors_are_one_line(argv, message, cache_root, capsys):
     assert main([*argv, "--cache-root", str(cache_root)]) == 2
@@ -558,51 +616,27 @@ def test_srag_data_convert_errors_are_one_line(argv, message, cache_root, capsys
     assert err.startswith(message) and err.count("\n") == 1
 
 
-# -- the real staged data -------------------------------------------------------------------------------------------
+# -- the 2Wiki sample -----------------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def real_builds(tmp_path_factory) -> dict[str, datasets.Benchmark]:
-    cache = tmp_path_factory.mktemp("real-cache")
-    return {name: resolve(name, data_root=REAL_DATA, cache_root=cache) for name, spec in DATASETS.items()
-            if spec.convert is not None}
-
-
-def test_real_staged_files_exist():
-    for spec in DATASETS.values():
-        for f in spec.files:
-            assert (REAL_DATA / spec.folder / f).is_file(), f"staged file missing: {REAL_DATA / spec.folder / f}"
-
-
-@pytest.mark.parametrize("name, n_docs, n_questions, types", [
-    ("2wikimultihopqa", 6119, 1000,
-     {"compositional": 413, "comparison": 244, "bridge_comparison": 235, "inference": 108}),
-    ("musique", 3141, 200, {"2hop": 145, "3hop1": 28, "3hop2": 4, "4hop1": 18, "4hop2": 1, "4hop3": 4}),
-    ("complextr", 112, 329, None),
-    ("financebench", 168, 150, {"metrics-generated": 50, "domain-relevant": 50, "novel-generated": 50}),
-])
-def test_real_conversions_match_the_readmes(real_builds, name, n_docs, n_questions, types):
-    bench = real_builds[name]
-    questions = _check_loads(bench.root, n_docs, n_questions)
-    if types is not None:
-        assert Counter(q.type for q in questions) == types
-    assert set(bench.manifest["answer_kinds"]) <= set(datasets.ANSWER_KINDS)
+def test_srag_data_sample_2wiki_writes_where_the_user_says(data_root, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "sample"
+    assert main(["data", "sample-2wiki", "--data-root", str(data_root), "--out", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"out": str(out), "n_docs": 3, "n_questions": 2}
+    _check_loads(out, 3, 2)
+    monkeypatch.setenv("SRAG_DATA_DIR", str(data_root))  # or from the environment's data root ...
+    assert main(["data", "sample-2wiki", "--out", str(tmp_path / "env")]) == 0
+    assert capsys.readouterr().out == f"wrote 3 passages and 2 questions to {tmp_path / 'env'}\n"
+    # ... or from the 2Wiki files' own folder
+    assert main(["data", "sample-2wiki", "--source", str(data_root / "2wikimultihopqa"),
+                 "--out", str(tmp_path / "src")]) == 0
+    assert (tmp_path / "src" / "questions.jsonl").read_bytes() == (out / "questions.jsonl").read_bytes()
 
 
-def test_real_musique_gold_and_hipporag_overlap(real_builds):
-    questions = load_questions(real_builds["musique"].questions)
-    assert sum(len(q.gold_docs or []) for q in questions) == 478  # supporting paragraphs, per the README
-    assert sum(q.model_extra["in_hipporag1000"] for q in questions) == 81
-    assert sum(1 for q in questions if q.answer_aliases) == 61
-
-
-def test_real_financebench_pages_carry_their_metadata_in_the_filename(real_builds):
-    bench = real_builds["financebench"]
-    names = sorted(os.listdir(bench.corpus))
-    pattern = re.compile(r"(?P<company>[A-Za-z0-9_]+?)_(?P<period>\d{4}(?:Q\d)?)_(?P<kind>10K|10Q|8K|EARNINGS)"
-                         r"(?:_dated[-_][\d-]+)?_p(?P<page>\d+)\.txt")
-    assert all(pattern.fullmatch(n) for n in names), [n for n in names if not pattern.fullmatch(n)]
-    assert "3M_2018_10K_p59.txt" in names
-    capex = next(q for q in load_questions(bench.questions) if q.id == "financebench_id_03029")
-    assert capex.gold_docs == ["3M_2018_10K_p59.txt"] and capex.answer_kind == "number"
-    meta = _rows(bench.root / "documents.jsonl")
-    assert len(meta) == 168 and all(row["company"] and row["doc_period"] for row in meta)
+def test_srag_data_sample_2wiki_needs_an_output_folder_and_a_source(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["data", "sample-2wiki"])
+    assert exit_.value.code == 2 and "--out" in capsys.readouterr().err
+    assert main(["data", "sample-2wiki", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("srag data: error: srag data sample-2wiki needs a data root") and err.count("\n") == 1
+    assert not (tmp_path / "x").exists()

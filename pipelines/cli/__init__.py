@@ -11,6 +11,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
+
+from pipelines import paths
 
 SUBCOMMAND_MODULES = [
     "pipelines.cli.replay",
@@ -28,6 +31,17 @@ SUBCOMMAND_MODULES = [
 
 class CliError(ValueError):
     """Bad input from the user: printed as one line, exit status 2."""
+
+
+def add_data_root(p: argparse.ArgumentParser) -> None:
+    """`--data-root`, for the commands that read a dataset by name."""
+    p.add_argument("--data-root", type=Path,
+                   help=f"folder of the staged benchmark files (default: ${paths.DATA_ENV}; none for shipped samples)")
+
+
+def add_runs_dir(p: argparse.ArgumentParser, help: str = "where run folders and the local MLflow store live") -> None:
+    p.add_argument("--runs-dir", type=Path, default=paths.runs_dir(),
+                   help=f"{help} (default: ${paths.RUNS_ENV}, else ./runs)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,9 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from pipelines import paths
+from pipelines.cli import add_data_root, add_runs_dir
+
 EXPERIMENT = "car-baselines"
 Split = Literal["all", "train", "dev", "test"]
 Witness = Literal["direct", "transitive"]
@@ -34,46 +37,49 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, help="cutoff for TCA@k and Recall@k (default 5)")
     p.add_argument("--split", choices=SPLITS, help="FinSuperQA split (default all)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--data-dir", type=Path, help="CAR data folder (default: $CAR_DATA_DIR or the shared data)")
+    p.add_argument("--data-dir", type=Path, help="CAR data folder (default: $CAR_DATA_DIR, else car/ under the data "
+                                                 "root; the shipped legal-real-sample needs none)")
+    add_data_root(p)
     p.add_argument("--stage1", choices=get_args(Stage1),
                    help="first stage of two_stage/dense_rerank/regex_ner (default: the dataset's published choice)")
     p.add_argument("--k1", type=int, help="first-stage results that anchor the entity lookup (default per dataset)")
     p.add_argument("--witness", choices=get_args(Witness),
                    help="what may witness a superseded document: a direct superseder (published) or any")
-    p.add_argument("--cache-dir", type=Path, default=Path(".cache/car"), help="embedding cache (default .cache/car)")
+    p.add_argument("--cache-dir", type=Path,
+                   help=f"embedding cache (default: car/ in {paths.CACHE_HELP})")
     p.add_argument("--rows", action="store_true", help="with --json: include the per-example rows")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI for a grid (default $MLFLOW_TRACKING_URI or runs/)")
+    p.add_argument("--tracking-uri",
+                   help="MLflow tracking URI for a grid (default: $MLFLOW_TRACKING_URI, else mlflow.db in --runs-dir)")
+    add_runs_dir(p, "where a grid's local MLflow store lives")
     p.add_argument("--experiment", default=EXPERIMENT, help=f"MLflow experiment for a grid (default {EXPERIMENT})")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from car_baselines import default_data_dir
-    from pipelines.engine.car_grid import RUNS_DIR, grid_table, log_grid, run_cell, run_grid
+    from pipelines.engine.car_grid import grid_table, log_grid, run_cell, run_grid
     from pipelines.engine.tracking import tracking_uri
 
     with_grid_file(args)
-    data_dir = (args.data_dir or default_data_dir()).resolve()
-    if not data_dir.is_dir():
-        raise FileNotFoundError(f"CAR data folder not found: {data_dir}")
     if args.k <= 0:
         raise ValueError(f"--k must be a positive integer; got {args.k}")
     if args.k1 is not None and args.k1 <= 0:
         raise ValueError(f"--k1 must be a positive integer; got {args.k1}")
-    datasets, skipped = _datasets(args.dataset, data_dir)
+    datasets, skipped, data_dir = _datasets(args)
     retrievers = _retrievers(args.retriever)
+    cache_dir = args.cache_dir or paths.cache_dir() / "car"
     options = {"k": args.k, "split": args.split, "witness": args.witness, "stage1": args.stage1, "k1": args.k1,
-               "cache_dir": str(args.cache_dir.resolve()), "rows": args.rows}
+               "cache_dir": str(cache_dir.resolve()), "rows": args.rows}
     for name in skipped:
         print(f"srag car: note: skipping {name} (its data file is not in {data_dir})", file=sys.stderr)
+    folder = str(data_dir) if data_dir is not None else None
     if len(datasets) == 1 and len(retrievers) == 1:
-        result = run_cell(datasets[0], retrievers[0], str(data_dir), options)
+        result = run_cell(datasets[0], retrievers[0], folder, options)
         print(json.dumps(result, default=_plain) if args.json else _describe(result))
         return 0
-    results = run_grid(datasets, retrievers, str(data_dir), options)
-    uri = tracking_uri(args.tracking_uri, RUNS_DIR)
+    results = run_grid(datasets, retrievers, folder, options)
+    uri = tracking_uri(args.tracking_uri, args.runs_dir)
     parent = log_grid(results, uri, args.experiment, {**options, "datasets": ",".join(datasets),
-                                                      "retrievers": ",".join(retrievers)})
+                                                      "retrievers": ",".join(retrievers)}, args.runs_dir)
     if args.json:
         print(json.dumps({"parent_run_id": parent, "tracking_uri": uri, "results": results}, default=_plain))
     else:
@@ -118,16 +124,32 @@ def with_grid_file(args: argparse.Namespace) -> None:
         raise ValueError("give --dataset and --retriever, or a --grid file that names them")
 
 
-def _datasets(spec: str, data_dir: Path) -> tuple[list[str], list[str]]:
-    from car_baselines import dataset_available, dataset_names
+def _datasets(args: argparse.Namespace) -> tuple[list[str], list[str], Path | None]:
+    """The datasets to score, those of `all` skipped for want of their files, and the CAR data folder (None when
+    every dataset asked for is shipped with the package)."""
+    from car_baselines import DATASETS, dataset_available, dataset_names
 
-    names = _names(spec, dataset_names(), "dataset")
-    if spec.strip() == "all":
-        present = [n for n in names if dataset_available(n, data_dir)]
-        if not present:
-            raise FileNotFoundError(f"no CAR dataset files found in {data_dir}")
-        return present, [n for n in names if n not in present]
-    return names, []
+    names = _names(args.dataset, dataset_names(), "dataset")
+    everything = args.dataset.strip() == "all"
+    needed = [n for n in names if not DATASETS[n].shipped]
+    needed_by = "the CAR datasets" if everything else f"CAR dataset {', '.join(needed)}"
+    data_dir = _data_dir(args, needed_by) if needed else None
+    if not everything:
+        return names, [], data_dir
+    present = [n for n in names if dataset_available(n, data_dir)]
+    return present, [n for n in names if n not in present], data_dir
+
+
+def _data_dir(args: argparse.Namespace, needed_by: str) -> Path:
+    """The CAR files' folder: --data-dir, else $CAR_DATA_DIR, else car/ under the data root."""
+    from car_baselines import default_data_dir
+
+    how = (f"pass --data-dir or set CAR_DATA_DIR (the CAR files), or set {paths.DATA_ENV} or pass --data-root (its "
+           "car/ folder); legal-real-sample is shipped and needs none")
+    folder = args.data_dir or default_data_dir() or paths.require_data_root(args.data_root, needed_by, how) / "car"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"CAR data folder not found: {folder}")
+    return folder.resolve()
 
 
 def _retrievers(spec: str) -> list[str]:

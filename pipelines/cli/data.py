@@ -1,4 +1,4 @@
-"""`srag data`: build the shipped samples and convert public benchmark files to the on-disk benchmark form."""
+"""`srag data`: build a sample like the shipped one and convert public benchmark files to the on-disk benchmark form."""
 
 from __future__ import annotations
 
@@ -6,20 +6,22 @@ import argparse
 import json
 from pathlib import Path
 
+from pipelines import paths
+from pipelines.cli import add_data_root
+from pipelines.cli.datasets import add_root_options
 from pipelines.converters import sample_2wiki
 from pipelines.datasets import DATASETS, resolve
-from pipelines.cli.datasets import add_root_options
-
-SHARED_2WIKI = Path(__file__).resolve().parents[3] / "shared" / "data" / "2wikimultihopqa"
-SAMPLE_2WIKI = Path(__file__).resolve().parent / "samples" / "twowiki"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("data", help="build samples and convert benchmark data")
     dsub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION")
-    s = dsub.add_parser("sample-2wiki", help="rebuild the shipped 2WikiMultiHopQA sample")
-    s.add_argument("--source", type=Path, default=SHARED_2WIKI, help="folder with the HippoRAG 2Wiki files")
-    s.add_argument("--out", type=Path, default=SAMPLE_2WIKI)
+    s = dsub.add_parser("sample-2wiki", help="build a 2WikiMultiHopQA sample like the shipped one")
+    s.add_argument("--out", type=Path, required=True,
+                   help="folder to write the sample to (the shipped one, in a checkout: pipelines/samples/twowiki)")
+    s.add_argument("--source", type=Path,
+                   help="folder with the HippoRAG 2Wiki files (default: 2wikimultihopqa/ under the data root)")
+    add_data_root(s)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=run_sample_2wiki)
     c = dsub.add_parser("convert", help="(re)build one benchmark from its staged source files")
@@ -30,8 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_sample_2wiki(args: argparse.Namespace) -> int:
-    corpus = args.source / "2wikimultihopqa_corpus.json"
-    questions = args.source / "2wikimultihopqa_hipporag1000_questions.json"
+    spec = DATASETS["2wikimultihopqa"]
+    source = args.source or paths.require_data_root(args.data_root, "srag data sample-2wiki") / spec.folder
+    corpus, questions = (source / name for name in spec.files)
     for f in (corpus, questions):
         if not f.is_file():
             raise FileNotFoundError(f"missing source file {f}")

@@ -6,14 +6,15 @@ import argparse
 import json
 from pathlib import Path
 
-from pipelines.datasets import DEFAULT_CACHE_ROOT, DEFAULT_DATA_ROOT, list_datasets
+from pipelines import paths
+from pipelines.cli import add_data_root
+from pipelines.datasets import default_cache_root, list_datasets
 
 
 def add_root_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-root", type=Path, default=DEFAULT_DATA_ROOT,
-                   help="folder with the staged source data (default: %(default)s)")
-    p.add_argument("--cache-root", type=Path, default=DEFAULT_CACHE_ROOT,
-                   help="where converted benchmarks are built (default: %(default)s)")
+    add_data_root(p)
+    p.add_argument("--cache-root", type=Path,
+                   help=f"where converted benchmarks are built (default: datasets/ in {paths.CACHE_HELP})")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,25 +26,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     rows = list_datasets(data_root=args.data_root, cache_root=args.cache_root)
+    root, cache = paths.data_root(args.data_root), args.cache_root or default_cache_root()
     if args.json:
-        print(json.dumps({"datasets": rows}, ensure_ascii=False))
+        print(json.dumps({"datasets": rows, "data_root": str(root) if root else None, "cache_root": str(cache)},
+                         ensure_ascii=False))
         return 0
     print(f"{'name':<17} {'state':<10} {'docs':>6} {'questions':>9}  description")
     for row in rows:
         state = "not built" if not row["built"] else {True: "built", False: "stale", None: "built"}[row["up_to_date"]]
         print(f"{row['name']:<17} {state:<10} {row.get('n_docs', ''):>6} {row.get('n_questions', ''):>9}  "
               f"{row['description']}")
-    print_build_hint(rows, args.data_root)
+    print(f"\ndata root: {root or f'not set ({paths.HOW_TO_SET_DATA_ROOT})'} · builds: {cache}")
+    print_build_hint(rows, root)
     return 0
 
 
-def print_build_hint(rows: list[dict], data_root: Path) -> None:
+def print_build_hint(rows: list[dict], data_root: Path | None) -> None:
     """How to build what is not built (or is stale), and which staged sources are missing."""
     todo = [r for r in rows if not r["built"] or r["up_to_date"] is False]
     if not todo:
         return
-    print(f"\nto build (or rebuild) one: srag data convert NAME   ({', '.join(r['name'] for r in todo)}; a run "
+    print(f"to build (or rebuild) one: srag data convert NAME   ({', '.join(r['name'] for r in todo)}; a run "
           f"also builds its dataset the first time it is used)")
     missing = [r["name"] for r in todo if r["up_to_date"] is None]
-    if missing:
+    if missing and data_root is not None:
         print(f"staged source files missing under {data_root} for: {', '.join(missing)}")

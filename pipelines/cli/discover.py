@@ -16,6 +16,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from pipelines import paths
 from pipelines.cli import CliError
 from pipelines.engine.ray_utils import DEFAULT_TASK_TIMEOUT_S, RayMapFn, ensure_ray
 
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", help="YAML with an llm section (and optionally local_model); a run config works")
     p.add_argument("--sample-size", type=int, default=20, help="documents the LLM reads (default 20)")
     p.add_argument("--seed", type=int, default=0, help="seed of the document sample (default 0)")
-    p.add_argument("--cache-dir", default=".cache/patterns", help="where indexes are cached (default .cache/patterns)")
+    p.add_argument("--cache-dir", type=Path, help=f"where indexes are cached (default: patterns/ in {paths.CACHE_HELP})")
     p.add_argument("--rebuild", action="store_true", help="ignore a cached index and build it again")
     p.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT_S,
                    help=f"hard timeout of one validation task in seconds (default {DEFAULT_TASK_TIMEOUT_S:g})")
@@ -73,12 +74,13 @@ def run(args: argparse.Namespace) -> int:
             llm = stack.enter_context(LLMClient(endpoint))
         kwargs = dict(config=config, progress=progress,
                       map_fn=RayMapFn(args.task_timeout) if llm is not None else None)
-        cached = Path(args.cache_dir) / cache_key(corpus, llm, config=config)
+        cache_dir = args.cache_dir or paths.cache_dir() / "patterns"
+        cached = cache_dir / cache_key(corpus, llm, config=config)
         if args.rebuild:
             shutil.rmtree(cached, ignore_errors=True)
         # Start Ray before the build so that its start-up is reported apart from the validation stage.
         ray_init_s = ensure_ray() if llm is not None and not cached.exists() else None
-        index = build_or_load(corpus, args.cache_dir, llm, **kwargs)
+        index = build_or_load(corpus, cache_dir, llm, **kwargs)
     report = summary(index, corpus, args.corpus, time.monotonic() - started)
     report["ray_init_s"] = None if ray_init_s is None else round(ray_init_s, 3)
     if args.json:

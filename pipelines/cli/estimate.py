@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-from pathlib import Path
 
+from pipelines.cli import add_data_root, add_runs_dir
 from pipelines.config import load_run, load_sweep, read_yaml
 
 
@@ -15,8 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("estimate", help="what a run or a sweep will cost and take, before launching it")
     p.add_argument("config", help="a run config or a sweep file")
     p.add_argument("--pilot", type=int, default=8, help="questions in each run's pilot (default 8)")
-    p.add_argument("--runs-dir", type=Path, default=Path(os.environ.get("SRAG_RUNS_DIR", "runs")),
-                   help="where run folders live: earlier runs are reused, pilots go to RUNS_DIR/pilots")
+    add_runs_dir(p, "where run folders live: earlier runs are reused, pilots go to RUNS_DIR/pilots")
+    add_data_root(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=cmd_estimate)
@@ -30,6 +29,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         raise CliError("--pilot must be at least 1")
     data = read_yaml(args.config)
     runs = load_sweep(args.config).expand(args.config) if "grid" in data or "base" in data else [load_run(args.config)]
+    if args.data_root:
+        runs = [r.model_copy(update={"data_root": str(args.data_root)}) for r in runs]
     out = estimate(runs, args.runs_dir, pilot=args.pilot, quiet=args.quiet)
     if args.json:
         print(json.dumps(out, default=str))

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipelines.cli import CliError
+from pipelines.cli import CliError, add_data_root, add_runs_dir
 from pipelines.config import (PROFILE_HELP, VARIANTS, RunConfig, load_run, load_sweep, set_dotted, validate_run,
                               with_profile)
 from pipelines.engine.report import FAILED, STATUSES, accuracy_label, table
@@ -50,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, help="run every question K times (limits.epochs)")
     p.add_argument("--max-cost", type=float, metavar="USD",
                    help="the run's budget (limits.max_cost_usd); with --resume, a new budget for what is left")
+    add_data_root(p)
     _common(p)
     p.set_defaults(func=cmd_run)
 
@@ -79,6 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", help=PROFILE_HELP)
     p.add_argument("--dry-run", action="store_true",
                    help="list the runs the sweep would make (what differs, questions, episodes) and start nothing")
+    add_data_root(p)
     _common(p)
     p.set_defaults(func=cmd_sweep)
 
@@ -95,8 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runs-dir", type=Path, default=Path(os.environ.get("SRAG_RUNS_DIR", "runs")),
-                   help="where run folders live (default: ./runs or SRAG_RUNS_DIR)")
+    add_runs_dir(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
@@ -109,7 +110,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise CliError("give a config file, or --dataset NAME, or --corpus PATH --questions FILE")
     flags = {"dataset": args.dataset, "corpus": args.corpus, "questions": args.questions, "variant": args.variant,
              "llm.base_url": args.base_url, "llm.model": args.model, "llm.profile": args.profile,
-             "limits.limit": args.limit, "limits.epochs": args.epochs, "limits.max_cost_usd": args.max_cost}
+             "limits.limit": args.limit, "limits.epochs": args.epochs, "limits.max_cost_usd": args.max_cost,
+             "data_root": str(args.data_root) if args.data_root else None}
     overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     if args.concurrency:
         overrides["execution.concurrency"] = args.concurrency  # over however many actors the cluster holds
@@ -228,7 +230,8 @@ def _mlflow_uri(runs_dir: Path, run_id: str) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def cmd_sweep(args: argparse.Namespace) -> int:
+def sweep_runs(args: argparse.Namespace) -> tuple[Any, list[RunConfig]]:
+    """The sweep file and its runs, with --limit, --epochs, --profile and --data-root applied to every run."""
     sweep = load_sweep(args.sweep)
     runs = sweep.expand(args.sweep)
     for key, value in (("limit", args.limit), ("epochs", args.epochs)):
@@ -237,6 +240,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                                  f"--{key}") for r in runs]
     if args.profile:
         runs = [r.model_copy(update={"llm": with_profile(r.llm, args.profile, "--profile")}) for r in runs]
+    if args.data_root:
+        runs = [r.model_copy(update={"data_root": str(args.data_root)}) for r in runs]
+    return sweep, runs
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    sweep, runs = sweep_runs(args)
     max_cost = args.max_cost if args.max_cost is not None else sweep.max_cost_usd
     if args.dry_run:
         from pipelines.engine.sweep_plan import sweep_plan

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipelines.cli import add_runs_dir
 from pipelines.config import load_sweep
 from pipelines.engine.results import git_revision
 from srag_core import utc_now
@@ -47,9 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("submit", help="submit a sweep to a Ray cluster as a Ray Job")
     p.add_argument("sweep", help="sweep YAML file")
     _address(p)
-    p.add_argument("--runs-dir", type=Path, default=Path(os.environ.get("SRAG_RUNS_DIR", "runs")),
-                   help="where the job writes run folders, sent as an absolute path: on a real cluster a shared "
-                        "filesystem mounted at the same path on every node (default: ./runs or SRAG_RUNS_DIR)")
+    add_runs_dir(p, "where the job writes run folders, sent as an absolute path: on a real cluster a shared "
+                    "filesystem mounted at the same path on every node")
     p.add_argument("--tracking-uri", help="MLflow tracking URI for the job (default: MLFLOW_TRACKING_URI)")
     p.add_argument("--limit", type=int, help="first N questions of every run")
     p.add_argument("--dry-run", action="store_true", help="list the files the job would ship, submit nothing")

@@ -6,17 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-# The default local MLflow store's folder: the repository's runs/ (unlike srag run, whose --runs-dir defaults to ./runs
-# or SRAG_RUNS_DIR: pass --tracking-uri to log a grid beside a run elsewhere).
-RUNS_DIR = Path(__file__).resolve().parents[2] / "runs"
 # Retrievers that may reuse the dense cell's cached corpus embeddings, so their cells wait for it.
 MAY_EMBED = ("dense_rerank", "two_stage", "two_stage_rssg", "regex_ner")
 METRICS = ("tca_at_k", "recall_at_k", "mean_rank", "median_rank", "mrr", "anchor_recall_at_k", "answer_accuracy",
            "provenance_recall", "n_unranked")
 
 
-def run_cell(dataset: str, retriever: str, data_dir: str, options: dict[str, Any], after: Any = None) -> dict[str, Any]:
-    """Score one (dataset, retriever) pair; the unit of work of a grid (`after` only orders tasks)."""
+def run_cell(dataset: str, retriever: str, data_dir: str | None, options: dict[str, Any],
+             after: Any = None) -> dict[str, Any]:
+    """Score one (dataset, retriever) pair; the unit of work of a grid (`after` only orders tasks). `data_dir`: the
+    CAR data folder (None for a dataset shipped with the package)."""
     from car_baselines import build_retriever, evaluate, load_custom_retriever, load_dataset
 
     ds = load_dataset(dataset, data_dir)
@@ -29,7 +28,8 @@ def run_cell(dataset: str, retriever: str, data_dir: str, options: dict[str, Any
     return result.to_dict(rows=bool(options.get("rows")))
 
 
-def run_grid(datasets: list[str], retrievers: list[str], data_dir: str, options: dict[str, Any]) -> list[dict]:
+def run_grid(datasets: list[str], retrievers: list[str], data_dir: str | None,
+             options: dict[str, Any]) -> list[dict]:
     """Every cell as a Ray task (on RAY_ADDRESS, else a local instance); results in grid order."""
     from pipelines.engine.ray_utils import init_ray  # here: it loads srag_core, which a single cell does not need
 
@@ -52,15 +52,15 @@ def run_grid(datasets: list[str], retrievers: list[str], data_dir: str, options:
     return ray.get(futures)
 
 
-def log_grid(results: list[dict], uri: str, experiment: str, config: dict[str, Any]) -> str:
-    """One parent run for the grid, one child per cell; params are the configuration, metrics the numbers. Returns
-    the parent run's id."""
+def log_grid(results: list[dict], uri: str, experiment: str, config: dict[str, Any], runs_dir: Path) -> str:
+    """One parent run for the grid, one child per cell; params are the configuration, metrics the numbers. A local
+    store keeps its artifacts under `runs_dir`. Returns the parent run's id."""
     from mlflow.entities import Metric, Param
 
     from pipelines.engine.tracking import experiment_id, mlflow_client
 
     client = mlflow_client(uri)  # no run links printed to stdout, which carries --json
-    exp_id = experiment_id(client, uri, experiment, RUNS_DIR)
+    exp_id = experiment_id(client, uri, experiment, runs_dir)
     parent = client.create_run(exp_id, run_name="car-grid", tags={"kind": "car-grid"})
     pid = parent.info.run_id
     client.log_batch(pid, params=[Param(k, _param(v)) for k, v in config.items() if k != "rows"])

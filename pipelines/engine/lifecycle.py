@@ -46,7 +46,7 @@ TRACE_DRAIN_TIMEOUT_S = 1800.0  # then `finish` exports what is left, from the d
 
 def benchmark_paths(cfg: RunConfig) -> tuple[Path, Path]:
     if cfg.dataset:
-        bench = resolve(cfg.dataset)
+        bench = resolve(cfg.dataset, data_root=cfg.data_root)
         return bench.corpus, bench.questions
     return Path(cfg.corpus).expanduser(), Path(cfg.questions).expanduser()
 

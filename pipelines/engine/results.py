@@ -46,6 +46,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import yaml
 
+from pipelines.paths import source_checkout
 from srag_core import STATUSES, utc_now
 
 RESULTS = "results.jsonl"
@@ -76,7 +77,9 @@ def git_revision(repo: Path | None = None) -> str | None:
     without .git, such as a Ray job's working directory."""
     if os.environ.get("SRAG_GIT_REVISION"):
         return os.environ["SRAG_GIT_REVISION"]
-    repo = repo or Path(__file__).resolve().parents[2]
+    repo = repo or source_checkout()
+    if repo is None:
+        return None
     try:
         rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=5, check=True).stdout.strip()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from pipelines import paths
 from pipelines.config import ConfigError, IngestionSettings, RetrievalSettings, RunConfig
 from srag_core import Agent, AgentConfig, Corpus, VanillaRAG
 from srag_core.embeddings import ChunkIndex
@@ -35,7 +36,7 @@ def prepare_resources(variant: str, corpus: Corpus, retrieval: RetrievalSettings
         if key not in _RESOURCES:
             _RESOURCES[key] = {"chunk_index": ChunkIndex.build(
                 corpus, encoder=retrieval.encoder, chunk_chars=retrieval.chunk_chars, overlap=retrieval.overlap,
-                cache_dir=Path(ingestion.cache_dir) / "embeddings")}
+                cache_dir=ingestion_cache(ingestion) / "embeddings")}
         return _RESOURCES[key]
     if variant == "limited_ingestion":
         model = getattr(getattr(llm, "config", None), "model", None)
@@ -49,12 +50,18 @@ def prepare_resources(variant: str, corpus: Corpus, retrieval: RetrievalSettings
 def limited_ingestion_resources(corpus: Corpus, ingestion: IngestionSettings, llm, map_fn) -> dict[str, Any]:
     from srag_core.discovery import build_or_load
 
-    cache = Path(ingestion.cache_dir)
+    cache = ingestion_cache(ingestion)
     coarse = ChunkIndex.build_coarse(corpus, encoder=ingestion.encoder, unit=ingestion.chunk_unit,
                                      cache_dir=cache / "embeddings")
     patterns = build_or_load(corpus, cache / "patterns", llm=llm if ingestion.discovery_llm else None,
                            sample_size=ingestion.sample_size, map_fn=map_fn)
     return {"coarse_index": coarse, "pattern_index": patterns}
+
+
+def ingestion_cache(ingestion: IngestionSettings) -> Path:
+    """Where the per-corpus stage caches embeddings and pattern indexes: `ingestion.cache_dir`, else the cache
+    folder (the same `patterns/` that `srag discover` uses)."""
+    return Path(ingestion.cache_dir).expanduser() if ingestion.cache_dir else paths.cache_dir()
 
 
 def effective_agent(variant: str, agent: AgentConfig) -> AgentConfig:

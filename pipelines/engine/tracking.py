@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipelines.engine.scoring import RIGHT
+from pipelines.paths import source_checkout
 from srag_core import FINISHED
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,9 @@ def source_tags(command: list[str], revision: str | None, repo: Path | None = No
     tags = {"mlflow.source.type": "LOCAL", "mlflow.source.name": "srag " + " ".join(command[:1] or ["run"])}
     if revision:
         tags["mlflow.source.git.commit"] = revision.removesuffix("-dirty")
-    repo = repo or Path(__file__).resolve().parents[2]
+    repo = repo or source_checkout()
+    if repo is None:
+        return tags
     branch = _git(repo, "rev-parse", "--abbrev-ref", "HEAD")
     if branch and branch != "HEAD":  # HEAD: a detached checkout, on no branch
         tags["mlflow.source.git.branch"] = branch

@@ -1,0 +1,108 @@
+"""The staged benchmarks: each converted from the data root, checked against the counts its README gives.
+
+Not part of `make test` (a fresh clone has no data beside it): `.ci/run` runs it after the tests, against
+`../shared/data`, and so can you (`make check-data`). The converters themselves are tested on tiny files in the
+staged formats (tests/test_datasets.py); this checks that the real files still convert to what their READMEs say.
+Prints one row per dataset and exits 1 when any check fails.
+
+Run: `.venv/bin/python -m benchmarks.staged_data [--data-root PATH]` (default: the benchmarks' data root, SRAG_DATA_DIR
+else ../shared/data beside the checkout). The builds go to a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+from benchmarks import DATA_ROOT
+from pipelines.datasets import ANSWER_KINDS, DATASETS, Benchmark, load_questions, resolve
+from srag_core import load_corpus
+
+# name: documents, questions and question types, as the staged READMEs give them (None: not checked)
+EXPECTED = {
+    "2wikimultihopqa": (6119, 1000, {"compositional": 413, "comparison": 244, "bridge_comparison": 235,
+                                     "inference": 108}),
+    "musique": (3141, 200, {"2hop": 145, "3hop1": 28, "3hop2": 4, "4hop1": 18, "4hop2": 1, "4hop3": 4}),
+    "complextr": (112, 329, None),
+    "financebench": (168, 150, {"metrics-generated": 50, "domain-relevant": 50, "novel-generated": 50}),
+}
+FINANCEBENCH_PAGE = re.compile(r"(?P<company>[A-Za-z0-9_]+?)_(?P<period>\d{4}(?:Q\d)?)_(?P<kind>10K|10Q|8K|EARNINGS)"
+                               r"(?:_dated[-_][\d-]+)?_p(?P<page>\d+)\.txt")
+
+
+def counts(bench: Benchmark, n_docs: int, n_questions: int, types: dict | None) -> list[str]:
+    """What differs from the README: counts, types, answer kinds, corpus warnings, gold documents not in the corpus."""
+    corpus, questions = load_corpus(bench.corpus), load_questions(bench.questions)
+    problems = []
+    if (len(corpus), len(questions)) != (n_docs, n_questions):
+        problems.append(f"{len(corpus)} documents and {len(questions)} questions, expected {n_docs} and {n_questions}")
+    if types is not None and Counter(q.type for q in questions) != types:
+        problems.append(f"question types {dict(Counter(q.type for q in questions))}, expected {types}")
+    if not set(bench.manifest["answer_kinds"]) <= set(ANSWER_KINDS):
+        problems.append(f"unknown answer kinds {bench.manifest['answer_kinds']}")
+    problems += [f"corpus warning: {w}" for w in corpus.warnings[:3]]
+    names = {d.filename for d in corpus.docs}
+    if strays := [q.id for q in questions if not set(q.gold_docs or []) <= names]:
+        problems.append(f"gold documents missing from the corpus for {strays[:3]}")
+    return problems
+
+
+def musique(bench: Benchmark) -> list[str]:
+    questions = load_questions(bench.questions)
+    found = (sum(len(q.gold_docs or []) for q in questions), sum(q.model_extra["in_hipporag1000"] for q in questions),
+             sum(1 for q in questions if q.answer_aliases))
+    expected = (478, 81, 61)  # supporting paragraphs, questions also in HippoRAG's 1,000, questions with aliases
+    return [] if found == expected else [f"gold / HippoRAG overlap / aliases {found}, expected {expected}"]
+
+
+def financebench(bench: Benchmark) -> list[str]:
+    names = sorted(p.name for p in bench.corpus.iterdir())
+    problems = [f"page file {n} does not carry company, period, kind and page" for n in names
+                if not FINANCEBENCH_PAGE.fullmatch(n)][:3]
+    capex = next(q for q in load_questions(bench.questions) if q.id == "financebench_id_03029")
+    if (capex.gold_docs, capex.answer_kind) != (["3M_2018_10K_p59.txt"], "number"):
+        problems.append(f"financebench_id_03029: gold {capex.gold_docs}, kind {capex.answer_kind}")
+    lines = (bench.root / "documents.jsonl").read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines if line.strip()]
+    if len(rows) != 168 or not all(row["company"] and row["doc_period"] for row in rows):
+        problems.append(f"{len(rows)} rows in documents.jsonl, expected 168 each with its company and period")
+    return problems
+
+
+EXTRA: dict[str, Callable[[Benchmark], list[str]]] = {"musique": musique, "financebench": financebench}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-root", type=Path, default=DATA_ROOT)
+    args = ap.parse_args()
+    failed = 0
+    print(f"data root: {args.data_root}\n\n| dataset | documents | questions | seconds | result |\n|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as cache:
+        for name, (n_docs, n_questions, types) in EXPECTED.items():
+            started = time.perf_counter()
+            try:
+                bench = resolve(name, data_root=args.data_root, cache_root=Path(cache))
+                problems = counts(bench, n_docs, n_questions, types) + EXTRA.get(name, lambda b: [])(bench)
+            except (OSError, ValueError) as e:
+                bench, problems = None, [str(e).splitlines()[0]]
+            failed += bool(problems)
+            m = bench.manifest if bench else {}
+            print(f"| {name} | {m.get('n_docs', '-')} | {m.get('n_questions', '-')} | "
+                  f"{time.perf_counter() - started:.1f} | {'; '.join(problems) or 'as in the README'} |")
+    missing = set(n for n, s in DATASETS.items() if s.convert) - set(EXPECTED)
+    if missing:
+        print(f"no expected counts for {', '.join(sorted(missing))}")
+        failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
