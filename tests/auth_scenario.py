@@ -1,6 +1,7 @@
-"""A run whose driver cannot talk to its cluster: a two-node `ray.cluster_utils.Cluster` started without
-authentication, joined by a driver in token mode (through RAY_ADDRESS, as a user would). Ray accepts the connection;
-every actor then dies before it starts, and the only word of why is in the driver's own Ray log.
+"""A run whose driver cannot talk to its cluster: a two-node `ray.cluster_utils.Cluster` and a driver that joins it
+through RAY_ADDRESS (as a user would) with the other authentication mode. A cluster without authentication accepts a
+token-mode driver, and every actor then dies before it starts, the only word of why in the driver's own Ray log; a
+cluster with token authentication refuses a driver without one at once.
 
 Executed as its own process by tests/test_guarantees.py (a Cluster cannot share a process with the test session's
 local Ray); the driver is a process of its own too (Ray reads its authentication mode once, when it starts). Prints
@@ -23,8 +24,16 @@ from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 DRIVER = "import sys; from pipelines.cli import main; sys.exit(main())"
 
 
+# Which side uses token authentication: "driver" (the cluster runs without) or "cluster" (the driver runs without).
+TOKEN_ON = os.environ.get("AUTH_SCENARIO_TOKEN_ON", "driver")
+TOKEN = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "a" * 64}
+
+
 def scenario(workdir: Path, sample_corpus: Path, n: int) -> dict:
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # the cluster runs without authentication
+    if TOKEN_ON == "cluster":
+        os.environ.update(TOKEN)
+    else:
+        os.environ["RAY_AUTH_MODE"] = "disabled"
     import ray
     from ray.cluster_utils import Cluster
 
@@ -39,15 +48,17 @@ def scenario(workdir: Path, sample_corpus: Path, n: int) -> dict:
             cfg.write_text(yaml.safe_dump(run_config(corpus, questions, server.base_url,
                                                      tracking_uri=f"sqlite:///{workdir / 'm.db'}",
                                                      **{"tracking.traces": False})))
-            env = {**os.environ, "RAY_ADDRESS": cluster.address, "RAY_AUTH_MODE": "token",
-                   "RAY_AUTH_TOKEN": "a" * 64}  # the driver: token authentication, as on a loopback head
+            env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+            env.update({"RAY_ADDRESS": cluster.address, **(TOKEN if TOKEN_ON == "driver" else
+                                                           {"RAY_AUTH_MODE": "disabled"})})
             runs = workdir / "runs"
             driver = subprocess.run([sys.executable, "-c", DRIVER, "run", str(cfg), "--runs-dir", str(runs),
                                      "--quiet"], env=env, capture_output=True, text=True, timeout=600)
             asked = sum(agent.calls.values())
-        (run,) = [p for p in runs.iterdir() if (p / "run.json").exists()]
-        return {"code": driver.returncode, "stderr": driver.stderr, "meta": json.loads((run / "run.json").read_text()),
-                "records": (run / "results.jsonl").exists(), "llm_calls": asked}
+        made = [p for p in runs.iterdir() if (p / "run.json").exists()] if runs.exists() else []
+        meta = json.loads((made[0] / "run.json").read_text()) if made else None
+        return {"code": driver.returncode, "stderr": driver.stderr, "meta": meta, "runs": len(made),
+                "records": bool(made) and (made[0] / "results.jsonl").exists(), "llm_calls": asked}
     finally:
         ray.shutdown()
         cluster.shutdown()

@@ -229,3 +229,14 @@ def test_a_cluster_with_another_authentication_mode_stops_the_run_in_one_line(tm
     meta = result["meta"]
     assert meta["stop"]["kind"] == "workers" and meta["stop"]["not_run"] == 8
     assert not result["records"] and result["llm_calls"] == 0  # no question was recorded as crashed, none was asked
+
+
+def test_a_driver_without_the_token_a_cluster_requires_stops_in_one_line(tmp_path, sample_dir, monkeypatch):
+    monkeypatch.setenv("AUTH_SCENARIO_TOKEN_ON", "cluster")
+    result = run_scenario("auth_scenario", tmp_path, sample_dir / "corpus", 4)
+    assert result["code"] == 2, result["stderr"][-3000:]
+    (line,) = [line for line in result["stderr"].splitlines() if line.startswith("srag")]
+    assert "Traceback" not in result["stderr"]
+    assert line.startswith("srag run: error: cannot join the Ray cluster at ") and "the cluster requires a token" in line
+    assert "this driver runs with RAY_AUTH_MODE=disabled" in line
+    assert result["llm_calls"] == 0 and result["runs"] == 0  # nothing started: no run folder to clean up

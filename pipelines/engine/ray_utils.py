@@ -40,7 +40,7 @@ def init_ray(address: str | None) -> None:
         env = {"env_vars": dict(RAY_ENV)}
         with _own_sigterm_kept():
             if address:
-                ray.init(address=address, runtime_env=env, log_to_driver=False)
+                _join(ray, address, env)
             else:  # "local": a new instance, never whatever cluster someone else started on this machine
                 ray.init(address="local", include_dashboard=False, runtime_env=env, log_to_driver=False)
             if not address:
@@ -50,6 +50,25 @@ def init_ray(address: str | None) -> None:
 class RaySetupError(ValueError):
     """Ray could not be set up with the guarantees the engine promises (a ValueError: the command reports it in one
     line, as it does a bad config)."""
+
+
+def _join(ray, address: str, env: dict) -> None:
+    """Connect to the cluster at `address`; one line saying why when it cannot be joined (Ray's own error is a chain
+    of tracebacks, with an authentication mismatch at the bottom)."""
+    try:
+        ray.init(address=address, runtime_env=env, log_to_driver=False)
+    except (ConnectionError, RuntimeError) as e:
+        chain, cause = [], e
+        while cause is not None and len(chain) < 10:
+            chain.append(f"{type(cause).__name__}: {cause}")
+            cause = cause.__cause__ or cause.__context__
+        if any("InvalidAuthToken" in text or "AuthenticationError" in text for text in chain):
+            mode = os.environ.get("RAY_AUTH_MODE") or "disabled"
+            raise RaySetupError(
+                f"cannot join the Ray cluster at {address}: Ray authentication mismatch: the cluster requires a token "
+                f"and this driver runs with RAY_AUTH_MODE={mode}; give the driver RAY_AUTH_MODE=token and the "
+                "cluster's token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)") from None
+        raise RaySetupError(f"cannot join the Ray cluster at {address}: {' '.join(chain[0].split())[:300]}") from None
 
 
 def _check_loopback(ray) -> None:
