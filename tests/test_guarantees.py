@@ -237,6 +237,7 @@ def test_a_driver_without_the_token_a_cluster_requires_stops_in_one_line(tmp_pat
     assert result["code"] == 2, result["stderr"][-3000:]
     (line,) = [line for line in result["stderr"].splitlines() if line.startswith("srag")]
     assert "Traceback" not in result["stderr"]
-    assert line.startswith("srag run: error: cannot join the Ray cluster at ") and "the cluster requires a token" in line
+    assert line.startswith("srag run: error: cannot join the Ray cluster at ")
+    assert "the cluster requires a token" in line
     assert "this driver runs with RAY_AUTH_MODE=disabled" in line
     assert result["llm_calls"] == 0 and result["runs"] == 0  # nothing started: no run folder to clean up
