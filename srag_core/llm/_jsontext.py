@@ -13,6 +13,7 @@ the caller treats it as it treats any malformed reply.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 __all__ = ["MAX_DEPTH", "MAX_CHARS", "first_json_object", "json_depth", "loads_bounded"]
@@ -21,25 +22,24 @@ MAX_DEPTH = 64  # objects and arrays inside each other; replies and API bodies n
 MAX_CHARS = 8_000_000  # above the client's 4 MB reply cap: a bound for text that came another way
 
 
-def json_depth(text: str) -> int:
-    """How deep objects and arrays nest in `text` (brackets inside strings do not count)."""
+# A JSON string (or one left open, to the end of the text) and a bracket: brackets inside strings do not nest.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def json_depth(text: str, stop_above: int | None = None) -> int:
+    """How deep objects and arrays nest in `text` (brackets inside strings do not count; the strings are cut out at
+    C speed first); with `stop_above`, the scan ends as soon as the depth passes it."""
     depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
+    for bracket in _BRACKET.findall(_STRING.sub("", text)):
+        if bracket in "[{":
             depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "}]":
-            depth = max(0, depth - 1)
+            if depth > deepest:
+                deepest = depth
+                if stop_above is not None and deepest > stop_above:
+                    break
+        elif depth:
+            depth -= 1
     return deepest
 
 
@@ -47,7 +47,7 @@ def _check(text: str) -> None:
     if len(text) > MAX_CHARS:
         raise ValueError(f"JSON text of {len(text):,} characters is over the limit of {MAX_CHARS:,}")
     # counting brackets is fast, scanning is not: most texts hold too few brackets to nest too deep
-    if text.count("{") + text.count("[") > MAX_DEPTH and json_depth(text) > MAX_DEPTH:
+    if text.count("{") + text.count("[") > MAX_DEPTH and json_depth(text, MAX_DEPTH) > MAX_DEPTH:
         raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
 
 
