@@ -63,12 +63,16 @@ def _join(ray, address: str, env: dict) -> None:
             chain.append(f"{type(cause).__name__}: {cause}")
             cause = cause.__cause__ or cause.__context__
         if any("InvalidAuthToken" in text or "AuthenticationError" in text for text in chain):
-            mode = os.environ.get("RAY_AUTH_MODE") or "disabled"
             raise RaySetupError(
                 f"cannot join the Ray cluster at {address}: Ray authentication mismatch: the cluster requires a token "
-                f"and this driver runs with RAY_AUTH_MODE={mode}; give the driver RAY_AUTH_MODE=token and the "
+                f"and this driver runs with RAY_AUTH_MODE={_auth_mode()}; give the driver RAY_AUTH_MODE=token and the "
                 "cluster's token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)") from None
         raise RaySetupError(f"cannot join the Ray cluster at {address}: {' '.join(chain[0].split())[:300]}") from None
+
+
+def _auth_mode() -> str:
+    """This driver's Ray authentication mode, as Ray reads it (unset is Ray's default: none)."""
+    return os.environ.get("RAY_AUTH_MODE") or "disabled"
 
 
 def _check_loopback(ray) -> None:
@@ -173,7 +177,7 @@ def driver_log_reason() -> str | None:
             lines += [line for line in f.read().decode("utf-8", "replace").splitlines() if _AUTH_LINE.search(line)]
     if not lines:
         return None
-    mode = os.environ.get("RAY_AUTH_MODE") or "disabled"
+    mode = _auth_mode()
     if any("Missing authorization header" in line for line in lines):
         return (f"Ray authentication mismatch: this driver runs with RAY_AUTH_MODE={mode} and the cluster's "
                 "processes send no token, so the cluster runs without authentication; use the same RAY_AUTH_MODE "

@@ -287,8 +287,8 @@ def whole_traces_only() -> bool:
     except Exception as e:  # MLflow's internals moved
         import mlflow
 
-        log.warning("MLflow %s: span-by-span logging left on (%s: %s); traces are exported whole, with about 9x the "
-                    "store writes", mlflow.__version__, type(e).__name__, e)
+        log.warning("MLflow %s: span-by-span logging left on (%s: %s); each trace's spans are also written one "
+                    "by one (measured on SQLite: 0.18 CPU-s per trace instead of 0.02)", mlflow.__version__, type(e).__name__, e)
         return False
 
 

@@ -205,9 +205,9 @@ class Tracker:
 
     def close(self) -> list[str]:
         """Wait for every queued write and stop the writer; returns the errors seen since the last flush."""
+        errors = self.flush()
         self._queue.put(None)
         self._thread.join()
-        errors, self._errors = self._errors, []
         return errors
 
     def _drain(self) -> None:
