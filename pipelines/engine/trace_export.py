@@ -288,7 +288,8 @@ def whole_traces_only() -> bool:
         import mlflow
 
         log.warning("MLflow %s: span-by-span logging left on (%s: %s); each trace's spans are also written one "
-                    "by one (measured on SQLite: 0.18 CPU-s per trace instead of 0.02)", mlflow.__version__, type(e).__name__, e)
+                    "by one (measured on SQLite: 0.18 CPU-s per trace instead of 0.02)", mlflow.__version__,
+                    type(e).__name__, e)
         return False
 
 
