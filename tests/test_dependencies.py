@@ -81,4 +81,5 @@ def test_the_machine_pins_live_in_the_constraints_file_the_makefile_and_ci_use()
     assert {name(p) for p in pins} <= declared  # a constraint on something not installed would be dead text
     makefile = (REPO / "Makefile").read_text()
     assert "CONSTRAINTS ?= constraints/cpu.txt" in makefile and "-c $(CONSTRAINTS)" in makefile
-    assert "-c constraints/cpu.txt" in (REPO / ".ci" / "run").read_text()
+    assert "-c constraints/cpu.txt" in (REPO / ".ci" / "lowest-direct").read_text()
+    assert "bash .ci/lowest-direct" in (REPO / ".ci" / "run").read_text()
