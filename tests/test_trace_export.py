@@ -4,6 +4,7 @@ export left behind (written but not marked, marked, or not written)."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import time
 from collections import Counter
@@ -70,6 +71,7 @@ def test_a_trace_mlflow_failed_to_write_is_deleted_and_left_for_a_retry(tmp_path
     RunFolderSink(run_dir, store).episode(record("q0"))
     store.close()
     exporter = TraceExporter(run_dir.path, tracker.uri, broken, mlflow_run, client=tracker.client)
+    logging.getLogger("mlflow.tracing.export").handlers.clear()  # what importing MLflow 3.14 does (its dictConfig)
     assert exporter.export([(("q0", 1, 1), "traces/q0.1.json")]) == [(("q0", 1, 1), "traces/q0.1.json")]
     assert "Failed to send trace" in exporter.errors[0] and exporter.exported == 0
     assert set(missing_traces(run_dir)) == {("q0", 1, 1)}  # unmarked: `--resume` tries again

@@ -237,11 +237,16 @@ class _Failures(logging.Handler):
 
 
 _FAILURES = _Failures()
-logging.getLogger("mlflow.tracing.export").addHandler(_FAILURES)
+_EXPORT_LOGGER = "mlflow.tracing.export"
 
 
 @contextmanager
 def _mlflow_export_failures() -> Iterator[list[str]]:
+    # Attached at each use, not once at import: some MLflow releases (3.14 among them) configure their loggers with
+    # dictConfig when imported, which drops the handlers of every logger below "mlflow" (CPython bpo-44607).
+    logger = logging.getLogger(_EXPORT_LOGGER)
+    if _FAILURES not in logger.handlers:
+        logger.addHandler(_FAILURES)
     _FAILURES.local.sink = sink = []
     try:
         yield sink
