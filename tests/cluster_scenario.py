@@ -68,11 +68,13 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
         from ray.util.state import list_actors
         placed = [a.node_id for a in list_actors(filters=[("class_name", "=", "EpisodeWorker"), ("state", "=", "ALIVE")])]
         cluster.remove_node(worker_node)
+        recorded_after = sum(1 for r in store.records() if r.get("type") == "episode")
         thread.join(timeout=600)
         summary = lifecycle.finish(run_dir, tracker)
         tracker.close()
     episodes = [r for r in store.records() if r.get("type") == "episode"]
     return {"run_dir": str(run_dir.path), "removed_node": removed_id, "recorded_before_removal": recorded_before,
+            "recorded_after_removal": recorded_after,
             "episodes": [{"question_id": r["question_id"], "attempt": r["attempt"], "status": r["status"],
                           "node_id": (r.get("worker") or {}).get("node_id")} for r in episodes],
             "requeued": run_dir.read_meta().get("requeued", 0), "placed": placed, "summary": summary, "alive": not thread.is_alive()}

@@ -23,8 +23,11 @@ def test_a_node_removed_mid_run_loses_no_question(tmp_path, sample_dir):
     assert all(e["status"] == "ok" for e in episodes) and result["summary"]["accuracy"] == 1.0
     nodes = Counter(e["node_id"] for e in episodes)
     assert nodes[result["removed_node"]] >= 1  # work really ran on the node that went away ...
-    late = [e for e in episodes[result["recorded_before_removal"]:]]
-    assert all(e["node_id"] != result["removed_node"] for e in late[len(late) // 2:])  # ... and moved off it
+    # ... and moved off it. The node keeps working until remove_node returns (seconds on a loaded machine), and
+    # results it sent before then may still be on their way: at most its actors' episodes in flight.
+    in_flight = result["placed"].count(result["removed_node"]) * 3  # execution.episodes_per_actor
+    late = episodes[result["recorded_after_removal"] + in_flight:]
+    assert late and all(e["node_id"] != result["removed_node"] for e in late)
     assert result["requeued"] >= 1  # the episodes it was running were put back and finished elsewhere
 
 
