@@ -66,7 +66,8 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
             time.sleep(0.1)
         recorded_before = sum(1 for r in store.records() if r.get("type") == "episode")
         from ray.util.state import list_actors
-        placed = [a.node_id for a in list_actors(filters=[("class_name", "=", "EpisodeWorker"), ("state", "=", "ALIVE")])]
+        alive_workers = [("class_name", "=", "EpisodeWorker"), ("state", "=", "ALIVE")]
+        placed = [a.node_id for a in list_actors(filters=alive_workers)]
         cluster.remove_node(worker_node)
         recorded_after = sum(1 for r in store.records() if r.get("type") == "episode")
         thread.join(timeout=600)
@@ -77,7 +78,8 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
             "recorded_after_removal": recorded_after,
             "episodes": [{"question_id": r["question_id"], "attempt": r["attempt"], "status": r["status"],
                           "node_id": (r.get("worker") or {}).get("node_id")} for r in episodes],
-            "requeued": run_dir.read_meta().get("requeued", 0), "placed": placed, "summary": summary, "alive": not thread.is_alive()}
+            "requeued": run_dir.read_meta().get("requeued", 0), "placed": placed, "summary": summary,
+            "alive": not thread.is_alive()}
 
 
 if __name__ == "__main__":

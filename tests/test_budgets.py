@@ -103,6 +103,7 @@ def test_only_errors_no_retry_fixes_stop_a_run():
 # srag estimate
 
 
+@pytest.mark.slow
 def test_the_estimate_interval_holds_the_cost_of_the_run_it_predicts(ray_local, fake_llm, tmp_path, sample_dir):
     fake_llm.respond_with(PricedAgent())
     cfg = _config(tmp_path, sample_dir, fake_llm.base_url, 40)
@@ -142,6 +143,7 @@ def test_an_estimate_without_prices_says_the_cost_is_unknown(ray_local, fake_llm
 # Budgets
 
 
+@pytest.mark.slow
 def test_a_run_budget_stops_within_one_wave_and_resume_with_more_finishes_it(ray_local, fake_llm, tmp_path,
                                                                               sample_dir, capsys):
     from pipelines.cli import main
@@ -173,6 +175,7 @@ def test_a_run_budget_stops_within_one_wave_and_resume_with_more_finishes_it(ray
     assert [b["max_cost_usd"] for b in run_dir.read_meta()["budgets"]] == [100 * budget]
 
 
+@pytest.mark.slow
 def test_a_sweep_budget_stops_the_sweep_across_runs(ray_local, fake_llm, tmp_path, sample_dir):
     fake_llm.respond_with(PricedAgent())
     n = 12
@@ -220,6 +223,7 @@ def test_a_401_endpoint_stops_the_run_after_a_handful_of_requests(ray_local, tmp
     assert endpoint in line and "HTTP 401" in line and "sk-secret" not in out + err
 
 
+@pytest.mark.slow
 def test_a_refused_connection_stops_the_run_and_transient_errors_do_not(ray_local, fake_llm, tmp_path, sample_dir):
     closed = f"http://127.0.0.1:{free_port('127.0.0.1')}/v1"
     _, refused = cli("run", _config(tmp_path, sample_dir, closed, 12), "--runs-dir", str(tmp_path / "runs"))

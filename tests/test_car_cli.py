@@ -126,6 +126,7 @@ def test_grid_runs_on_ray_and_logs_parent_and_children(ray_local, data, tmp_path
     assert "car_grid.txt" in artifacts
 
 
+@pytest.mark.slow
 def test_a_grid_starts_its_local_ray_on_loopback(data, tmp_path):
     from tests.pipeline_helpers import assert_local_ray_on_loopback
 

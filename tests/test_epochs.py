@@ -190,6 +190,7 @@ def _config(tmp_path, sample_dir, base_url: str, **overrides) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_every_question_runs_k_times_and_a_rerun_redoes_only_the_failed_epochs(ray_local, fake_llm, tmp_path,
                                                                                 sample_dir):
     agent = EpochAgent(failing={(1, 2), (4, 3)})
@@ -237,6 +238,7 @@ def test_each_epoch_sends_its_own_seed_and_epochs_are_queued_apart(ray_local, fa
     assert [(q["id"], epoch) for q, epoch, _ in todo] == [(f"q{i:03d}", e) for e in (1, 2, 3) for i in range(N)]
 
 
+@pytest.mark.slow
 def test_a_killed_driver_resumes_without_redoing_a_finished_epoch(ray_local, fake_llm, tmp_path, sample_dir):
     agent = EpochAgent(delay=0.3)
     fake_llm.respond_with(agent)
@@ -254,6 +256,7 @@ def test_a_killed_driver_resumes_without_redoing_a_finished_epoch(ray_local, fak
     assert resumed["complete"] and resumed["n_episodes"] == N * K
 
 
+@pytest.mark.slow
 def test_a_sweep_with_epochs_compares_its_runs_over_questions(ray_local, fake_llm, tmp_path, sample_dir):
     fake_llm.respond_with(EpochAgent())
     corpus, questions = write_benchmark(tmp_path / "bench", sample_dir / "corpus", N)

@@ -88,6 +88,7 @@ class StopsServerAtTheEnd(ScriptedAgent):
         return super()._reply(n, turn, first_call)
 
 
+@pytest.mark.slow
 def test_mlflow_writes_lost_at_the_end_make_the_run_say_so_and_resume_writes_them(ray_local, fake_llm, tmp_path,
                                                                                  sample_dir, capsys, monkeypatch):
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # a refused connection fails at once
@@ -217,6 +218,7 @@ def test_the_hub_is_switched_off_only_for_the_shipped_encoder_and_a_failed_load_
 
 # -- a cluster the driver cannot talk to -------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_cluster_with_another_authentication_mode_stops_the_run_in_one_line(tmp_path, sample_dir):
     result = run_scenario("auth_scenario", tmp_path, sample_dir / "corpus", 8)
     assert result["code"] == 3, result["stderr"][-3000:]
@@ -231,6 +233,7 @@ def test_a_cluster_with_another_authentication_mode_stops_the_run_in_one_line(tm
     assert not result["records"] and result["llm_calls"] == 0  # no question was recorded as crashed, none was asked
 
 
+@pytest.mark.slow
 def test_a_driver_without_the_token_a_cluster_requires_stops_in_one_line(tmp_path, sample_dir, monkeypatch):
     monkeypatch.setenv("AUTH_SCENARIO_TOKEN_ON", "cluster")
     result = run_scenario("auth_scenario", tmp_path, sample_dir / "corpus", 4)

@@ -323,6 +323,7 @@ def wait_for_episodes(driver: subprocess.Popen, runs: Path, n: int, timeout_s: f
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_question(ray_local, fake_llm, tmp_path,
                                                                                     sample_dir, capsys,
                                                                                     monkeypatch):
@@ -374,6 +375,7 @@ def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_quest
     assert json.loads(capsys.readouterr().out)["status_counts"]["ok"] == n
 
 
+@pytest.mark.slow
 def test_sigterm_and_a_start_up_failure_leave_run_json_failed(ray_local, fake_llm, tmp_path, sample_dir):
     """`ray job stop` and `kill` send SIGTERM to the driver: the run is recorded as failed, with the reason. A resume
     whose corpus has gone since fails at start-up, after the run folder exists: failed too, never left running."""

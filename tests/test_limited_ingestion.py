@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from pipelines.cli import main
@@ -60,6 +61,7 @@ def test_the_agent_gets_the_tools_sets_and_profile(fake_llm, tmp_path):
     assert tools["pattern_search"]["confirmed_matches"] == len(corpus)
 
 
+@pytest.mark.slow
 def test_a_sweep_compares_zero_against_limited_ingestion(ray_local, fake_llm, tmp_path, sample_dir, capsys):
     from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 

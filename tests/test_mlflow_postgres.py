@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import yaml
 
 from pipelines.cli import main
@@ -121,6 +122,7 @@ def listening_addresses(port: int) -> set[str]:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_run_logs_to_the_postgres_backed_server_and_reads_back(ray_local, fake_llm, tmp_path, sample_dir, capsys,
                                                                  monkeypatch):
     from mlflow import MlflowClient

@@ -34,6 +34,7 @@ def bench(tmp_path, sample_dir):
     return write_benchmark(tmp_path / "bench", sample_dir / "corpus", N)
 
 
+@pytest.mark.slow
 def test_faults_are_recorded_once_each_and_rerun_fills_them(ray_local, mlflow_server, fake_llm, bench, tmp_path,
                                                             capsys):
     agent = faults()
@@ -118,6 +119,7 @@ def test_quick_run_from_flags_and_report(ray_local, fake_llm, tmp_path, sample_d
     assert config["execution"]["concurrency"] == 4 and config["limits"]["limit"] == 5
 
 
+@pytest.mark.slow
 def test_sweep_logs_parent_and_children_and_compare(ray_local, mlflow_server, fake_llm, tmp_path, sample_dir,
                                                     capsys):
     agent = ScriptedAgent(failing={3})

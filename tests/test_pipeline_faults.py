@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import pytest
 import yaml
 
 from pipelines.cli import main
@@ -13,6 +14,7 @@ from pipelines.engine.trace_export import missing_traces
 from tests.pipeline_helpers import ScriptedAgent, run_and_kill, run_config, run_scenario, write_benchmark
 
 
+@pytest.mark.slow
 def test_a_node_removed_mid_run_loses_no_question(tmp_path, sample_dir):
     n = 48
     result = run_scenario("cluster_scenario", tmp_path, sample_dir / "corpus", n)
@@ -31,6 +33,7 @@ def test_a_node_removed_mid_run_loses_no_question(tmp_path, sample_dir):
     assert result["requeued"] >= 1  # the episodes it was running were put back and finished elsewhere
 
 
+@pytest.mark.slow
 def test_a_killed_driver_resumes_without_redoing_finished_questions(ray_local, mlflow_server, fake_llm, tmp_path,
                                                                     sample_dir, capsys):
     n = 60

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from tests.pipeline_helpers import run_scenario
 
 
+@pytest.mark.slow
 def test_auto_actors_follow_the_cluster_and_share_one_corpus_replica_per_node(tmp_path, sample_dir):
     n = 40
     result = run_scenario("scale_scenario", tmp_path, sample_dir / "corpus", n)

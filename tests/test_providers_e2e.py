@@ -97,6 +97,7 @@ def cli_json(capsys, *argv: str) -> tuple[int, dict]:
     return code, json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_the_same_sweep_runs_through_every_profile_with_the_llm_judge(ray_local, tmp_path: Path, capsys) -> None:
     runs = tmp_path / "runs"
     for profile in PROFILES:

@@ -172,6 +172,7 @@ def test_srag_judge_no_llm_scores_every_pending_verdict_everywhere(unreachable_j
         assert trace.info.tags["srag.correct"] in ("true", "false")
 
 
+@pytest.mark.slow
 def test_a_judge_that_fails_then_recovers_is_judged_again_by_srag_judge_and_resume(ray_local, fake_llm, tmp_path,
                                                                                     sample_dir):
     judge = ScriptedJudge(failing=True)
