@@ -17,7 +17,7 @@ Other packages import those rooms' public names, or the names this file re-expor
     episode = Agent(load_corpus("corpus/"), LLMClient(LLMConfig(base_url=URL, model=MODEL))).run("question")
 """
 
-from srag_core.agent import FAILED, FINISHED, STATUSES, Agent, AgentConfig, Episode, utc_now
+from srag_core.agent import FAILED, FINISHED, STATUSES, Agent, AgentConfig, Episode, Status, utc_now
 from srag_core.corpus import (Budget, Corpus, CorpusError, Document, RegexError, RegexTimeout, compile_untrusted,
                               filename_for_title, load_corpus, normalize_sections, unique_name)
 from srag_core.llm import ChatResult, LLMClient, LLMConfig, LLMError, Usage, Window
@@ -28,6 +28,6 @@ from srag_core.workspace import (Budgets, DocSet, Modules, ValueSet, Workspace, 
 
 __all__ = ["FAILED", "FINISHED", "STATUSES", "Agent", "AgentConfig", "Budget", "Budgets", "ChatResult", "Corpus",
            "CorpusError", "DocSet", "Document", "Episode", "LLMClient", "LLMConfig", "LLMError", "Modules", "REGISTRY",
-           "RegexError", "RegexTimeout", "VanillaRAG", "ValueSet", "Window", "Workspace", "WorkspaceError",
+           "RegexError", "RegexTimeout", "Status", "VanillaRAG", "ValueSet", "Window", "Workspace", "WorkspaceError",
            "anchor_tokens", "compile_untrusted", "filename_for_title", "load_corpus", "normalize_sections",
            "question_landscape", "run_tool", "unique_name", "Usage", "utc_now"]

@@ -60,25 +60,25 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:  # a quarter done, some of it on the node about to go (workers that
             # start later than others get their first episodes later)
-            done = [r for r in store.records() if r.get("type") == "episode"]
-            if len(done) >= n // 4 and any((r.get("worker") or {}).get("node_id") == removed_id for r in done):
+            done = [r for r in store.records() if r.type == "episode"]
+            if len(done) >= n // 4 and any(r.worker and r.worker.node_id == removed_id for r in done):
                 break
             time.sleep(0.1)
-        recorded_before = sum(1 for r in store.records() if r.get("type") == "episode")
+        recorded_before = sum(1 for r in store.records() if r.type == "episode")
         from ray.util.state import list_actors
         alive_workers = [("class_name", "=", "EpisodeWorker"), ("state", "=", "ALIVE")]
         placed = [a.node_id for a in list_actors(filters=alive_workers)]
         cluster.remove_node(worker_node)
-        recorded_after = sum(1 for r in store.records() if r.get("type") == "episode")
+        recorded_after = sum(1 for r in store.records() if r.type == "episode")
         thread.join(timeout=600)
         summary = lifecycle.finish(run_dir, tracker)
         tracker.close()
-    episodes = [r for r in store.records() if r.get("type") == "episode"]
+    episodes = [r for r in store.records() if r.type == "episode"]
     return {"run_dir": str(run_dir.path), "removed_node": removed_id, "recorded_before_removal": recorded_before,
             "recorded_after_removal": recorded_after,
-            "episodes": [{"question_id": r["question_id"], "attempt": r["attempt"], "status": r["status"],
-                          "node_id": (r.get("worker") or {}).get("node_id")} for r in episodes],
-            "requeued": run_dir.read_meta().get("requeued", 0), "placed": placed, "summary": summary,
+            "episodes": [{"question_id": r.question_id, "attempt": r.attempt, "status": r.status,
+                          "node_id": r.worker.node_id if r.worker else None} for r in episodes],
+            "requeued": run_dir.read_meta().requeued or 0, "placed": placed, "summary": summary.to_json(),
             "alive": not thread.is_alive()}
 
 

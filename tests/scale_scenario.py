@@ -55,7 +55,8 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
         thread.join(timeout=600)
         summary = lifecycle.finish(run_dir, tracker)
         tracker.close()
-    return {"before": before, "after": after, "meta": run_dir.read_meta(), "summary": summary,
+    return {"before": before, "after": after, "meta": run_dir.read_meta().model_dump(mode="json"),
+            "summary": summary.to_json(),
             "alive": not thread.is_alive()}
 
 
@@ -65,7 +66,7 @@ def watch(store, episodes: int, min_actors: int = 1, timeout_s: float = 300) -> 
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        done = sum(1 for r in store.records() if r.get("type") == "episode")
+        done = sum(1 for r in store.records() if r.type == "episode")
         actors = [a.node_id for a in list_actors(filters=[("class_name", "=", "EpisodeWorker"),
                                                           ("state", "=", "ALIVE")])]
         if done >= episodes and len(actors) >= min_actors:

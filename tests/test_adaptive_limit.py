@@ -108,14 +108,14 @@ def test_a_run_under_429s_records_its_limit_in_run_json_the_summary_and_mlflow(r
     assert "adapt to 429s, between 1 and 32" in captured.err and "× 429" in captured.err
 
     meta = RunDir.open(tmp_path / "runs", out["run_id"]).read_meta()
-    limit = meta["request_limit"]
-    assert meta["execution"]["limiter"] and limit["rate_limited"] == 16 and limit["ceiling"] == 32
-    assert limit["cuts"] >= 1 and limit["lowest"] <= 8  # a cut halves what was in flight: at most 16
-    assert out["request_limit"] == limit
+    limit = meta.request_limit
+    assert meta.execution.limiter and limit.rate_limited == 16 and limit.ceiling == 32
+    assert limit.cuts >= 1 and limit.lowest <= 8  # a cut halves what was in flight: at most 16
+    assert out["request_limit"] == limit.model_dump()
 
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
-    metrics = client.get_run(meta["mlflow_run_id"]).data.metrics
-    assert metrics["rate_limited"] == 16 and metrics["request_limit_lowest"] == limit["lowest"]
-    assert client.get_metric_history(meta["mlflow_run_id"], "live/request_limit")
+    metrics = client.get_run(meta.mlflow_run_id).data.metrics
+    assert metrics["rate_limited"] == 16 and metrics["request_limit_lowest"] == limit.lowest
+    assert client.get_metric_history(meta.mlflow_run_id, "live/request_limit")

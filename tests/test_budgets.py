@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
+from pipelines.datasets import Question
 from pipelines.engine.estimate import pilot_questions
 from pipelines.engine.guards import EndpointGuard, SpendLimit, hopeless
 from pipelines.engine.progress import RunStats
+from pipelines.engine.records import EpisodeRecord
 from pipelines.engine.results import RunDir
 from pipelines.local_llm import free_port
 from tests.fake_llm import FakeLLM
@@ -53,9 +55,10 @@ def _config(tmp_path, sample_dir, base_url: str, n: int, **overrides) -> str:
 
 
 def test_the_pilot_sample_spreads_over_the_question_types_by_their_share():
-    questions = [{"id": f"q{i}", "type": "a" if i < 30 else "b" if i < 45 else "c"} for i in range(50)]
+    questions = [Question(id=f"q{i}", question="?", answer="", type="a" if i < 30 else "b" if i < 45 else "c")
+                 for i in range(50)]
     picked = pilot_questions(questions, 10, seed=0)
-    assert Counter(q["type"] for q in picked) == Counter({"a": 6, "b": 3, "c": 1})
+    assert Counter(q.type for q in picked) == Counter({"a": 6, "b": 3, "c": 1})
     assert picked == pilot_questions(questions, 10, seed=0) and picked != pilot_questions(questions, 10, seed=1)
     assert len(pilot_questions(questions[:3], 8, seed=0)) == 3
 
@@ -73,8 +76,12 @@ def test_a_budget_stops_before_one_more_episode_would_pass_it():
     assert SpendLimit(max_tokens=10).check(RunStats(total=1, tokens=10), 0) is not None
 
 
-def _llm_error(kind: str, status: int | None, error: str = "x") -> dict:
-    return {"status": "llm_error", "error_kind": kind, "error_status": status, "error": error}
+def _llm_error(kind: str, status: int | None, error: str = "x") -> EpisodeRecord:
+    return _episode(status="llm_error", error_kind=kind, error_status=status, error=error)
+
+
+def _episode(**fields) -> EpisodeRecord:
+    return EpisodeRecord(question_id="q", attempt=1, **fields)
 
 
 def test_only_errors_no_retry_fixes_stop_a_run():
@@ -82,7 +89,7 @@ def test_only_errors_no_retry_fixes_stop_a_run():
     assert hopeless(_llm_error("bad_request", 404)) == "HTTP 404 (bad_request)"
     assert hopeless(_llm_error("connection", None, "connection failed (ConnectError)")) == "connection refused"
     for transient in (_llm_error("rate_limit", 429), _llm_error("server", 500), _llm_error("timeout", None),
-                      _llm_error("connection", None, "connection failed (ReadError)"), {"status": "ok"}):
+                      _llm_error("connection", None, "connection failed (ReadError)"), _episode(status="ok")):
         assert hopeless(transient) is None
     guard = EndpointGuard(3, "http://h/v1")
     assert guard.cap(16) == 3
@@ -95,7 +102,7 @@ def test_only_errors_no_retry_fixes_stop_a_run():
     mixed.settle(_llm_error("auth", 401))
     assert mixed.settle(_llm_error("server", 500)) is None  # not all alike: no stop
     healthy = EndpointGuard(2, "e")
-    healthy.settle({"status": "ok"})
+    healthy.settle(_episode(status="ok"))
     assert healthy.cap(16) == 16 and healthy.settle(_llm_error("auth", 401)) is None
 
 
@@ -165,14 +172,14 @@ def test_a_run_budget_stops_within_one_wave_and_resume_with_more_finishes_it(ray
     assert spent <= budget + concurrency * 1.6 * per_episode  # within one wave of episodes in flight
     assert stopped["scored"] + stopped["not_run"] == n and stopped["outcome_counts"]["not_run"] == stopped["not_run"]
     run_dir = RunDir.open(tmp_path / "runs", stopped["run_id"])
-    assert run_dir.read_meta()["status"] == "stopped" and run_dir.read_meta()["stop"]["spent_usd"] >= spent
+    assert run_dir.read_meta().status == "stopped" and run_dir.read_meta().stop.spent_usd >= spent
 
-    before = Counter(r["question_id"] for r in run_dir.store().records() if r["type"] == "episode")
+    before = Counter(r.question_id for r in run_dir.store().records() if r.type == "episode")
     _, resumed = cli("run", "--resume", stopped["run_id"], "--max-cost", str(100 * budget), "--runs-dir", runs)
-    after = Counter(r["question_id"] for r in run_dir.store().records() if r["type"] == "episode")
+    after = Counter(r.question_id for r in run_dir.store().records() if r.type == "episode")
     assert resumed["complete"] and resumed["stopped"] is None and after == Counter({f"q{i:03d}": 1 for i in range(n)})
     assert all(after[q] == 1 for q in before)  # nothing ran twice
-    assert [b["max_cost_usd"] for b in run_dir.read_meta()["budgets"]] == [100 * budget]
+    assert [b.max_cost_usd for b in run_dir.read_meta().budgets] == [100 * budget]
 
 
 @pytest.mark.slow

@@ -256,8 +256,8 @@ def test_a_sweep_submitted_to_a_two_node_cluster_lands_in_run_folders_and_mlflow
         assert run["accuracy"] == 1.0 and run["missing"] == 0
     for run_id in state["run_ids"]:
         run_dir = RunDir.open(runs, run_id)
-        assert run_dir.read_meta()["sweep_id"] == state["sweep_id"]
-        assert run_dir.read_meta()["git_revision"] == state["git_revision"]  # recorded even without .git
+        assert run_dir.read_meta().sweep_id == state["sweep_id"]
+        assert run_dir.read_meta().git_revision == state["git_revision"]  # recorded even without .git
         assert (run_dir.path / "summary.json").is_file() and (run_dir.path / "results.parquet").is_file()
 
     agent.healed = True
@@ -281,7 +281,7 @@ def _check_mlflow(uri: str, sweep_id: str, runs: Path, run_ids: list[str], rerun
     assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
     assert sorted(r.data.tags["srag.run_id"] for r in children) == sorted(run_ids)
     for run_id in run_ids:
-        mlflow_run = client.get_run(RunDir.open(runs, run_id).read_meta()["mlflow_run_id"])
+        mlflow_run = client.get_run(RunDir.open(runs, run_id).read_meta().mlflow_run_id)
         assert mlflow_run.data.metrics["failed"] == (0 if run_id == rerun_id else 1)  # the rerun logged here too
         assert mlflow_run.data.metrics["accuracy"] == 1.0
 

@@ -10,6 +10,10 @@ from pipelines.engine.report import plot_accuracy_intervals, question_rows, summ
 from pipelines.engine.scoring import bootstrap_ci, compare, mcnemar_exact, mean_interval, share_interval
 from pipelines.engine.results import QuestionState
 from pipelines.engine.placement import limiter_can_bind
+from pipelines.datasets import Question
+from pipelines.engine.records import ExecutionPlan, validate_record
+from pipelines.engine.report import LabelledRun
+from pipelines.engine.records import RunMeta
 
 BASE = {"dataset": "twowiki-sample", "llm": {"model": "m"}}
 
@@ -65,14 +69,18 @@ def test_limiter_is_only_used_when_it_can_bind():
                              "execution": {"actors": 2, "episodes_per_actor": 8, "adaptive_concurrency": False,
                                            **ex}}, "x")
 
-    fixed = {"concurrency": 16, "grows_with_cluster": False}  # 2 actors x 8 episodes
+    def plan(grows: bool) -> ExecutionPlan:  # 2 actors x 8 episodes
+        return ExecutionPlan(actors=2, actors_setting=2, cluster_cpus=2, nodes=1, concurrency=16,
+                             episodes_per_actor=8, grows_with_cluster=grows)
+
+    fixed = plan(grows=False)
     assert not limiter_can_bind(cfg(max_concurrent_requests=16), fixed)  # 16 episodes never exceed 16 requests
     assert limiter_can_bind(cfg(max_concurrent_requests=15), fixed)
     assert limiter_can_bind(cfg(max_concurrent_requests=None, requests_per_minute=60), fixed)
     assert limiter_can_bind(cfg(max_concurrent_requests=None, tokens_per_minute=10_000), fixed)
     assert not limiter_can_bind(cfg(max_concurrent_requests=None), fixed)
     # a pool that grows with the cluster may pass any cap later, unless the episodes in flight are fixed
-    growing = {"concurrency": 16, "grows_with_cluster": True}
+    growing = plan(grows=True)
     assert limiter_can_bind(cfg(actors="auto", max_concurrent_requests=32), growing)
     assert not limiter_can_bind(cfg(actors="auto", concurrency=16, max_concurrent_requests=32), growing)
     # an adaptive cap may fall below any number of episodes on 429s, except from a model the run serves itself
@@ -82,42 +90,53 @@ def test_limiter_is_only_used_when_it_can_bind():
 
 
 def _state(qid, status, score=None, attempt=1, source="rule"):
-    st = QuestionState(qid, attempts=[{"question_id": qid, "attempt": attempt, "status": status, "steps": 2,
-                                       "usage": {"total_tokens": 10, "cost_usd": 0.5}, "wall_s": 1.0}])
+    st = QuestionState(qid, attempts=[validate_record({"question_id": qid, "attempt": attempt, "status": status,
+                                                       "steps": 2, "usage": {"total_tokens": 10, "cost_usd": 0.5},
+                                                       "wall_s": 1.0})])
     if score is not None:
-        st.judgements[attempt] = {"score": score, "em": float(score == 1), "f1": score, "score_source": source}
+        st.judgements[attempt] = _judgement(qid, attempt, score=score, em=float(score == 1), f1=score,
+                                            score_source=source)
     elif source == "pending":
-        st.judgements[attempt] = {"score": None, "score_source": "pending", "judge_error": "verdict failed: 500"}
+        st.judgements[attempt] = _judgement(qid, attempt, score=None, score_source="pending",
+                                            judge_error="verdict failed: 500")
     return st
 
 
+def _judgement(qid, attempt, **fields):
+    return validate_record({"type": "judgement", "question_id": qid, "attempt": attempt, **fields})
+
+
+def _questions(rows):
+    return [Question.model_validate(r) for r in rows]
+
+
 def test_failed_episodes_are_not_scored_as_wrong():
-    questions = [{"id": f"q{i}", "question": "?", "answer": "a", "type": t} for i, t in enumerate("xxyy")]
+    questions = _questions({"id": f"q{i}", "question": "?", "answer": "a", "type": t} for i, t in enumerate("xxyy"))
     states = {("q0", 1): _state("q0", "ok", 1.0), ("q1", 1): _state("q1", "llm_error"), ("q2", 1): _state("q2", "max_steps", 0.0)}
     s = summarize(question_rows(questions, states))
-    assert s["accuracy"] == 0.5 and s["scored"] == 2 and s["failed"] == 1 and s["missing"] == 1
-    assert s["status_counts"]["llm_error"] == 1 and s["finished"] == 2
-    assert s["accuracy_by_type"] == {"x": 1.0, "y": 0.0}
-    assert s["tokens"] == 30 and s["cost_usd"] == 1.5
+    assert s.accuracy == 0.5 and s.scored == 2 and s.failed == 1 and s.missing == 1
+    assert s.status_counts["llm_error"] == 1 and s.finished == 2
+    assert s.accuracy_by_type == {"x": 1.0, "y": 0.0}
+    assert s.tokens == 30 and s.cost_usd == 1.5
 
 
 def test_the_accuracy_interval_describes_the_mean_score_with_partial_scores(tmp_path):
     """An LLM judge gives partial scores: the interval is on the mean score (not the share at least 0.5), so it
     holds the accuracy and the plot's error bars are never negative."""
-    questions = [{"id": f"q{i}", "question": "?", "answer": "a", "type": "xy"[i % 2]} for i in range(12)]
+    questions = _questions({"id": f"q{i}", "question": "?", "answer": "a", "type": "xy"[i % 2]} for i in range(12))
     runs = []
     for label, scores in (("flat", [0.6] * 12), ("mixed", [0.6, 0.8, 0.3, 1.0, 0.0, 0.7] * 2),
                           ("binary", [1.0] * 9 + [0.0] * 3)):
-        s = summarize(question_rows(questions, {(q["id"], 1): _state(q["id"], "ok", x) for q, x in zip(questions, scores)}))
-        lo, hi = s["accuracy_ci95"]
-        assert lo <= s["accuracy"] <= hi, (label, s["accuracy"], s["accuracy_ci95"])
-        for t, (t_lo, t_hi) in s["accuracy_ci95_by_type"].items():
-            assert t_lo <= s["accuracy_by_type"][t] <= t_hi
-        runs.append({"label": label, "summary": s})
-    assert runs[0]["summary"]["accuracy_ci95"] == [0.6, 0.6]  # every resample has the same mean
-    mixed = runs[1]["summary"]["accuracy_ci95"]
+        s = summarize(question_rows(questions, {(q.id, 1): _state(q.id, "ok", x) for q, x in zip(questions, scores)}))
+        lo, hi = s.accuracy_ci95
+        assert lo <= s.accuracy <= hi, (label, s.accuracy, s.accuracy_ci95)
+        for t, (t_lo, t_hi) in s.accuracy_ci95_by_type.items():
+            assert t_lo <= s.accuracy_by_type[t] <= t_hi
+        runs.append(LabelledRun(label, RunMeta(run_id=label, name=label), s))
+    assert runs[0].summary.accuracy_ci95 == [0.6, 0.6]  # every resample has the same mean
+    mixed = runs[1].summary.accuracy_ci95
     assert mixed == mean_interval([0.6, 0.8, 0.3, 1.0, 0.0, 0.7] * 2) and 0.3 < mixed[0] < mixed[1] < 0.9
-    assert runs[2]["summary"]["accuracy_ci95"] == pytest.approx([0.4677, 0.9111], abs=1e-4)  # Wilson, 9 of 12
+    assert runs[2].summary.accuracy_ci95 == pytest.approx([0.4677, 0.9111], abs=1e-4)  # Wilson, 9 of 12
     path = plot_accuracy_intervals(runs, tmp_path / "intervals.png")  # raised on negative error bars before
     assert path.stat().st_size > 5_000
 
@@ -125,12 +144,13 @@ def test_the_accuracy_interval_describes_the_mean_score_with_partial_scores(tmp_
 def test_the_text_report_shows_spent_and_final_answer_tokens_and_cost():
     from pipelines.cli.run import summary_table
 
-    questions = [{"id": "q0", "question": "?", "answer": "a", "type": "x"}]
+    questions = _questions([{"id": "q0", "question": "?", "answer": "a", "type": "x"}])
     st = _state("q0", "llm_error")
-    st.attempts.append({"question_id": "q0", "attempt": 2, "status": "ok", "steps": 2, "wall_s": 1.0,
-                        "usage": {"total_tokens": 7, "cost_usd": 0.25}})  # the rerun that answered
-    st.judgements[2] = {"score": 1.0}
-    result = {"run_id": "r1", "variant": "v", "model": "m", **summarize(question_rows(questions, {("q0", 1): st}))}
+    st.attempts.append(validate_record({"question_id": "q0", "attempt": 2, "status": "ok", "steps": 2, "wall_s": 1.0,
+                                        "usage": {"total_tokens": 7, "cost_usd": 0.25}}))  # the rerun that answered
+    st.judgements[2] = _judgement("q0", 2, score=1.0)
+    result = {"run_id": "r1", "variant": "v", "model": "m",
+              **summarize(question_rows(questions, {("q0", 1): st})).to_json()}
     header, rule, row = summary_table([result]).splitlines()
     starts = [0] + [i + 2 for i in range(len(rule)) if rule.startswith("  -", i)]  # columns, empty cells included
     cells = {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, starts[1:] + [None])}
@@ -151,10 +171,10 @@ def test_compare_pairs_questions_and_intervals_cover_the_difference():
     rows_b = [{"question_id": f"q{i}", "status": "ok", "score": 1.0 if i < 75 else 0.0} for i in range(100)]
     rows_b.append({"question_id": "extra", "status": "ok", "score": 1.0})
     out = compare(rows_a, rows_b)
-    assert out["n_paired"] == 100 and out["only_in_b"] == 1
-    assert (out["both_right"], out["only_a_right"], out["only_b_right"], out["neither_right"]) == (60, 0, 15, 25)
-    assert out["difference"] == 0.15 and out["mcnemar_p"] < 0.001
-    lo, hi = out["difference_ci95"]
+    assert out.n_paired == 100 and out.only_in_b == 1
+    assert (out.both_right, out.only_a_right, out.only_b_right, out.neither_right) == (60, 0, 15, 25)
+    assert out.difference == 0.15 and out.mcnemar_p < 0.001
+    lo, hi = out.difference_ci95
     assert lo < 0.15 < hi and lo > 0.05
 
 
@@ -193,7 +213,7 @@ def _issue_run(n_right=62, n_empty=5, n_step_limit=5, n_wrong=5, n_failed=5, n_p
         for _ in range(count):
             states[(f"q{i}", 1)] = _state(f"q{i}", status, score, source=source)
             i += 1
-    questions = [{"id": q, "question": "?", "answer": "a", "type": "t"} for q, _ in states]
+    questions = _questions({"id": q, "question": "?", "answer": "a", "type": "t"} for q, _ in states)
     return questions, states
 
 
@@ -201,17 +221,17 @@ def test_every_question_counts_and_each_figure_names_its_denominator():
     questions, states = _issue_run()
     rows = question_rows(questions, states)
     s = summarize(rows)
-    assert s["n_questions"] == 82 and s["scored"] == 77 and s["failed"] == 5 and s["no_answer"] == 10
-    assert s["accuracy"] == round(62 / 77, 4)  # was 62/72 when the empty answers vanished from the mean
-    assert s["coverage"] == round(77 / 82, 4) and s["accuracy_all"] == round(62 / 82, 4)
-    assert s["denominators"] == {"accuracy": "scored", "coverage": "n_questions", "accuracy_all": "n_questions"}
-    assert s["outcome_counts"] == {"scored": 77, "failed": 5, "pending": 0, "not_run": 0, "missing": 0}
-    assert not s["complete"]
+    assert s.n_questions == 82 and s.scored == 77 and s.failed == 5 and s.no_answer == 10
+    assert s.accuracy == round(62 / 77, 4)  # was 62/72 when the empty answers vanished from the mean
+    assert s.coverage == round(77 / 82, 4) and s.accuracy_all == round(62 / 82, 4)
+    assert s.denominators == {"accuracy": "scored", "coverage": "n_questions", "accuracy_all": "n_questions"}
+    assert s.outcome_counts == {"scored": 77, "failed": 5, "pending": 0, "not_run": 0, "missing": 0}
+    assert not s.complete
     for figure in ("accuracy", "coverage", "accuracy_all"):
-        lo, hi = s[f"{figure}_ci95"]
-        assert lo <= s[figure] <= hi
+        lo, hi = getattr(s, f"{figure}_ci95")
+        assert lo <= getattr(s, figure) <= hi
     # Wilson over each figure's own denominator: 62 of 77 scored, 62 of 82 questions, 77 of 82 scored
-    assert (s["accuracy_ci95"], s["accuracy_all_ci95"], s["coverage_ci95"]) == \
+    assert (s.accuracy_ci95, s.accuracy_all_ci95, s.coverage_ci95) == \
         (share_interval(62, 77), share_interval(62, 82), share_interval(77, 82))
     assert [r["outcome"] for r in rows].count("failed") == 5
 
@@ -219,23 +239,23 @@ def test_every_question_counts_and_each_figure_names_its_denominator():
 def test_a_pending_verdict_is_counted_apart_and_never_scored():
     questions, states = _issue_run(n_pending=3)
     s = summarize(question_rows(questions, states))
-    assert s["pending"] == 3 and s["scored"] == 77 and s["n_questions"] == 85
-    assert s["accuracy"] == round(62 / 77, 4) and s["accuracy_all"] == round(62 / 85, 4)
-    assert s["outcome_counts"]["pending"] == 3 and not s["complete"]
+    assert s.pending == 3 and s.scored == 77 and s.n_questions == 85
+    assert s.accuracy == round(62 / 77, 4) and s.accuracy_all == round(62 / 85, 4)
+    assert s.outcome_counts["pending"] == 3 and not s.complete
 
 
 def test_a_complete_run_is_complete_and_its_three_figures_agree():
     questions, states = _issue_run(n_failed=0)
     s = summarize(question_rows(questions, states))
-    assert s["complete"] and s["coverage"] == 1.0 and s["accuracy"] == s["accuracy_all"] == round(62 / 77, 4)
+    assert s.complete and s.coverage == 1.0 and s.accuracy == s.accuracy_all == round(62 / 77, 4)
 
 
 def test_an_exact_match_fallback_is_counted_as_such():
-    questions = [{"id": f"q{i}", "question": "?", "answer": "a"} for i in range(3)]
+    questions = _questions({"id": f"q{i}", "question": "?", "answer": "a"} for i in range(3))
     states = {("q0", 1): _state("q0", "ok", 1.0, source="llm"), ("q1", 1): _state("q1", "ok", 1.0, source="em_fallback"),
               ("q2", 1): _state("q2", "ok", 0.0, source="em_fallback")}
     s = summarize(question_rows(questions, states))
-    assert s["em_fallback"] == 2 and s["score_sources"] == {"em_fallback": 2, "llm": 1} and s["scored"] == 3
+    assert s.em_fallback == 2 and s.score_sources == {"em_fallback": 2, "llm": 1} and s.scored == 3
 
 
 def test_compare_pairs_empty_answers_and_counts_what_it_leaves_out():
@@ -243,6 +263,6 @@ def test_compare_pairs_empty_answers_and_counts_what_it_leaves_out():
     rows_a = question_rows(questions, states)
     rows_b = [{**r, "status": "ok", "score": 1.0, "outcome": "scored"} for r in rows_a]  # B answers everything
     out = compare(rows_a, rows_b)
-    assert out["n_paired"] == 77  # the 10 empty answers are paired as wrong answers of A
-    assert out["n_left_out"] == 7 and out["left_out"] == {"failed": 5, "pending": 2, "not_run": 0, "missing": 0}
-    assert out["only_b_right"] == 15 and out["accuracy_a"] == round(62 / 77, 4)
+    assert out.n_paired == 77  # the 10 empty answers are paired as wrong answers of A
+    assert out.n_left_out == 7 and out.left_out == {"failed": 5, "pending": 2, "not_run": 0, "missing": 0}
+    assert out.only_b_right == 15 and out.accuracy_a == round(62 / 77, 4)

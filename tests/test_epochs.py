@@ -14,6 +14,8 @@ import pytest
 import yaml
 
 from pipelines.config import ConfigError, validate_run
+from pipelines.datasets import Question
+from pipelines.engine.records import validate_record
 from pipelines.engine.report import episode_rows, question_rows, summarize
 from pipelines.engine.results import QuestionState, RunDir
 from pipelines.engine.scoring import (compare, mean_interval, paired_permutation_p, pass_at_k, reduce_scores,
@@ -59,17 +61,18 @@ def _states(scores: dict[tuple[str, int], float | None], statuses: dict | None =
     out = {}
     for (qid, epoch), score in scores.items():
         status = (statuses or {}).get((qid, epoch), "ok")
-        st = QuestionState(qid, epoch, attempts=[{"question_id": qid, "epoch": epoch, "attempt": 1, "status": status,
-                                                  "steps": 1, "answer": f"{qid}-{score}", "wall_s": 1.0,
-                                                  "usage": {"total_tokens": 10 * epoch, "cost_usd": 0.1 * epoch}}])
+        st = QuestionState(qid, epoch, attempts=[validate_record({
+            "question_id": qid, "epoch": epoch, "attempt": 1, "status": status, "steps": 1,
+            "answer": f"{qid}-{score}", "wall_s": 1.0, "usage": {"total_tokens": 10 * epoch, "cost_usd": 0.1 * epoch}})])
         if status == "ok":
-            st.judgements[1] = {"score": score, "score_source": "rule"}
+            st.judgements[1] = validate_record({"type": "judgement", "question_id": qid, "epoch": epoch, "attempt": 1,
+                                                "score": score, "score_source": "rule"})
         out[(qid, epoch)] = st
     return out
 
 
-def _questions(n: int) -> list[dict[str, Any]]:
-    return [{"id": f"q{i}", "question": "?", "answer": "a", "type": "ab"[i % 2]} for i in range(n)]
+def _questions(n: int) -> list[Question]:
+    return [Question(id=f"q{i}", question="?", answer="a", type="ab"[i % 2]) for i in range(n)]
 
 
 def test_the_interval_is_over_questions_not_episodes():
@@ -81,8 +84,8 @@ def test_the_interval_is_over_questions_not_episodes():
     episodes = episode_rows(_questions(n), states, k)
     rows = question_rows(_questions(n), states, k, "mean", episodes)
     s = summarize(rows, episodes)
-    assert s["accuracy"] == 0.75 and s["n_questions"] == n and s["n_episodes"] == n * k
-    per_question, per_episode = s["accuracy_ci95"], share_interval(30 * k, n * k)
+    assert s.accuracy == 0.75 and s.n_questions == n and s.n_episodes == n * k
+    per_question, per_episode = s.accuracy_ci95, share_interval(30 * k, n * k)
     assert per_question == share_interval(30, n)  # every reduced score is 0 or 1: Wilson over the 40 questions
     assert per_question[1] - per_question[0] > 1.8 * (per_episode[1] - per_episode[0])
     # epochs that disagree: reduced scores are fractions, so a bootstrap over questions, holding the accuracy
@@ -90,8 +93,8 @@ def test_the_interval_is_over_questions_not_episodes():
     rows = question_rows(_questions(n), mixed, 3)
     assert any(0 < r["score"] < 1 for r in rows) and len({r["score"] for r in rows}) > 2
     s = summarize(rows, episode_rows(_questions(n), mixed, 3))
-    lo, hi = s["accuracy_ci95"]
-    assert lo < s["accuracy"] < hi and [lo, hi] == mean_interval([r["score"] for r in rows])
+    lo, hi = s.accuracy_ci95
+    assert lo < s.accuracy < hi and [lo, hi] == mean_interval([r["score"] for r in rows])
 
 
 def test_the_summary_carries_mean_pass_at_1_pass_at_k_and_the_spread_between_epochs():
@@ -101,15 +104,15 @@ def test_the_summary_carries_mean_pass_at_1_pass_at_k_and_the_spread_between_epo
     episodes = episode_rows(_questions(4), states, 3)
     rows = question_rows(_questions(4), states, 3, "pass_at_3", episodes)
     s = summarize(rows, episodes)
-    assert s["epochs"] == 3 and s["reducer"] == "pass_at_3"
-    assert s["accuracy"] == 0.75  # pass@3: q0, q1, q3 are right at least once in three draws
-    assert s["accuracy_mean"] == round((2 / 3 + 1 / 3 + 0 + 1) / 4, 4) and s["pass_at_1"] == s["accuracy_mean"]
-    assert s["pass_at_3"] == 0.75
-    assert s["accuracy_by_epoch"] == {1: 0.5, 2: 0.5, 3: 0.5} and s["accuracy_epoch_std"] == 0.0
+    assert s.epochs == 3 and s.reducer == "pass_at_3"
+    assert s.accuracy == 0.75  # pass@3: q0, q1, q3 are right at least once in three draws
+    assert s.accuracy_mean == round((2 / 3 + 1 / 3 + 0 + 1) / 4, 4) and s.pass_at_k[1] == s.accuracy_mean
+    assert s.pass_at_k[3] == 0.75
+    assert s.accuracy_by_epoch == {1: 0.5, 2: 0.5, 3: 0.5} and s.accuracy_epoch_std == 0.0
     # types a (q0, q2) and b (q1, q3): in epoch 3 only q1 and q3 are right
-    assert s["accuracy_by_type_by_epoch"] == {"a": {1: 0.5, 2: 0.5, 3: 0.0}, "b": {1: 0.5, 2: 0.5, 3: 1.0}}
-    assert s["accuracy_epoch_std_by_type"] == {"a": 0.2887, "b": 0.2887}
-    assert s["tokens_by_epoch"] == {1: 40, 2: 80, 3: 120} and s["cost_usd_by_epoch"][3] == pytest.approx(1.2)
+    assert s.accuracy_by_type_by_epoch == {"a": {1: 0.5, 2: 0.5, 3: 0.0}, "b": {1: 0.5, 2: 0.5, 3: 1.0}}
+    assert s.accuracy_epoch_std_by_type == {"a": 0.2887, "b": 0.2887}
+    assert s.tokens_by_epoch == {1: 40, 2: 80, 3: 120} and s.cost_usd_by_epoch[3] == pytest.approx(1.2)
     assert rows[0]["epoch_scores"] == [1.0, 1.0, 0.0] and rows[0]["epoch_statuses"] == ["ok"] * 3
 
 
@@ -120,8 +123,8 @@ def test_a_question_is_scored_only_when_every_epoch_is():
     rows = question_rows(_questions(3), states, 2, "mean", episodes)
     assert [r["outcome"] for r in rows] == ["failed", "scored", "missing"]
     s = summarize(rows, episodes)
-    assert s["scored"] == 1 and s["coverage"] == round(1 / 3, 4) and s["episodes_scored"] == 3
-    assert s["failed"] == 1 and s["missing"] == 2  # episodes: one failed, q2's two never ran
+    assert s.scored == 1 and s.coverage == round(1 / 3, 4) and s.episodes_scored == 3
+    assert s.failed == 1 and s.missing == 2  # episodes: one failed, q2's two never ran
 
 
 def test_compare_over_epochs_uses_a_paired_test_for_fractional_scores():
@@ -137,13 +140,13 @@ def test_compare_over_epochs_uses_a_paired_test_for_fractional_scores():
     rows_a, rows_b = (question_rows(_questions(n), st, 3) for st in (a, b))
     out = compare(rows_a, rows_b)
     by_hand = sum(sum(right_b(i, e) - right_a(i, e) for e in (1, 2, 3)) / 3 for i in range(n)) / n
-    assert out["test"] == "paired_permutation" and out["mcnemar_p"] is None
-    assert out["n_paired"] == n and out["difference"] == round(by_hand, 4) and out["p_value"] < 0.01
-    lo, hi = out["difference_ci95"]
-    assert lo < out["difference"] < hi
+    assert out.test == "paired_permutation" and out.mcnemar_p is None
+    assert out.n_paired == n and out.difference == round(by_hand, 4) and out.p_value < 0.01
+    lo, hi = out.difference_ci95
+    assert lo < out.difference < hi
     one_epoch = compare(question_rows(_questions(n), _states({(f"q{i}", 1): float(i % 2) for i in range(n)}), 1),
                         question_rows(_questions(n), _states({(f"q{i}", 1): 1.0 for i in range(n)}), 1))
-    assert one_epoch["test"] == "mcnemar_exact" and one_epoch["p_value"] == one_epoch["mcnemar_p"] < 0.001
+    assert one_epoch.test == "mcnemar_exact" and one_epoch.p_value == one_epoch.mcnemar_p < 0.001
 
 
 def test_the_paired_permutation_test():
@@ -198,10 +201,10 @@ def test_every_question_runs_k_times_and_a_rerun_redoes_only_the_failed_epochs(r
     runs = str(tmp_path / "runs")
     _, first = cli("run", _config(tmp_path, sample_dir, fake_llm.base_url), "--runs-dir", runs)
     run_dir = RunDir.open(tmp_path / "runs", first["run_id"])
-    episodes = [r for r in run_dir.store().records() if r["type"] == "episode"]
-    assert Counter((r["question_id"], r["epoch"]) for r in episodes) == \
+    episodes = [r for r in run_dir.store().records() if r.type == "episode"]
+    assert Counter((r.question_id, r.epoch) for r in episodes) == \
         Counter({(f"q{i:03d}", e): 1 for i in range(N) for e in range(1, K + 1)})  # K records, distinct epochs
-    assert {r["epoch"] for r in episodes if r["status"] == "llm_error"} == {2, 3}
+    assert {r.epoch for r in episodes if r.status == "llm_error"} == {2, 3}
     assert first["failed"] == 2 and first["scored"] == N - 2 and first["n_episodes"] == N * K
     assert (run_dir.path / "traces" / "q000.e2.1.json").is_file() and (run_dir.path / "traces" / "q000.1.json").is_file()
 
@@ -214,8 +217,8 @@ def test_every_question_runs_k_times_and_a_rerun_redoes_only_the_failed_epochs(r
     # (n + epoch) % 3 == 0 is wrong: each question is right in exactly 2 of its 3 epochs
     assert rerun["accuracy"] == round(2 / 3, 4) and rerun["pass_at_1"] == round(2 / 3, 4) and rerun["pass_at_3"] == 1.0
     assert rerun["accuracy_by_epoch"] == {str(e): round(6 / 9, 4) for e in (1, 2, 3)}  # keys are text in JSON
-    latest = {(r["question_id"], r["epoch"]): r for r in run_dir.store().records() if r["type"] == "episode"}
-    assert latest[("q001", 2)]["attempt"] == 2 and latest[("q001", 1)]["attempt"] == 1
+    latest = {(r.question_id, r.epoch): r for r in run_dir.store().records() if r.type == "episode"}
+    assert latest[("q001", 2)].attempt == 2 and latest[("q001", 1)].attempt == 1
 
 
 def test_each_epoch_sends_its_own_seed_and_epochs_are_queued_apart(ray_local, fake_llm, tmp_path, sample_dir):
@@ -226,16 +229,16 @@ def test_each_epoch_sends_its_own_seed_and_epochs_are_queued_apart(ray_local, fa
                     "--runs-dir", str(tmp_path / "runs"))
     assert {r.get("seed") for r in fake_llm.requests} == {11, 12, 13}  # limits.seed + epoch
     run_dir = RunDir.open(tmp_path / "runs", result["run_id"])
-    records = [r for r in run_dir.store().records() if r["type"] == "episode"]
+    records = [r for r in run_dir.store().records() if r.type == "episode"]
     # each epoch answered as its own seed says: the agent's answer pattern shows which seed each episode was sent
-    seed = {r["epoch"]: 10 + r["epoch"] for r in records}
+    seed = {r.epoch: 10 + r.epoch for r in records}
     for r in records:
-        n = int(r["question_id"][1:])
-        assert (r["answer"] == str(n)) == bool((n + seed[r["epoch"]]) % 3), r
+        n = int(r.question_id[1:])
+        assert (r.answer == str(n)) == bool((n + seed[r.epoch]) % 3), r
     # the queue holds every question's first epoch before any second one: one question's epochs are not lined up on
     # one worker, they reach the pool a whole epoch apart
     todo, _ = pending_work(run_dir, ["ok"])
-    assert [(q["id"], epoch) for q, epoch, _ in todo] == [(f"q{i:03d}", e) for e in (1, 2, 3) for i in range(N)]
+    assert [(q.id, epoch) for q, epoch, _ in todo] == [(f"q{i:03d}", e) for e in (1, 2, 3) for i in range(N)]
 
 
 @pytest.mark.slow
@@ -249,8 +252,8 @@ def test_a_killed_driver_resumes_without_redoing_a_finished_epoch(ray_local, fak
     assert 8 <= len(done) < N * K
     calls_before = {(int(q[1:]), e): agent.calls[(int(q[1:]), e)] for q, e in done}
     _, resumed = cli("run", "--resume", run_id, "--runs-dir", str(runs))
-    records = [r for r in RunDir.open(runs, run_id).store().records() if r["type"] == "episode"]
-    assert Counter((r["question_id"], r["epoch"]) for r in records) == \
+    records = [r for r in RunDir.open(runs, run_id).store().records() if r.type == "episode"]
+    assert Counter((r.question_id, r.epoch) for r in records) == \
         Counter({(f"q{i:03d}", e): 1 for i in range(N) for e in range(1, K + 1)})
     assert all(agent.calls[key] == c for key, c in calls_before.items())  # no finished epoch was asked again
     assert resumed["complete"] and resumed["n_episodes"] == N * K
@@ -287,7 +290,7 @@ def test_mlflow_holds_the_epochs_per_question_and_per_episode(ray_local, mlflow_
                                                                              "limits.reducer": "pass_at_2"}),
                     "--runs-dir", str(tmp_path / "runs"))
     meta = RunDir.open(tmp_path / "runs", result["run_id"]).read_meta()
-    run = rest(mlflow_server, "runs/get", run_id=meta["mlflow_run_id"])["run"]
+    run = rest(mlflow_server, "runs/get", run_id=meta.mlflow_run_id)["run"]
     params = {p["key"]: p["value"] for p in run["data"]["params"]}
     metrics = {m["key"]: m["value"] for m in run["data"]["metrics"]}
     assert params["limits.epochs"] == str(K) and params["limits.reducer"] == "pass_at_2"
@@ -295,8 +298,8 @@ def test_mlflow_holds_the_epochs_per_question_and_per_episode(ray_local, mlflow_
     assert metrics["pass_at_1"] == result["pass_at_1"] and metrics["pass_at_3"] == 1.0
     assert metrics["accuracy"] == result["accuracy"] == 1.0  # pass@2 of 2 right in 3: every pair of draws holds one
     client = MlflowClient(tracking_uri=mlflow_server)
-    table = json.loads(open(client.download_artifacts(meta["mlflow_run_id"], "per_question.json")).read())
+    table = json.loads(open(client.download_artifacts(meta.mlflow_run_id, "per_question.json")).read())
     rows = [dict(zip(table["columns"], row)) for row in table["data"]]
     assert len(rows) == N and all(len(r["epoch_scores"]) == K for r in rows)
-    traces = client.search_traces(locations=[meta["mlflow_experiment_id"]], run_id=meta["mlflow_run_id"])
+    traces = client.search_traces(locations=[meta.mlflow_experiment_id], run_id=meta.mlflow_run_id)
     assert Counter(t.info.tags["srag.epoch"] for t in traces) == Counter({"1": N, "2": N, "3": N})

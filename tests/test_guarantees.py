@@ -111,17 +111,17 @@ def test_mlflow_writes_lost_at_the_end_make_the_run_say_so_and_resume_writes_the
     err = capsys.readouterr().err.strip().splitlines()
     (run_id,) = [p.name for p in runs.iterdir() if p.is_dir() and (p / "run.json").exists()]
     meta = RunDir.open(runs, run_id).read_meta()
-    assert code == 4 and meta["status"] == "finished" and meta["mlflow_synced"] is False and meta["mlflow_errors"]
+    assert code == 4 and meta.status == "finished" and meta.mlflow_synced is False and meta.mlflow_errors
     (line,) = [e for e in err if "MLflow did not take" in e]
     assert run_id in line and f"srag run --resume {run_id}" in line
 
     with serving(_mlflow_argv(root, port), port, root / "server2.log", env, startup_s=180):
-        mlflow_id = meta["mlflow_run_id"]
+        mlflow_id = meta.mlflow_run_id
         assert "accuracy" not in _metrics(uri, mlflow_id)  # the summary never reached MLflow
         code = main(["run", "--resume", run_id, "--runs-dir", str(runs), "--quiet"])
         assert code == 0
         meta = RunDir.open(runs, run_id).read_meta()
-        assert meta["mlflow_synced"] is True and meta["mlflow_errors"] == []
+        assert meta.mlflow_synced is True and meta.mlflow_errors == []
         run = rest(uri, "runs/get", run_id=mlflow_id)["run"]
         assert run["info"]["status"] == "FINISHED"
         assert _metrics(uri, mlflow_id)["accuracy"] == 1.0 and _metrics(uri, mlflow_id)["coverage"] == 1.0

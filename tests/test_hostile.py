@@ -21,6 +21,8 @@ import pytest
 import yaml
 
 from pipelines.cli import main
+from pipelines.datasets import Question
+from pipelines.engine.records import validate_record
 from pipelines.engine.results import TORN, ResultStore, RunDir
 from srag_core import Corpus, Workspace, load_corpus, run_tool
 from srag_core.agent import STATUSES, Agent, AgentConfig
@@ -230,7 +232,7 @@ def test_a_torn_tail_is_moved_aside_and_bad_lines_are_counted_not_fatal(tmp_path
     path.write_bytes(good.encode() + b'{"type": "episode", "question_id": 7}\n' + b"\xff\xfe not json\n"
                      + b"[1, 2]\n" + json.dumps(episode("b")).encode()[:25])
     store = ResultStore(path)
-    assert [r["question_id"] for r in store.records()] == ["a"]
+    assert [r.question_id for r in store.records()] == ["a"]
     assert store.problems == ["line 2: no question_id string, skipped",
                               "line 3: bytes that are not UTF-8 (offset 0), replaced",
                               "line 3: not valid JSON (Expecting value), skipped",
@@ -238,12 +240,12 @@ def test_a_torn_tail_is_moved_aside_and_bad_lines_are_counted_not_fatal(tmp_path
                               "line 5: torn by a crash mid-write, skipped"]
     store.append(episode("b"))  # the first append after the crash starts on a fresh line
     store.close()
-    assert [r["question_id"] for r in store.records()] == ["a", "b"]
+    assert [r.question_id for r in store.records()] == ["a", "b"]
     assert (tmp_path / TORN).read_text() == json.dumps(episode("b"))[:25] + "\n"
     assert store.problems[0].startswith(f"1 torn line(s) left by a crash were moved to {TORN}")
     with pytest.raises(ValueError, match="unknown status 'weird'"):
         store.append(episode("c", status="weird"))
-    assert [r["question_id"] for r in store.records()] == ["a", "b"]
+    assert [r.question_id for r in store.records()] == ["a", "b"]
 
 
 def test_records_with_bad_nested_fields_are_skipped_and_reported_and_the_report_still_works(tmp_path):
@@ -259,16 +261,16 @@ def test_records_with_bad_nested_fields_are_skipped_and_reported_and_the_report_
     path.write_text("".join(json.dumps(r) + "\n" for r in bad + good))
     store = ResultStore(path)
     states = store.states()
-    assert list(states) == [("ok", 1)] and states[("ok", 1)].judgement["em"] == 1
+    assert list(states) == [("ok", 1)] and states[("ok", 1)].judgement.em == 1
     assert [p.split(": ", 1)[1] for p in store.problems] == [
         "usage.total_tokens must be a number, not 'many', skipped", "llm_s must be a number, not 'slow', skipped",
         "steps must be a number, not 'None', skipped", "answer must be a string or null, not list, skipped",
         "trace_file '../../etc/passwd' leads outside the run folder, skipped",
         "trace_file '/etc/x' leads outside the run folder, skipped", "usage must be an object, not list, skipped",
         "em must be a number or null, not 'yes', skipped", "f1 must be a number or null, not \"{'v': 1}\", skipped"]
-    questions = [{"id": q, "question": "?", "answer": "x"} for q in ("ok", "u", "l")]
+    questions = [Question(id=q, question="?", answer="x") for q in ("ok", "u", "l")]
     summary = summarize(question_rows(questions, states))
-    assert summary["tokens"] == 5 and summary["em"] == 1 and summary["missing"] == 2
+    assert summary.tokens == 5 and summary.em == 1 and summary.missing == 2
     with pytest.raises(ValueError, match="usage.total_tokens must be a number"):
         store.append(bad[0])
 
@@ -281,7 +283,7 @@ def test_a_last_record_missing_only_its_newline_is_kept_not_moved_aside(tmp_path
     assert set(store.states()) == {("a", 1), ("b", 1)} and store.problems == []
     store.append(episode("c"))
     store.close()
-    assert [r["question_id"] for r in store.records()] == ["a", "b", "c"] and store.problems == []
+    assert [r.question_id for r in store.records()] == ["a", "b", "c"] and store.problems == []
     assert not (tmp_path / TORN).exists()
 
 
@@ -349,7 +351,7 @@ def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_quest
     assert running and driver.returncode == 130, (running, recorded, out.decode()[-2000:], err.decode()[-3000:])
     [run_dir] = [RunDir(p.parent) for p in runs.glob("*/run.json")]
     meta = run_dir.read_meta()
-    assert meta["status"] == "failed" and meta["error"] == "KeyboardInterrupt" and Path(meta["corpus"]).is_absolute()
+    assert meta.status == "failed" and meta.error == "KeyboardInterrupt" and Path(meta.corpus).is_absolute()
     done = run_dir.store().states()
     assert 6 <= len(done) < n
     undone = next(f"q{i:03d}" for i in range(n) if (f"q{i:03d}", 1) not in done)
@@ -362,9 +364,9 @@ def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_quest
     out, err = capsys.readouterr()
     result = json.loads(out)
     assert code == 0 and result["missing"] == 0 and result["status_counts"]["ok"] == n
-    episodes = [r for r in run_dir.store().records() if r["type"] == "episode"]
-    assert Counter(r["question_id"] for r in episodes) == Counter({f"q{i:03d}": 1 for i in range(n)})
-    assert run_dir.read_meta()["status"] == "finished"
+    episodes = [r for r in run_dir.store().records() if r.type == "episode"]
+    assert Counter(r.question_id for r in episodes) == Counter({f"q{i:03d}": 1 for i in range(n)})
+    assert run_dir.read_meta().status == "finished"
     problems = result["store_problems"]
     assert problems[0].startswith("1 torn line(s)") and len(problems) == 4
     assert "attempt must be a whole number from 1, not 'first'" in problems[1] and "not UTF-8" in problems[2]
@@ -394,15 +396,15 @@ def test_sigterm_and_a_start_up_failure_leave_run_json_failed(ray_local, fake_ll
     assert driver.returncode == 143, err.decode()[-3000:]
     [run_dir] = [RunDir(p.parent) for p in runs.glob("*/run.json")]
     meta = run_dir.read_meta()
-    assert meta["status"] == "failed", meta
-    assert meta["error"] == "Terminated: the driver got SIGTERM (ray job stop or kill)"
+    assert meta.status == "failed", meta
+    assert meta.error == "Terminated: the driver got SIGTERM (ray job stop or kill)"
 
     (bench / "corpus").rename(bench / "corpus.gone")
     resume = srag_driver(ray_local, bench, runs, "run", "--resume", run_dir.run_id)
     _, err = resume.communicate(timeout=300)
     meta = run_dir.read_meta()
-    assert resume.returncode != 0 and meta["status"] == "failed", (meta, err.decode()[-3000:])
-    assert "corpus" in meta["error"] and "Terminated" not in meta["error"], meta["error"]
+    assert resume.returncode != 0 and meta.status == "failed", (meta, err.decode()[-3000:])
+    assert "corpus" in meta.error and "Terminated" not in meta.error, meta.error
 
 
 KEEPS_SIGTERM = """
@@ -578,10 +580,10 @@ def test_srag_run_against_a_model_that_loops_or_obeys_an_injected_document(ray_l
     fake_llm.respond_with(HostileModel())
     (summary, latest, run_dir), seconds = timed(hostile_run, tmp_path, fake_llm, ("obey", "loop"), capsys)
     assert set(latest) == {"obey", "loop"} and summary["missing"] == 0
-    assert run_dir.read_meta()["status"] == "finished"
-    assert latest["loop"]["status"] == "max_steps" and latest["loop"]["steps"] == 4
-    assert latest["obey"]["status"] == "ok" and latest["obey"]["answer"] == "the calculator refused"
-    trace = run_dir.path / latest["obey"]["trace_file"]
+    assert run_dir.read_meta().status == "finished"
+    assert latest["loop"].status == "max_steps" and latest["loop"].steps == 4
+    assert latest["obey"].status == "ok" and latest["obey"].answer == "the calculator refused"
+    trace = run_dir.path / latest["obey"].trace_file
     assert trace.stat().st_size < 200_000 and INJECTED_FILE in trace.read_text()
     assert seconds < 120
 
@@ -600,14 +602,15 @@ def test_the_driver_records_a_stuck_episode_as_timeout_and_takes_its_slot_back(r
     @ray_local.remote(num_cpus=0, max_restarts=2)
     class SometimesStuck:
         def run_episode(self, question, attempt, epoch=1):
-            if question["id"] == "stuck":
+            if question.id == "stuck":
                 time.sleep(3600)
-            return {"question_id": question["id"], "attempt": attempt, "answer": question["id"][::-1],
-                    "status": "ok", "steps": 1, "usage": {}}
+            return validate_record({"question_id": question.id, "attempt": attempt, "answer": question.id[::-1],
+                                    "status": "ok", "steps": 1, "usage": {}})
 
     workers = [SometimesStuck.options(max_concurrency=2).remote()]
     ray_local.get(workers[0].__ray_ready__.remote())  # deadlines count from dispatch: start the worker first
-    questions = [{"id": "stuck", "question": "x"}] + [{"id": f"q{i}", "question": "y"} for i in range(6)]
+    questions = [Question(id="stuck", question="x", answer="")] + [Question(id=f"q{i}", question="y", answer="")
+                                                                   for i in range(6)]
     sink = CollectingSink()
     try:
         scheduler = Scheduler(WorkerPool(workers, max_failures=3), ThreadJudge(), [sink],
@@ -616,10 +619,10 @@ def test_the_driver_records_a_stuck_episode_as_timeout_and_takes_its_slot_back(r
         _, seconds = timed(scheduler.run, [(q, 1, 1) for q in questions])
     finally:
         ray_local.kill(workers[0])
-    assert Counter(r["question_id"] for r in sink.episodes) == Counter({q["id"]: 1 for q in questions})
-    [stuck] = [r for r in sink.episodes if r["question_id"] == "stuck"]
-    assert stuck["status"] == "timeout" and "reclaimed its slot" in stuck["error"] and "grace" in stuck["error"]
-    assert [r for r in sink.episodes if r["question_id"] != "stuck" and r["status"] != "ok"] == []
+    assert Counter(r.question_id for r in sink.episodes) == Counter({q.id: 1 for q in questions})
+    [stuck] = [r for r in sink.episodes if r.question_id == "stuck"]
+    assert stuck.status == "timeout" and "reclaimed its slot" in stuck.error and "grace" in stuck.error
+    assert [r for r in sink.episodes if r.question_id != "stuck" and r.status != "ok"] == []
     assert 3.0 <= seconds < 60
 
 
@@ -631,8 +634,8 @@ def test_srag_run_against_the_hostile_model_in_every_mode(ray_local, fake_llm, t
     (summary, latest, run_dir), seconds = timed(hostile_run, tmp_path, fake_llm, MODES, capsys,
                                                 **{"agent.episode_timeout_s": limit, "llm.timeout_s": 30.0})
     assert set(latest) == set(MODES) and summary["missing"] == 0
-    assert run_dir.read_meta()["status"] == "finished"
-    assert latest["drip"]["status"] == "timeout" and latest["drip"]["wall_s"] < limit + 5, latest["drip"]
-    assert latest["huge"]["status"] == "llm_error" and latest["huge"]["error"].startswith("oversize"), latest["huge"]
-    assert latest["loop"]["status"] == "max_steps" and latest["obey"]["status"] == "ok"
+    assert run_dir.read_meta().status == "finished"
+    assert latest["drip"].status == "timeout" and latest["drip"].wall_s < limit + 5, latest["drip"]
+    assert latest["huge"].status == "llm_error" and latest["huge"].error.startswith("oversize"), latest["huge"]
+    assert latest["loop"].status == "max_steps" and latest["obey"].status == "ok"
     assert seconds < 180

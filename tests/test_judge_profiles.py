@@ -40,7 +40,9 @@ def test_the_judge_stage_honours_a_judge_temperature_and_counts_its_tokens(judge
     """`judge.llm.temperature` is sent as set; without a judge config the run's endpoint is judged at 0, whatever
     the run's own temperature."""
     from pipelines.config import JudgeSettings
+    from pipelines.datasets import Question
     from pipelines.engine.judging import JudgeStage
+    from pipelines.engine.records import EpisodeRecord
 
     with ConformanceLLM("openai-chat") as server:
         server.script(["Leopoldo Torres Ríos", VERDICT])
@@ -49,15 +51,16 @@ def test_the_judge_stage_honours_a_judge_temperature_and_counts_its_tokens(judge
         judge_llm = None if judge_temperature is None else run_llm.model_copy(update={"temperature": 0.3})
         stage = JudgeStage(JudgeSettings(use_llm=True, llm=judge_llm), run_llm, threads=1)
         try:
-            question = {"question": "Who is the father of the director?", "answer": "Leopoldo Torres Rios"}
-            record = {"question_id": "q1", "attempt": 1, "answer": "It is Leopoldo Torres Ríos, says the page."}
+            question = Question(id="q1", question="Who is the father of the director?", answer="Leopoldo Torres Rios")
+            record = EpisodeRecord(question_id="q1", attempt=1, status="ok",
+                                   answer="It is Leopoldo Torres Ríos, says the page.")
             judgement = stage.submit(question, record).result()
         finally:
             stage.close()
         requests = server.requests
-    assert server.rejections == [] and judgement["score_source"] == "llm"
+    assert server.rejections == [] and judgement.score_source == "llm"
     assert [r["temperature"] for r in requests] == [sent, sent]
-    assert judgement["judge_tokens"] > 0 and judgement["judge_cost_usd"] > 0
+    assert judgement.judge_tokens > 0 and judgement.judge_cost_usd > 0
 
 
 def test_a_reasoning_judge_sends_no_temperature_even_when_one_is_set() -> None:

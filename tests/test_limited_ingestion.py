@@ -42,7 +42,7 @@ def test_the_agent_gets_the_tools_sets_and_profile(fake_llm, tmp_path):
     fake_llm.script([
         call("list_sets"),
         call("cosine_search", query="finance committee hearing", top_k=2, create_set="near"),
-        call("pattern_search", pattern=next(p.name for p in resources["pattern_index"].patterns
+        call("pattern_search", pattern=next(p.name for p in resources.pattern_index.patterns
                                             if p.label == "witnesses"), params={}, create_set="with_witnesses"),
         answer("FINANCE"),
     ])

@@ -67,10 +67,10 @@ def test_run_records_four_episodes_and_the_server_log(ray_local, tmp_path, capsy
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["n_questions"] == 4 and out["missing"] == 0
     run_dir = RunDir.open(runs, out["run_id"])
-    episodes = [r for r in run_dir.store().records() if r["type"] == "episode"]
+    episodes = [r for r in run_dir.store().records() if r.type == "episode"]
     assert len(episodes) == 4
     for record in episodes:
-        assert_agent_at_work(json.loads((run_dir.path / record["trace_file"]).read_text()))
+        assert_agent_at_work(json.loads((run_dir.path / record.trace_file).read_text()))
     log = (run_dir.path / "local_model.log").read_text()
     # the run has one actor with two episodes at a time: two slots where there are cores for them (one per two)
     slots = max(1, min(2, machine_cores() // CORES_PER_SLOT))

@@ -55,7 +55,7 @@ def sweep(ray_local, mlflow_server, tmp_path_factory, sample_dir):
 def _child(sweep: dict, variant: str) -> tuple[RunDir, dict]:
     run_id = next(r["run_id"] for r in sweep["out"]["runs"] if r["variant"] == variant)
     run_dir = RunDir.open(sweep["runs"], run_id)
-    run = rest(sweep["uri"], "runs/get", run_id=run_dir.read_meta()["mlflow_run_id"])["run"]
+    run = rest(sweep["uri"], "runs/get", run_id=run_dir.read_meta().mlflow_run_id)["run"]
     return run_dir, run
 
 
@@ -91,7 +91,7 @@ def test_params_are_the_effective_config_of_each_variant(sweep):
         assert json.loads(inputs[0]["dataset"]["profile"])["num_rows"] == N
         snapshot = (run_dir.path / "questions.jsonl").read_bytes()
         assert inputs[0]["dataset"]["digest"] == hashlib.sha256(snapshot).hexdigest()[:12]
-        questions_file = Path(run_dir.read_meta()["questions_file"]).resolve()
+        questions_file = Path(run_dir.read_meta().questions_file).resolve()
         assert json.loads(inputs[0]["dataset"]["source"]) == {"uri": str(questions_file)}
         source = {k: v for k, v in tags.items() if k.startswith("mlflow.source.")}
         assert source["mlflow.source.git.commit"] == _git("rev-parse", "HEAD")
@@ -144,8 +144,8 @@ def test_a_rerun_replaces_the_table_and_updates_metrics_and_the_parent(sweep):
     metrics = _metrics(run)
     for key in ("accuracy", "failed", "finished", "tokens", "final_tokens", "cost_usd", "final_cost_usd"):
         assert metrics[key] == pytest.approx(report[key]), key
-    episodes = [r for r in run_dir.store().records() if r["type"] == "episode"]
-    assert metrics["tokens"] == sum(e["usage"]["total_tokens"] for e in episodes)  # the failed attempt counts
+    episodes = [r for r in run_dir.store().records() if r.type == "episode"]
+    assert metrics["tokens"] == sum(e.usage.total_tokens for e in episodes)  # the failed attempt counts
     assert metrics["tokens"] > metrics["final_tokens"]
     history = rest(sweep["uri"], "metrics/get-history", run_id=run["info"]["run_id"], metric_key="tokens")
     assert [m["step"] for m in history["metrics"]] == [0, 0]  # one step: MLflow charts a bar of the later value
@@ -210,11 +210,11 @@ def test_traces_carry_correctness_and_standard_span_content(sweep):
             assert "Expectation" in kinds
             if judgement is not None:
                 feedback = next(a for a in trace.info.assessments if a.name == "correctness")
-                assert feedback.value == judgement["score"] and feedback.rationale
-                method = judgement["score_source"]  # the rule decides here: the LLM judge is off
+                assert feedback.value == judgement.score and feedback.rationale
+                method = judgement.score_source  # the rule decides here: the LLM judge is off
                 assert method == "rule" and feedback.metadata["method"] == method
                 assert (feedback.source.source_type, feedback.source.source_id) == ("CODE", "srag.rule")
-                assert trace.info.tags["srag.correct"] == ("true" if judgement["score"] >= 0.5 else "false")
+                assert trace.info.tags["srag.correct"] == ("true" if judgement.score >= 0.5 else "false")
             tools += _check_spans(trace, variant, tags)
         if variant == "vanilla_rag":
             continue

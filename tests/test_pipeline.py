@@ -50,22 +50,22 @@ def test_faults_are_recorded_once_each_and_rerun_fills_them(ray_local, mlflow_se
     assert out["scored"] == N - failing and out["accuracy"] == 1.0 and out["missing"] == 0
 
     run_dir = RunDir.open(runs, out["run_id"])
-    records = [r for r in run_dir.store().records() if r["type"] == "episode"]
-    per_question = Counter(r["question_id"] for r in records)
+    records = [r for r in run_dir.store().records() if r.type == "episode"]
+    per_question = Counter(r.question_id for r in records)
     assert len(per_question) == N and set(per_question.values()) == {1}  # every question exactly once
-    by_id = {r["question_id"]: r for r in records}
-    assert all(by_id[f"q{n:03d}"]["status"] == "llm_error" and "server" in by_id[f"q{n:03d}"]["error"]
+    by_id = {r.question_id: r for r in records}
+    assert all(by_id[f"q{n:03d}"].status == "llm_error" and "server" in by_id[f"q{n:03d}"].error
                for n in agent.failing)
-    assert all(by_id[f"q{n:03d}"]["malformed_turns"] == 1 for n in agent.malformed_turn)
-    assert all(by_id[f"q{n:03d}"]["status"] == "ok" for n in agent.rate_limited | agent.slow | agent.malformed_body)
-    assert all((run_dir.path / r["trace_file"]).is_file() for r in records)
+    assert all(by_id[f"q{n:03d}"].malformed_turns == 1 for n in agent.malformed_turn)
+    assert all(by_id[f"q{n:03d}"].status == "ok" for n in agent.rate_limited | agent.slow | agent.malformed_body)
+    assert all((run_dir.path / r.trace_file).is_file() for r in records)
 
     agent.healed = True
     code, again = cli_json(capsys, "rerun", out["run_id"], "--runs-dir", str(runs))
     assert code == 0 and again["status_counts"]["ok"] == N and again["failed"] == 0 and again["accuracy"] == 1.0
-    records = [r for r in run_dir.store().records() if r["type"] == "episode"]
+    records = [r for r in run_dir.store().records() if r.type == "episode"]
     assert len(records) == N + failing  # the failed attempts are kept beside the new ones
-    attempts = Counter((r["question_id"], r["attempt"]) for r in records)
+    attempts = Counter((r.question_id, r.attempt) for r in records)
     assert set(attempts.values()) == {1}
     assert {q for (q, a) in attempts if a == 2} == {f"q{n:03d}" for n in agent.failing}
 
@@ -77,7 +77,7 @@ def _check_mlflow(uri: str, run_dir: RunDir) -> None:
 
     meta = run_dir.read_meta()
     client = MlflowClient(tracking_uri=uri)
-    run = client.get_run(meta["mlflow_run_id"])
+    run = client.get_run(meta.mlflow_run_id)
     assert run.data.metrics["finished"] == N and run.data.metrics["accuracy"] == 1.0
     assert run.data.params["llm.model"] == "scripted" and run.data.params["llm.api_key_env"] == "OPENAI_API_KEY"
     assert run.data.tags["srag.run_id"] == run_dir.run_id
@@ -85,7 +85,7 @@ def _check_mlflow(uri: str, run_dir: RunDir) -> None:
     assert len(history) >= 2 and max(m.step for m in history) >= N
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"summary.json", "results.parquet", "config.yaml", "traces", "per_question.json"} <= artifacts
-    traces = client.search_traces(locations=[meta["mlflow_experiment_id"]], max_results=500)
+    traces = client.search_traces(locations=[meta.mlflow_experiment_id], max_results=500)
     assert len(traces) >= N
     spans = client.get_trace(traces[0].info.trace_id).data.spans
     assert {s.span_type for s in spans} >= {"AGENT", "CHAT_MODEL", "TOOL"}
@@ -180,9 +180,9 @@ def test_list_and_number_answers_run_and_are_judged_by_their_rules(ray_local, fa
                                              tracking_uri=f"sqlite:///{tmp_path / 'm.db'}")))
     code, out = cli_json(capsys, "run", str(cfg), "--runs-dir", str(tmp_path / "runs"))
     assert code == 0 and out["status_counts"]["ok"] == 6 and out["scored"] == 6
-    verdicts = {r["question_id"]: r for r in RunDir.open(tmp_path / "runs", out["run_id"]).store().records()
-                if r["type"] == "judgement"}
-    assert {q: (v["answer_kind"], v["score_source"], v["score"]) for q, v in verdicts.items()} == {
+    verdicts = {r.question_id: r for r in RunDir.open(tmp_path / "runs", out["run_id"]).store().records()
+                if r.type == "judgement"}
+    assert {q: (v.answer_kind, v.score_source, v.score) for q, v in verdicts.items()} == {
         f"q{n:03d}": ("list", "rule", 1.0) if n % 3 == 0 else ("list", "rule", 0.5) if n % 3 == 1
         else ("number", "rule", 1.0) for n in range(6)}
 

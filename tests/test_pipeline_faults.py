@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from pipelines.cli import main
+from pipelines.engine.records import RunMeta
 from pipelines.engine.results import RunDir
 from pipelines.engine.trace_export import missing_traces
 from tests.pipeline_helpers import ScriptedAgent, run_and_kill, run_config, run_scenario, write_benchmark
@@ -53,22 +54,22 @@ def test_a_killed_driver_resumes_without_redoing_finished_questions(ray_local, m
     code = main(["run", "--resume", run_id, "--runs-dir", str(runs), "--json", "--quiet"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["status_counts"]["ok"] == n and out["missing"] == 0
-    records = [r for r in RunDir.open(runs, run_id).store().records() if r["type"] == "episode"]
-    assert Counter(r["question_id"] for r in records) == Counter({f"q{i:03d}": 1 for i in range(n)})
+    records = [r for r in RunDir.open(runs, run_id).store().records() if r.type == "episode"]
+    assert Counter(r.question_id for r in records) == Counter({f"q{i:03d}": 1 for i in range(n)})
     assert all(agent.calls[i] == c for i, c in calls_before.items())  # finished questions were not asked again
     # every episode has exactly one trace in MLflow: those the killed driver's exporter had not written were
     # exported by the resume, and none that it had written (marked or not) was written twice
     meta = RunDir.open(runs, run_id).read_meta()
-    assert meta["status"] == "finished" and out["traces_missing"] == 0
+    assert meta.status == "finished" and out["traces_missing"] == 0
     assert Counter(trace_keys(mlflow_server, meta)) == Counter({(f"q{i:03d}", "1"): 1 for i in range(n)})
 
 
-def trace_keys(uri: str, meta: dict) -> list[tuple[str, str]]:
+def trace_keys(uri: str, meta: RunMeta) -> list[tuple[str, str]]:
     from mlflow import MlflowClient
 
     client, keys, token = MlflowClient(tracking_uri=uri), [], None
     while True:
-        page = client.search_traces(locations=[meta["mlflow_experiment_id"]], run_id=meta["mlflow_run_id"],
+        page = client.search_traces(locations=[meta.mlflow_experiment_id], run_id=meta.mlflow_run_id,
                                     include_spans=False, max_results=200, page_token=token)
         keys += [(t.info.tags["srag.question_id"], t.info.tags["srag.attempt"]) for t in page]
         token = page.token

@@ -15,6 +15,7 @@ import yaml
 
 from judges._prompts import EXTRACTION_SYSTEM, VERDICT_SYSTEM
 from pipelines.cli import main
+from pipelines.engine.records import EpisodeRecord, Judgement
 from pipelines.engine.results import RunDir
 from srag_core.llm import SHIPPED
 from tests.conformance_server import PROFILES, ConformanceLLM
@@ -87,9 +88,9 @@ def run_file(tmp_path: Path, server: ConformanceLLM, **llm: Any) -> dict[str, An
             "tracking": {"uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "experiment": "providers"}}
 
 
-def judged_records(runs: Path, run_id: str) -> tuple[list[dict], list[dict]]:
+def judged_records(runs: Path, run_id: str) -> tuple[list[EpisodeRecord], list[Judgement]]:
     records = list(RunDir.open(runs, run_id).store().records())
-    return ([r for r in records if r["type"] == "episode"], [r for r in records if r["type"] == "judgement"])
+    return ([r for r in records if isinstance(r, EpisodeRecord)], [r for r in records if isinstance(r, Judgement)])
 
 
 def cli_json(capsys, *argv: str) -> tuple[int, dict]:
@@ -114,23 +115,23 @@ def test_the_same_sweep_runs_through_every_profile_with_the_llm_judge(ray_local,
         (run,) = out["runs"]
         assert code == 0 and run["status_counts"]["llm_error"] == 0 and run["status_counts"]["ok"] == 4, profile
         episodes, judgements = judged_records(runs, run["run_id"])
-        assert len(episodes) == 4 and all(e["answer"] for e in episodes)
-        assert len(judgements) == 4 and all(j["score_source"] == "llm" and j["verdict"] == "correct"
+        assert len(episodes) == 4 and all(e.answer for e in episodes)
+        assert len(judgements) == 4 and all(j.score_source == "llm" and j.verdict == "correct"
                                             for j in judgements), profile
         assert player.judge_calls == 8 and run["accuracy"] == 1.0 and tools_offered
-        assert RunDir.open(runs, run["run_id"]).read_meta()["status"] == "finished"
+        assert RunDir.open(runs, run["run_id"]).read_meta().status == "finished"
         # Usage details: per episode three agent calls (the cut one, its retry, the answer), each reporting cached
         # prompt tokens; the cut one's hidden reasoning is its whole completion limit.
         limit = 1024 + SHIPPED[profile].reasoning_tokens
-        assert all(e["usage"]["cached_tokens"] == 3 * SamplePlayer.CACHED and e["usage"]["length_stops"] == 1
-                   and e["usage"]["reasoning_tokens"] == limit + 2 * SamplePlayer.REASONING for e in episodes)
+        assert all(e.usage.cached_tokens == 3 * SamplePlayer.CACHED and e.usage.length_stops == 1
+                   and e.usage.reasoning_tokens == limit + 2 * SamplePlayer.REASONING for e in episodes)
         assert run["length_stops"] == 4 and run["cached_tokens"] == 4 * 3 * SamplePlayer.CACHED
         assert run["reasoning_tokens"] == 4 * (limit + 2 * SamplePlayer.REASONING), profile
         # The judge's calls are counted apart from the episodes' tokens and cost
-        assert run["tokens"] == sum(e["usage"]["total_tokens"] for e in episodes)
-        assert run["judge_tokens"] == sum(j["judge_tokens"] for j in judgements) > 0
+        assert run["tokens"] == sum(e.usage.total_tokens for e in episodes)
+        assert run["judge_tokens"] == sum(j.judge_tokens for j in judgements) > 0
         assert run["judge_cost_usd"] > 0
-        assert run["judge_cost_usd"] == pytest.approx(sum(j["judge_cost_usd"] for j in judgements))
+        assert run["judge_cost_usd"] == pytest.approx(sum(j.judge_cost_usd for j in judgements))
 
 
 @pytest.mark.parametrize(("profile", "protocol"), [("openai-chat", "json"), ("openai-reasoning", "tools")])
@@ -148,7 +149,7 @@ def test_srag_run_in_each_protocol_with_the_llm_judge(ray_local, tmp_path: Path,
     agent_requests = [r for r in sent if r["messages"][0]["content"] not in (EXTRACTION_SYSTEM, VERDICT_SYSTEM)]
     assert all(("tools" in r) == (protocol == "tools") for r in agent_requests)
     _, judgements = judged_records(runs, out["run_id"])
-    assert {j["score_source"] for j in judgements} == {"llm"}
+    assert {j.score_source for j in judgements} == {"llm"}
 
 
 @pytest.mark.parametrize(("profile", "protocol"), [("vllm", "tools"), ("llama.cpp", "json"),

@@ -6,7 +6,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from pipelines.datasets import Question
 from pipelines.engine.progress import RunStats
+from pipelines.engine.records import validate_record
 from pipelines.engine.scheduler import Scheduler, WorkerPool
 
 
@@ -35,10 +37,10 @@ class ThreadJudge:
 
     @staticmethod
     def _judge(question, record):
-        if question["id"] == "q-judge-fails":
+        if question.id == "q-judge-fails":
             raise RuntimeError("judge down")
-        return {"type": "judgement", "question_id": record["question_id"], "attempt": record["attempt"],
-                "score": float(record["answer"] == question["id"][::-1])}
+        return validate_record({"type": "judgement", "question_id": record.question_id, "attempt": record.attempt,
+                                "score": float(record.answer == question.id[::-1])})
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +50,10 @@ def echo_workers(ray_local):
     @ray.remote(num_cpus=0)
     class EchoWorker:
         def run_episode(self, question, attempt, epoch=1):
-            if question["id"] == "q-raises":
+            if question.id == "q-raises":
                 raise ValueError("tool blew up")
-            return {"question_id": question["id"], "attempt": attempt, "answer": question["id"][::-1],
-                    "status": "ok", "steps": 1, "usage": {"total_tokens": 10}}
+            return validate_record({"question_id": question.id, "attempt": attempt, "answer": question.id[::-1],
+                                    "status": "ok", "steps": 1, "usage": {"total_tokens": 10}})
 
     workers = [EchoWorker.options(max_concurrency=4).remote() for _ in range(2)]
     yield workers
@@ -60,18 +62,18 @@ def echo_workers(ray_local):
 
 
 def test_every_question_reaches_every_sink_once(echo_workers):
-    questions = [{"id": f"q{i}", "question": f"question {i}"} for i in range(12)]
-    questions += [{"id": "q-raises", "question": "x"}, {"id": "q-judge-fails", "question": "y"}]
+    questions = [Question(id=f"q{i}", question=f"question {i}", answer="") for i in range(12)]
+    questions += [Question(id="q-raises", question="x", answer=""), Question(id="q-judge-fails", question="y", answer="")]
     sinks = [CollectingSink(), CollectingSink()]
     stats = RunStats(total=len(questions))
     Scheduler(WorkerPool(echo_workers, max_failures=2), ThreadJudge(), sinks, stats, capacity=3,
               retries_on_death=1).run([(q, 1, 1) for q in questions])
     for sink in sinks:
-        assert sorted(r["question_id"] for r in sink.episodes) == sorted(q["id"] for q in questions)
-        crashed = [r for r in sink.episodes if r["status"] == "crashed"]
-        assert [r["question_id"] for r in crashed] == ["q-raises"] and "tool blew up" in crashed[0]["error"]
+        assert sorted(r.question_id for r in sink.episodes) == sorted(q.id for q in questions)
+        crashed = [r for r in sink.episodes if r.status == "crashed"]
+        assert [r.question_id for r in crashed] == ["q-raises"] and "tool blew up" in crashed[0].error
         # finished episodes are judged, a crashed one is not, and a failing judge loses only its own verdict
-        assert sorted(v["question_id"] for v in sink.verdicts) == sorted(f"q{i}" for i in range(12))
-        assert all(v["score"] == 1.0 for v in sink.verdicts)
+        assert sorted(v.question_id for v in sink.verdicts) == sorted(f"q{i}" for i in range(12))
+        assert all(v.score == 1.0 for v in sink.verdicts)
         assert sink.ticks[-1] == len(questions)  # a last progress tick when all is done
     assert stats.done == len(questions) and stats.judged == 12 and stats.tokens == 130

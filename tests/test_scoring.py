@@ -30,7 +30,7 @@ def _tags(run: dict) -> dict[str, str]:
 
 
 def _mlflow_run(uri: str, run_dir: RunDir) -> dict:
-    return rest(uri, "runs/get", run_id=run_dir.read_meta()["mlflow_run_id"])["run"]
+    return rest(uri, "runs/get", run_id=run_dir.read_meta().mlflow_run_id)["run"]
 
 
 @pytest.fixture(scope="module")
@@ -134,9 +134,8 @@ def test_an_unreachable_judge_leaves_every_verdict_pending_not_exact_match(unrea
     assert before["pending"] == N and before["scored"] == 0 and before["accuracy"] is None
     assert before["coverage"] == 0.0 and before["accuracy_all"] == 0.0 and not before["complete"]
     store = unreachable_judge["run_dir"].store()
-    first = [r for r in store.records() if r.get("type") == "judgement"][:N]
-    assert all(j["score"] is None and j["score_source"] == "pending" and "failed" in j["judge_error"]
-               for j in first)
+    first = [r for r in store.records() if r.type == "judgement"][:N]
+    assert all(j.score is None and j.score_source == "pending" and "failed" in j.judge_error for j in first)
 
 
 def test_srag_judge_no_llm_scores_every_pending_verdict_everywhere(unreachable_judge):
@@ -155,7 +154,7 @@ def test_srag_judge_no_llm_scores_every_pending_verdict_everywhere(unreachable_j
     parent_id = json.loads((unreachable_judge["runs"] / "sweeps" / unreachable_judge["sweep"]["sweep_id"]
                             / "sweep.json").read_text())["mlflow_run_id"]
     parent = _metrics(rest(uri, "runs/get", run_id=parent_id)["run"])
-    label = metric_label(run_dir.read_meta()["name"].split("/", 1)[-1])
+    label = metric_label(run_dir.read_meta().name.split("/", 1)[-1])
     assert parent[f"accuracy/{label}"] == after["accuracy"] and parent[f"coverage/{label}"] == 1.0
     # each trace's feedback: the new verdict is the valid one, the pending one is kept as overridden
     from mlflow import MlflowClient
@@ -201,7 +200,7 @@ def test_a_judge_that_fails_then_recovers_is_judged_again_by_srag_judge_and_resu
         attempts = json.loads((run_dir.path / "tables" / "attempts.json").read_text())
         histories = [row[attempts["columns"].index("judgements")] for row in attempts["data"]]
         assert all(len(h) == 3 and h[0]["score_source"] == "pending" for h in histories)
-        assert [j["scope"] for j in run_dir.read_meta()["judges"]] == ["pending", "pending", "all"]
+        assert [j.scope for j in run_dir.read_meta().judges] == ["pending", "pending", "all"]
 
         # --resume judges what is pending too: a second run, judged while the judge is down, resumed after
         judge.failing = True
@@ -264,13 +263,13 @@ def test_our_judge_as_an_mlflow_scorer_rescored_traces_and_retriever_spans(ray_l
     run_dir = RunDir.open(tmp_path / "runs", result["run_id"])
     meta = run_dir.read_meta()
     mlflow.set_tracking_uri(mlflow_server)
-    traces = mlflow.search_traces(locations=[meta["mlflow_experiment_id"]], run_id=meta["mlflow_run_id"])
+    traces = mlflow.search_traces(locations=[meta.mlflow_experiment_id], run_id=meta.mlflow_run_id)
     assert len(traces) == 4
     evaluation = mlflow.genai.evaluate(data=traces, scorers=[mlflow_scorer()])
     assert evaluation.metrics["srag_correctness/mean"] == pytest.approx(result["accuracy"])  # 2 of 4 right
 
     client = MlflowClient(tracking_uri=mlflow_server)
-    for info in client.search_traces(locations=[meta["mlflow_experiment_id"]], run_id=meta["mlflow_run_id"]):
+    for info in client.search_traces(locations=[meta.mlflow_experiment_id], run_id=meta.mlflow_run_id):
         trace = client.get_trace(info.info.trace_id)
         retrieved = extract_retrieval_context_from_trace(trace)  # what MLflow's retrieval judges read
         docs = [d for chunks in retrieved.values() for d in chunks]

@@ -10,9 +10,10 @@ import time
 from collections import Counter
 from urllib.parse import urlparse
 
-from pipelines.engine.results import RunDir, RunFolderSink
 import pytest
 
+from pipelines.engine.records import EpisodeRecord, RunMeta, validate_record
+from pipelines.engine.results import RunDir, RunFolderSink
 from pipelines.engine.trace_export import (MARKERS, ExportPool, TraceExporter, export_missing, missing_traces,
                                          whole_traces_only)
 from pipelines.engine.tracking import Tracker, episode_trace
@@ -26,15 +27,21 @@ def record(qid: str, attempt: int = 1) -> dict:
                       {"type": "tool", "t": 0.9, "tool": "count_set", "args": {}, "observation": {"n": 1}}]}
 
 
+def stored(full: dict) -> EpisodeRecord:
+    """`record` as a worker sends it: the row, with the whole episode as its trace file's text."""
+    return validate_record({**{k: v for k, v in full.items() if k != "trace"}, "trace_json": json.dumps(full)})
+
+
 def test_export_missing_writes_each_trace_once_whatever_was_left(tmp_path):
     tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
     run_dir = RunDir.create(tmp_path / "runs", "r1")
     mlflow_run = tracker.create_run("r1", {}, {})
-    meta = {"mlflow_uri": tracker.uri, "mlflow_experiment_id": tracker.experiment_id, "mlflow_run_id": mlflow_run}
+    meta = RunMeta(run_id="r1", name="r1", mlflow_uri=tracker.uri, mlflow_experiment_id=tracker.experiment_id,
+                   mlflow_run_id=mlflow_run)
     store = run_dir.store()
     sink = RunFolderSink(run_dir, store)
     for rec in [record("q0"), record("q1"), record("q2"), record("q2", attempt=2)]:
-        sink.episode(rec)
+        sink.episode(stored(rec))
     store.close()
     assert len(missing_traces(run_dir)) == 4
     # an export killed after MLflow took q0's trace but before its marker, and before its span data (MLflow writes
@@ -68,7 +75,7 @@ def test_a_trace_mlflow_failed_to_write_is_deleted_and_left_for_a_retry(tmp_path
     mlflow_run = tracker.client.create_run(broken).info.run_id
     run_dir = RunDir.create(tmp_path / "runs", "r1")
     store = run_dir.store()
-    RunFolderSink(run_dir, store).episode(record("q0"))
+    RunFolderSink(run_dir, store).episode(stored(record("q0")))
     store.close()
     exporter = TraceExporter(run_dir.path, tracker.uri, broken, mlflow_run, client=tracker.client)
     logging.getLogger("mlflow.tracing.export").handlers.clear()  # what importing MLflow 3.14 does (its dictConfig)
@@ -95,7 +102,7 @@ def test_an_unrelated_warning_of_mlflows_exporter_does_not_fail_the_trace(tmp_pa
     mlflow_run = tracker.create_run("r1", {}, {})
     run_dir = RunDir.create(tmp_path / "runs", "r1")
     store = run_dir.store()
-    RunFolderSink(run_dir, store).episode(record("q0"))
+    RunFolderSink(run_dir, store).episode(stored(record("q0")))
     store.close()
     exporter = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run, client=tracker.client)
     assert exporter.export([(("q0", 1, 1), "traces/q0.1.json")]) == [] and exporter.errors == []

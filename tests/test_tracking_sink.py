@@ -6,7 +6,16 @@ from __future__ import annotations
 from mlflow.tracking import MlflowClient
 
 from pipelines.engine.progress import RunStats
+from pipelines.engine.records import validate_record
 from pipelines.engine.tracking import MlflowSink, Tracker
+
+
+def episode(**fields):
+    return validate_record({"question_id": "q1", "attempt": 1, **fields})
+
+
+def judgement(**fields):
+    return validate_record({"type": "judgement", "question_id": "q1", "attempt": 1, **fields})
 
 
 def test_the_sink_streams_running_metrics_to_its_run(tmp_path):
@@ -15,15 +24,15 @@ def test_the_sink_streams_running_metrics_to_its_run(tmp_path):
     run_id = tracker.create_run("one-run", {"llm": {"model": "m"}}, {"kind": "test"})
     sink, stats = MlflowSink(tracker, run_id), RunStats(total=3)
 
-    ok = {"status": "ok", "steps": 4, "usage": {"total_tokens": 100, "cost_usd": 0.5}}
+    ok = episode(status="ok", steps=4, usage={"total_tokens": 100, "cost_usd": 0.5})
     stats.add_episode(ok)
     sink.episode(ok)  # the record itself goes to the run folder and the trace exporter, not here
     sink.progress(stats)
-    crashed = {"status": "crashed", "steps": 0}
+    crashed = episode(status="crashed", steps=0)
     stats.add_episode(crashed)
-    stats.add_judgement({"score": 1.0, "em": 1.0, "f1": 1.0})
+    stats.add_judgement(judgement(score=1.0, em=1.0, f1=1.0))
     sink.episode(crashed)
-    sink.judgement({"question_id": "q1", "score": 1.0})
+    sink.judgement(judgement(score=1.0))
     sink.progress(stats)
     assert tracker.close() == []
 
@@ -44,7 +53,7 @@ def test_a_sink_without_progress_ticks_writes_nothing(tmp_path):
     tracker = Tracker(uri, "sink-test", tmp_path)
     run_id = tracker.create_run("quiet", {}, {})
     sink = MlflowSink(tracker, run_id)
-    sink.episode({"status": "ok", "steps": 1})
-    sink.judgement({"score": 0.0})
+    sink.episode(episode(status="ok", steps=1))
+    sink.judgement(judgement(score=0.0))
     assert tracker.close() == []
     assert MlflowClient(tracking_uri=uri).get_run(run_id).data.metrics == {}

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.cli import CliError
 from pipelines.config import (PROFILE_HELP, VARIANTS, IngestionSettings, JudgeSettings, RetrievalSettings,
                               endpoint_from, read_yaml, section, with_profile)
 from srag_core import AgentConfig
+
+if TYPE_CHECKING:
+    from pipelines.engine.records import Judgement
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         record = episode.model_dump()
         if judgement is not None:
-            record["judgement"] = judgement
+            record["judgement"] = judgement.model_dump(mode="json")
         print(json.dumps(record, ensure_ascii=False, default=str))
     else:
         print(f"\nanswer: {episode.answer}" if episode.answer is not None else f"\nno answer ({episode.status})")
@@ -79,25 +82,27 @@ def run(args: argparse.Namespace) -> int:
     return 0 if episode.finished else 1
 
 
-def judge(question: str, episode, gold: str, settings: JudgeSettings, llm_cfg) -> dict[str, Any]:
+def judge(question: str, episode, gold: str, settings: JudgeSettings, llm_cfg) -> Judgement:
     """The judge stage of `srag run` on one answer: its judgement with what the judge's calls spent."""
+    from pipelines.datasets import Question
     from pipelines.engine.judging import JudgeStage
+    from pipelines.engine.records import EpisodeRecord
 
     stage = JudgeStage(settings, llm_cfg, threads=1)
     try:
-        record = {"question_id": "ask", "attempt": 1, "answer": episode.answer}
-        return stage.submit({"question": question, "answer": gold}, record).result()
+        record = EpisodeRecord(question_id="ask", attempt=1, status=episode.status, answer=episode.answer)
+        return stage.submit(Question(id="ask", question=question, answer=gold), record).result()
     finally:
         stage.close()
 
 
-def verdict_line(j: dict[str, Any]) -> str:
-    if j["score"] is None:
-        return f"judge: not scored ({j['judge_error']})"
-    why = f" · {_clip(j['rationale'], 200)}" if j.get("rationale") else ""
-    error = f" · judge error: {j['judge_error']}" if j.get("judge_error") else ""
-    return f"judge: {j['verdict']} (score {j['score']:g} from {j['score_source']}){why}{error} · " \
-           f"{j['judge_tokens']:,} judge tokens"
+def verdict_line(j: Judgement) -> str:
+    if j.score is None:
+        return f"judge: not scored ({j.judge_error})"
+    why = f" · {_clip(j.rationale, 200)}" if j.rationale else ""
+    error = f" · judge error: {j.judge_error}" if j.judge_error else ""
+    return f"judge: {j.verdict} (score {j.score:g} from {j.score_source}){why}{error} · " \
+           f"{j.judge_tokens or 0:,} judge tokens"
 
 
 class StepPrinter:

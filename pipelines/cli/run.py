@@ -16,8 +16,10 @@ from typing import Any
 from pipelines.cli import CliError, add_data_root, add_runs_dir
 from pipelines.config import (PROFILE_HELP, VARIANTS, RunConfig, load_run, load_sweep, set_dotted, validate_run,
                               with_profile)
-from pipelines.engine.report import FAILED, STATUSES, accuracy_label, table
+from pipelines.engine.records import RunResult, StopRecord, SweepSummary
+from pipelines.engine.report import accuracy_label, table
 from pipelines.engine.results import RunDir, check_run_id
+from srag_core import FAILED, STATUSES
 
 SUMMARY_COLUMNS = ["run_id", "variant", "model", "n_questions", "scored", "failed", "pending", "missing", "accuracy",
                    "coverage", "accuracy_all", "complete", "em", "f1", "mean_steps", "spent_tokens", "spent_cost_usd",
@@ -29,7 +31,8 @@ FIGURES_NOTE = ("accuracy: mean score over scored questions (no answer scores 0)
 SPENT = {"spent_tokens": "tokens", "spent_cost_usd": "cost_usd"}
 
 
-def summary_table(results: list[dict], columns: list[str] = SUMMARY_COLUMNS) -> str:
+def summary_table(results: list[dict[str, Any]], columns: list[str] = SUMMARY_COLUMNS) -> str:
+    """Runs as `--json` gives them (`RunResult.to_json`), one row each."""
     return table([{**r, **{shown: r.get(key) for shown, key in SPENT.items()}} for r in results], columns)
 
 
@@ -156,7 +159,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def _continue(run_dir: RunDir, statuses: list[str] | None, args: argparse.Namespace,
-              max_cost_usd: float | None = None) -> dict:
+              max_cost_usd: float | None = None) -> RunResult:
     """Resume or rerun a run, then bring its sweep's parent run (if any) up to date."""
     from pipelines.engine import lifecycle
     from pipelines.engine.sweeps import refresh_after
@@ -166,63 +169,55 @@ def _continue(run_dir: RunDir, statuses: list[str] | None, args: argparse.Namesp
     return result
 
 
-def _warn_store_problems(result: dict) -> None:
-    problems = result.get("store_problems") or []
+def _warn_store_problems(result: RunResult) -> None:
+    problems = result.store_problems
     for p in problems[:5]:
-        print(f"warning: {result['run_id']}/results.jsonl: {p}", file=sys.stderr)
+        print(f"warning: {result.run_id}/results.jsonl: {p}", file=sys.stderr)
     if len(problems) > 5:
         print(f"warning: ... and {len(problems) - 5} more problems in results.jsonl", file=sys.stderr)
 
 
-def _print_summary(result: dict, args: argparse.Namespace) -> bool:
-    """The run's summary as JSON (returns False) or as a table with its status counts (returns True: the caller
-    may add lines)."""
+def _print_summary(result: RunResult, args: argparse.Namespace) -> bool:
+    """The run's summary as JSON (returns False) or as a table and its figures, section by section (returns True:
+    the caller may add lines)."""
     _warn_store_problems(result)
     if args.json:
-        print(json.dumps(result, default=str))
+        print(json.dumps(result.to_json()))
         return False
-    print(summary_table([result]))
-    print(f"\naccuracy {accuracy_label(result)} · coverage {result['coverage']} · accuracy_all "
-          f"{result['accuracy_all']}")
-    print(f"outcomes: {result['outcome_counts']} · no answer {result['no_answer']} · em fallback "
-          f"{result['em_fallback']}")
-    if result.get("epochs", 1) > 1:
-        k = result["epochs"]
-        by_epoch = ", ".join(f"{e}: {a}" for e, a in result["accuracy_by_epoch"].items())
-        print(f"epochs {k} (reducer {result['reducer']}): mean {result['accuracy_mean']} · pass@1 "
-              f"{result['pass_at_1']} · pass@{k} {result[f'pass_at_{k}']} · by epoch {by_epoch} (std "
-              f"{result['accuracy_epoch_std']}); cost by epoch {result['cost_usd_by_epoch']}")
-    print(f"status counts: {result['status_counts']}\n{FIGURES_NOTE}")
+    print(summary_table([result.to_json()]))
+    print(f"\naccuracy {accuracy_label(result)}")
+    print("\n".join(result.text_lines()))
+    print(FIGURES_NOTE)
     return True
 
 
-def _print_run(result: dict, args: argparse.Namespace) -> int:
+def _print_run(result: RunResult, args: argparse.Namespace) -> int:
     if _print_summary(result, args):
-        print(f"results: {args.runs_dir / result['run_id']}  ·  MLflow: mlflow ui --backend-store-uri "
-              f"{_mlflow_uri(args.runs_dir, result['run_id'])}")
-    if errors := result.get("mlflow_errors"):
-        print(f"srag: run {result['run_id']}: MLflow did not take {len(errors)} write(s) at the end (first: "
-              f"{errors[0][:200]}); the run folder holds everything: srag run --resume {result['run_id']} writes it "
+        print(f"results: {args.runs_dir / result.run_id}  ·  MLflow: mlflow ui --backend-store-uri "
+              f"{_mlflow_uri(args.runs_dir, result.run_id)}")
+    if errors := result.mlflow_errors:
+        print(f"srag: run {result.run_id}: MLflow did not take {len(errors)} write(s) at the end (first: "
+              f"{errors[0][:200]}); the run folder holds everything: srag run --resume {result.run_id} writes it "
               "to MLflow again", file=sys.stderr)
-    if stop := result.get("stopped"):
-        print(stop_line(result["run_id"], stop), file=sys.stderr)
-        return 3 if stop["kind"] != "budget" else 1
+    if stop := result.stopped:
+        print(stop_line(result.run_id, stop), file=sys.stderr)
+        return 3 if stop.kind != "budget" else 1
     if errors:
         return 4
-    return 0 if result["missing"] == 0 else 1
+    return 0 if result.missing == 0 else 1
 
 
-def stop_line(run_id: str, stop: dict) -> str:
+def stop_line(run_id: str, stop: StopRecord) -> str:
     """One line on why a run stopped starting episodes, and what to do about it."""
-    then = f"srag run --resume {run_id} --max-cost USD runs the rest" if stop["kind"] == "budget" else \
+    then = f"srag run --resume {run_id} --max-cost USD runs the rest" if stop.kind == "budget" else \
         f"fix it, then srag run --resume {run_id}"
-    return f"srag: run {run_id} stopped: {stop['reason']}; ${stop['spent_usd']:.4f} spent, {stop['not_run']} " \
+    return f"srag: run {run_id} stopped: {stop.reason}; ${stop.spent_usd or 0:.4f} spent, {stop.not_run} " \
            f"episode(s) not run ({then})"
 
 
 def _mlflow_uri(runs_dir: Path, run_id: str) -> str:
     try:
-        return RunDir.open(runs_dir, run_id).read_meta().get("mlflow_uri", "")
+        return RunDir.open(runs_dir, run_id).read_meta().mlflow_uri or ""
     except FileNotFoundError:
         return ""
 
@@ -275,19 +270,19 @@ def _print_plan(plan: dict, args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_sweep(out: dict, args: argparse.Namespace) -> int:
+def _print_sweep(out: SweepSummary, args: argparse.Namespace) -> int:
     if args.json:
-        print(json.dumps(out, default=str))
+        print(json.dumps(out.to_json()))
     else:
-        print(summary_table(out["runs"], ["label"] + SUMMARY_COLUMNS))
-        print(f"\n{FIGURES_NOTE}\nsweep {out['sweep_id']}: {args.runs_dir / 'sweeps' / out['sweep_id']}")
-    for r in out["runs"]:
-        if r.get("stopped"):
-            print(stop_line(r["run_id"], r["stopped"]), file=sys.stderr)
-    if out.get("mlflow_errors"):
-        print(f"srag: sweep {out['sweep_id']}: MLflow did not take {len(out['mlflow_errors'])} write(s) of the "
-              f"parent run (first: {out['mlflow_errors'][0][:200]})", file=sys.stderr)
-    return 0 if all(r["missing"] == 0 and not r.get("stopped") for r in out["runs"]) else 1
+        print(summary_table([r.to_json() for r in out.runs], ["label"] + SUMMARY_COLUMNS))
+        print(f"\n{FIGURES_NOTE}\nsweep {out.sweep_id}: {args.runs_dir / 'sweeps' / out.sweep_id}")
+    for r in out.runs:
+        if r.stopped:
+            print(stop_line(r.run_id, r.stopped), file=sys.stderr)
+    if out.mlflow_errors:
+        print(f"srag: sweep {out.sweep_id}: MLflow did not take {len(out.mlflow_errors)} write(s) of the "
+              f"parent run (first: {out.mlflow_errors[0][:200]})", file=sys.stderr)
+    return 0 if all(r.missing == 0 and not r.stopped for r in out.runs) else 1
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -295,9 +290,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if is_sweep(args.runs_dir, check_run_id(args.id)):
         return _print_sweep(sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id), args)
-    result = run_report(args.runs_dir, args.id)
-    if _print_summary(result, args) and result["accuracy_by_type"]:
-        print("accuracy by type: " + ", ".join(f"{k} {v:.3f}" for k, v in result["accuracy_by_type"].items()))
+    _print_summary(run_report(args.runs_dir, args.id), args)
     return 0
 
 
@@ -306,19 +299,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     result = compare_runs(args.runs_dir, args.run_a, args.run_b)
     if args.json:
-        print(json.dumps(result, default=str))
+        print(json.dumps(result.model_dump(mode="json")))
     else:
-        print(f"paired questions: {result['n_paired']}  (A {result['accuracy_a']}, B {result['accuracy_b']}), "
+        print(f"paired questions: {result.n_paired}  (A {result.accuracy_a}, B {result.accuracy_b}), "
               f"scored in both runs (an empty answer is a wrong answer)")
-        if result["n_left_out"]:
-            reasons = ", ".join(f"{n} {why}" for why, n in result["left_out"].items() if n)
-            print(f"left out: {result['n_left_out']} question(s) failed, pending or missing in either run "
+        if result.n_left_out:
+            reasons = ", ".join(f"{n} {why}" for why, n in result.left_out.items() if n)
+            print(f"left out: {result.n_left_out} question(s) failed, pending or missing in either run "
                   f"({reasons}); `srag rerun` and `srag judge` can fill them")
-        print(f"both right {result['both_right']} · only A {result['only_a_right']} · only B "
-              f"{result['only_b_right']} · neither {result['neither_right']}")
-        test = {"mcnemar_exact": "McNemar exact", "paired_permutation": "paired permutation"}[result["test"]]
-        print(f"B - A = {result['difference']} (95% paired bootstrap CI over questions {result['difference_ci95']}), "
-              f"{test} p = {result['p_value']:.4g}")
+        print(f"both right {result.both_right} · only A {result.only_a_right} · only B "
+              f"{result.only_b_right} · neither {result.neither_right}")
+        test = {"mcnemar_exact": "McNemar exact", "paired_permutation": "paired permutation"}[result.test]
+        print(f"B - A = {result.difference} (95% paired bootstrap CI over questions {result.difference_ci95}), "
+              f"{test} p = {result.p_value:.4g}")
     return 0
 
 
@@ -339,7 +332,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
     result = lifecycle.refinish(run_dir)
     refresh_after(run_dir, args.runs_dir)
     _print_summary(result, args)
-    return 0 if result["pending"] == 0 else 1
+    return 0 if result.pending == 0 else 1
 
 
 def judge_settings(cfg: RunConfig, args: argparse.Namespace):

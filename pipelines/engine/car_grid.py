@@ -37,7 +37,7 @@ def run_grid(datasets: list[str], retrievers: list[str], data_dir: str | None,
     import ray
 
     cell = ray.remote(num_cpus=1)(run_cell)
-    futures = []
+    futures: list[Any] = []  # ObjectRefs of the cells, in grid order
     for d in datasets:
         # The dense cell embeds the corpus into the shared cache first; cells that may reuse those embeddings wait
         # for it instead of encoding the same corpus in parallel.

@@ -17,6 +17,7 @@ from statistics import fmean
 from typing import Any
 
 from pipelines.config import RunConfig
+from pipelines.datasets import Question
 from pipelines.engine.results import RunDir
 from srag_core import FINISHED
 
@@ -69,7 +70,7 @@ def earlier_runs(runs_dir: Path, cfg: RunConfig) -> list[RunDir]:
     for meta in sorted([*runs_dir.glob("*/run.json"), *runs_dir.glob("pilots/*/run.json")]):
         run_dir = RunDir(meta.parent)
         try:  # a pilot ran on a sample of the questions: it says whose it is
-            same = wanted in (run_dir.read_meta().get("pilot_for"),
+            same = wanted in (run_dir.read_meta().pilot_for,
                               RunConfig.model_validate(run_dir.read_config()).episode_fingerprint())
         except (OSError, ValueError):
             continue  # a folder that is not a readable run
@@ -78,12 +79,12 @@ def earlier_runs(runs_dir: Path, cfg: RunConfig) -> list[RunDir]:
     return found
 
 
-def pilot_questions(questions: list[dict[str, Any]], n: int, seed: int) -> list[dict[str, Any]]:
+def pilot_questions(questions: list[Question], n: int, seed: int) -> list[Question]:
     """A seeded sample of n questions spread over the question types in proportion to their share (largest
     remainders first), so a pilot sees the expensive types as often as the run will."""
-    by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_type: dict[str, list[Question]] = defaultdict(list)
     for q in questions:
-        by_type[str(q.get("type"))].append(q)
+        by_type[str(q.type)].append(q)
     rng = random.Random(seed)
     n = min(n, len(questions))
     quotas = {t: n * len(qs) / len(questions) for t, qs in sorted(by_type.items())}
@@ -96,10 +97,9 @@ def pilot_questions(questions: list[dict[str, Any]], n: int, seed: int) -> list[
     return sorted(picked, key=questions.index)
 
 
-def run_pilot(cfg: RunConfig, questions: list[dict[str, Any]], runs_dir: Path, n: int, quiet: bool) -> RunDir:
+def run_pilot(cfg: RunConfig, questions: list[Question], runs_dir: Path, n: int, quiet: bool) -> RunDir:
     """The pilot: `cfg` on a sample of its questions, one epoch, no budget, no MLflow traces, as a run of its own
     under RUNS_DIR/pilots/."""
-    import json
     import tempfile
 
     from pipelines.engine.lifecycle import benchmark_paths, run_one
@@ -110,7 +110,7 @@ def run_pilot(cfg: RunConfig, questions: list[dict[str, Any]], runs_dir: Path, n
     pilots.mkdir(parents=True, exist_ok=True)
     sample = pilot_questions(questions, n, cfg.limits.seed)
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", dir=pilots, delete=False) as fh:
-        fh.write("".join(json.dumps(q) + "\n" for q in sample))  # the run keeps its own copy (questions.jsonl)
+        fh.write("".join(q.model_dump_json() + "\n" for q in sample))  # the run keeps its own copy (questions.jsonl)
     try:
         data = cfg.model_dump(mode="json")
         data.update(name=f"pilot/{cfg.name}", dataset=None, corpus=str(corpus.resolve()), questions=fh.name)
@@ -121,7 +121,7 @@ def run_pilot(cfg: RunConfig, questions: list[dict[str, Any]], runs_dir: Path, n
         result = run_one(RunConfig.model_validate(data), pilots, quiet=quiet)
     finally:
         Path(fh.name).unlink(missing_ok=True)
-    run_dir = RunDir.open(pilots, result["run_id"])
+    run_dir = RunDir.open(pilots, result.run_id)
     run_dir.update_meta(pilot_for=cfg.episode_fingerprint(), pilot_of=cfg.name)
     return run_dir
 
@@ -132,12 +132,10 @@ def episode_spend(run_dir: RunDir) -> list[dict[str, float]]:
     for st in run_dir.store().states().values():
         if st.status not in FINISHED:
             continue
-        usage = st.latest.get("usage") or {}
-        judge = st.judgement or {}
-        out.append({"tokens": float(usage.get("total_tokens", 0)) + float(judge.get("judge_tokens") or 0),
-                    "cost_usd": float(usage.get("cost_usd", 0.0)) + float(judge.get("judge_cost_usd") or 0.0),
-                    "llm_calls": float(st.latest.get("llm_calls", 0)), "wall_s": float(st.latest.get("wall_s", 0.0)),
-                    "llm_s": float(st.latest.get("llm_s", 0.0))})
+        ep, judge = st.latest, st.judgement
+        out.append({"tokens": float(ep.usage.total_tokens + ((judge and judge.judge_tokens) or 0)),
+                    "cost_usd": ep.usage.cost_usd + ((judge and judge.judge_cost_usd) or 0.0),
+                    "llm_calls": float(ep.llm_calls), "wall_s": ep.wall_s, "llm_s": ep.llm_s})
     return out
 
 
@@ -154,8 +152,8 @@ def wall_time(cfg: RunConfig, samples: list[dict[str, float]], episodes: int, me
     cap, and its requests- and tokens-per-minute limits allow. The concurrency is what the sample's run was given on
     its cluster (run.json), else the config's."""
     ex = cfg.execution
-    plan = measured.read_meta().get("execution") or {}
-    concurrency = plan.get("concurrency") or ex.concurrency or (
+    plan = measured.read_meta().execution
+    concurrency = (plan.concurrency if plan else None) or ex.concurrency or (
         ex.actors if ex.actors != "auto" else 1) * ex.episodes_per_actor
     limits = [("wall_s", episodes / concurrency), ("llm_s", episodes / (ex.max_concurrent_requests or float("inf"))),
               ("llm_calls", episodes * 60 / (ex.requests_per_minute or float("inf"))),

@@ -4,13 +4,12 @@ is recorded as not run (`Stop` in run.json), never as failed, and `srag run --re
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field
 
 from pipelines.engine.progress import RunStats
+from pipelines.engine.records import EpisodeRecord, StopKind
 from srag_core import FINISHED
 
-StopKind = Literal["budget", "endpoint", "workers"]
 HOPELESS_STATUSES = frozenset({400, 401, 403, 404})  # no retry makes these work: a key, a model, a path, a field
 
 
@@ -20,9 +19,6 @@ class Stop:
 
     kind: StopKind
     reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -53,15 +49,15 @@ def _amount(value: float, unit: str) -> str:
     return f"${value:,.4f}" if unit == "$" else f"{value:,.0f} tokens"
 
 
-def hopeless(record: dict[str, Any]) -> str | None:
+def hopeless(record: EpisodeRecord) -> str | None:
     """What made an episode fail in a way no retry or rerun fixes, or None: an HTTP 400, 401, 403 or 404 from the
     endpoint, or a refused connection (its retries spent). 429s, 5xx and timeouts are passing faults."""
-    if record.get("status") != "llm_error":
+    if record.status != "llm_error":
         return None
-    kind, status = record.get("error_kind"), record.get("error_status")
+    kind, status = record.error_kind, record.error_status
     if status in HOPELESS_STATUSES or kind == "auth":
         return f"HTTP {status} ({kind})"
-    if kind == "connection" and "ConnectError" in (record.get("error") or ""):
+    if kind == "connection" and "ConnectError" in (record.error or ""):
         return "connection refused"
     return None
 
@@ -74,7 +70,7 @@ class EndpointGuard:
 
     threshold: int
     endpoint: str
-    first: list[dict[str, Any]] = field(default_factory=list)
+    first: list[EpisodeRecord] = field(default_factory=list)
     healthy: bool = False
 
     def cap(self, capacity: int) -> int:
@@ -84,10 +80,10 @@ class EndpointGuard:
             return capacity
         return min(capacity, self.threshold - len(self.first))
 
-    def settle(self, record: dict[str, Any]) -> Stop | None:
+    def settle(self, record: EpisodeRecord) -> Stop | None:
         if self.healthy or len(self.first) >= self.threshold:
             return None
-        if record.get("status") in FINISHED:
+        if record.status in FINISHED:
             self.healthy = True
             return None
         self.first.append(record)
@@ -96,6 +92,6 @@ class EndpointGuard:
         causes = {hopeless(r) for r in self.first}
         if len(causes) != 1 or None in causes:
             return None
-        error = " ".join(str(self.first[0].get("error") or "").split())[:200]
+        error = " ".join(str(self.first[0].error or "").split())[:200]
         return Stop("endpoint", f"the endpoint {self.endpoint} cannot answer: each of the first {self.threshold} "
                                 f"episodes failed with {causes.pop()} ({error})")

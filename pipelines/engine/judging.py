@@ -12,10 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from typing import Literal
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 from pipelines.config import JudgeSettings, RunConfig
+from pipelines.datasets import Question
+from pipelines.engine.records import EpisodeRecord, Judgement, Rejudging
 from pipelines.engine.results import RunDir, RunFolderSink
 from srag_core import FINISHED, LLMClient, LLMConfig, Usage, utc_now
 
@@ -46,7 +48,7 @@ class JudgeStage:
         self.fingerprint = judge_fingerprint(settings, run_llm)
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="judge")
 
-    def submit(self, question: dict[str, Any], record: dict[str, Any]) -> Future:
+    def submit(self, question: Question, record: EpisodeRecord) -> Future[Judgement]:
         return self.pool.submit(judge_record, question, record, self.client, self.fallback, self.fingerprint)
 
     def close(self) -> None:
@@ -55,26 +57,23 @@ class JudgeStage:
             self.client.close()
 
 
-def judge_record(question: dict[str, Any], record: dict[str, Any], client: LLMClient | None,
-                 fallback: str = "none", fingerprint: str | None = None) -> dict[str, Any]:
+def judge_record(question: Question, record: EpisodeRecord, client: LLMClient | None,
+                 fallback: Literal["none", "em"] = "none", fingerprint: str | None = None) -> Judgement:
     """The judgement of one episode, with what its judge calls spent (`judge_tokens`, `judge_cost_usd`)."""
     from judges import LLMJudge, score_answer
 
     spent: list[Usage] = []  # this record's calls only: the client is shared, the judge is not
     llm = LLMJudge.from_client(client, on_usage=spent.append) if client is not None else None
-    result = score_answer(question["question"], record.get("answer"), question["answer"],
-                          aliases=question.get("answer_aliases") or (),
-                          answer_kind=question.get("answer_kind") or "text", llm=llm, fallback=fallback)
+    result = score_answer(question.question, record.answer, question.answer, aliases=question.answer_aliases,
+                          answer_kind=question.answer_kind or "text", llm=llm, fallback=fallback)
     usage = sum(spent, Usage())
-    return {"type": "judgement", "question_id": record["question_id"], "epoch": record.get("epoch", 1),
-            "attempt": record["attempt"],
-            "judged_at": utc_now(), "judgement_id": secrets.token_hex(6), "judge_fingerprint": fingerprint,
-            **result.to_dict(), "judge_tokens": usage.total_tokens, "judge_cost_usd": usage.cost_usd}
+    return Judgement.of(record, result.to_dict(), fingerprint=fingerprint, judgement_id=secrets.token_hex(6),
+                        tokens=usage.total_tokens, cost_usd=usage.cost_usd)
 
 
-def needs_verdict(judgement: dict[str, Any] | None) -> bool:
+def needs_verdict(judgement: Judgement | None) -> bool:
     """An attempt that finished but has no verdict yet: never judged, or its judge could not decide."""
-    return judgement is None or judgement.get("score") is None
+    return judgement is None or judgement.score is None
 
 
 def rejudge(run_dir: RunDir, settings: JudgeSettings, *, everything: bool) -> dict[str, int]:
@@ -86,7 +85,7 @@ def rejudge(run_dir: RunDir, settings: JudgeSettings, *, everything: bool) -> di
 
     cfg = RunConfig.model_validate(run_dir.read_config())
     store = run_dir.store()
-    questions = {q["id"]: q for q in run_dir.read_questions()}
+    questions = {q.id: q for q in run_dir.read_questions()}
     todo = [(questions[qid], st.latest) for (qid, _), st in store.states().items()
             if qid in questions and st.status in FINISHED and (everything or needs_verdict(st.judgement))]
     ex = cfg.execution
@@ -100,12 +99,12 @@ def rejudge(run_dir: RunDir, settings: JudgeSettings, *, everything: bool) -> di
             verdict = future.result()
             sink.judgement(verdict)
             counts["judged"] += 1
-            counts["pending"] += verdict["score"] is None
+            counts["pending"] += verdict.score is None
     finally:
         stage.close()
         store.close()
-    history = run_dir.read_meta().get("judges", [])
-    run_dir.update_meta(judges=[*history, {"fingerprint": stage.fingerprint, "at": utc_now(), "scope":
-                                           "all" if everything else "pending", **counts,
-                                           "settings": settings.model_dump(mode="json")}])
+    history = run_dir.read_meta().judges or []
+    run_dir.update_meta(judges=[*history, Rejudging(fingerprint=stage.fingerprint, at=utc_now(),
+                                                    scope="all" if everything else "pending", **counts,
+                                                    settings=settings.model_dump(mode="json"))])
     return counts

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from pipelines.config import RunConfig
-from pipelines.datasets import load_questions, resolve
+from pipelines.datasets import Question, load_questions, resolve
 from pipelines.engine.endpoints import open_endpoint
 from pipelines.engine.guards import EndpointGuard, SpendLimit, Stop
 from pipelines.engine.judging import JudgeStage, needs_verdict
@@ -27,10 +27,12 @@ from pipelines.engine.placement import (adapts, corpus_replicas, describe_plan, 
                                         pool_target, worker_spawner)
 from pipelines.engine.progress import ConsoleProgress, RunStats
 from pipelines.engine.ray_utils import RayMapFn, init_ray
-from pipelines.engine.report import attempt_rows, metrics_for_mlflow, plot_accuracy_by_type, run_summary
+from pipelines.engine.records import (BudgetChange, EpisodeRecord, IngestionInfo,
+                                      RequestLimitState, RunMeta, RunResult, StopRecord, WorkersUsage)
+from pipelines.engine.report import attempt_rows, plot_accuracy_by_type, run_summary
 from pipelines.engine.results import RunDir, RunFolderSink, git_revision, new_run_id, package_versions
 from pipelines.engine.scheduler import Scheduler, Work, WorkerPool
-from pipelines.engine.systems import effective_config, prepare_resources
+from pipelines.engine.systems import VariantResources, effective_config, prepare_resources
 from pipelines.engine.tracking import (MlflowSink, TraceContext, Tracker, run_name, source_tags, tracking_uri,
                                        write_table)
 from srag_core import FINISHED, Corpus, LLMClient, LLMConfig, load_corpus, utc_now
@@ -48,10 +50,11 @@ def benchmark_paths(cfg: RunConfig) -> tuple[Path, Path]:
     if cfg.dataset:
         bench = resolve(cfg.dataset, data_root=cfg.data_root)
         return bench.corpus, bench.questions
+    assert cfg.corpus and cfg.questions, "RunConfig requires corpus and questions without a dataset"
     return Path(cfg.corpus).expanduser(), Path(cfg.questions).expanduser()
 
 
-def select_questions(cfg: RunConfig, questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def select_questions(cfg: RunConfig, questions: list[Question]) -> list[Question]:
     if cfg.limits.shuffle:
         import random
 
@@ -74,11 +77,11 @@ def corpus_for(path: Path) -> Corpus:
 # Run lifecycle
 
 
-def load_inputs(cfg: RunConfig) -> tuple[Path, Path, Corpus, list[dict[str, Any]]]:
+def load_inputs(cfg: RunConfig) -> tuple[Path, Path, Corpus, list[Question]]:
     """The corpus and the selected questions; any input error is raised here, before a store is created."""
     corpus_path, questions_path = benchmark_paths(cfg)
     corpus = corpus_for(corpus_path)
-    questions = select_questions(cfg, [q.model_dump() for q in load_questions(questions_path)])
+    questions = select_questions(cfg, load_questions(questions_path))
     if not questions:
         raise ValueError(f"no questions to run in {questions_path}")
     return corpus_path, questions_path, corpus, questions
@@ -90,19 +93,17 @@ def start_run(cfg: RunConfig, runs_dir: Path, tracker: Tracker | None, *, sweep_
     run_dir = RunDir.create(runs_dir, new_run_id(cfg.name))
     run_dir.write_config(cfg.model_dump(mode="json"))
     run_dir.write_questions(questions)
-    meta = {"run_id": run_dir.run_id, "name": cfg.name, "created": utc_now(), "status": "created",
-            "fingerprint": cfg.fingerprint(), "git_revision": git_revision(), "packages": package_versions(),
-            "seed": cfg.limits.seed, "corpus": str(corpus_path.resolve()), "corpus_hash": corpus.content_hash,
-            "n_docs": len(corpus), "questions_file": str(questions_path.resolve()), "n_questions": len(questions),
-            "variant": cfg.variant, "model": cfg.llm.model, "sweep_id": sweep_id, "command": sys.argv[1:]}
+    meta = RunMeta(run_id=run_dir.run_id, name=cfg.name, created=utc_now(), status="created",
+                   fingerprint=cfg.fingerprint(), git_revision=git_revision(), packages=package_versions(),
+                   seed=cfg.limits.seed, corpus=str(corpus_path.resolve()), corpus_hash=corpus.content_hash,
+                   n_docs=len(corpus), questions_file=str(questions_path.resolve()), n_questions=len(questions),
+                   variant=cfg.variant, model=cfg.llm.model, sweep_id=sweep_id, command=sys.argv[1:])
     # Paths are stored resolved, so `--resume` works from any directory.
     run_dir.write_meta(meta)  # before MLflow: a run whose start-up fails still has a run.json to say so
     with run_dir.failure_recorded(stop_reason):
         if tracker is not None:
-            meta.update(mlflow_run(cfg, run_dir, tracker, meta, parent_mlflow_id))
-        run_dir.write_meta(meta)
-        if tracker is not None:
-            tracker.log_artifact(meta["mlflow_run_id"], run_dir.path / "config.yaml")
+            meta = run_dir.update_meta(**mlflow_run(cfg, run_dir, tracker, meta, parent_mlflow_id))
+            tracker.log_artifact(str(meta.mlflow_run_id), run_dir.path / "config.yaml")
     return run_dir
 
 
@@ -110,23 +111,23 @@ def dataset_label(cfg: RunConfig, questions_path: Path) -> str:
     return cfg.dataset or questions_path.parent.name
 
 
-def mlflow_run(cfg: RunConfig, run_dir: RunDir, tracker: Tracker, meta: dict[str, Any],
-               parent_mlflow_id: str | None) -> dict[str, Any]:
+def mlflow_run(cfg: RunConfig, run_dir: RunDir, tracker: Tracker, meta: RunMeta,
+               parent_mlflow_id: str | None) -> dict[str, str]:
     """The run's MLflow run: params from the effective config (the variant applied, only the sections it uses),
     tags to filter and group by, MLflow's own source tags, and the question set as a dataset input."""
-    dataset = dataset_label(cfg, Path(meta["questions_file"]))
-    revision = str(meta["git_revision"] or "")
-    tags = {"srag.run_id": run_dir.run_id, "srag.variant": cfg.variant, "srag.fingerprint": meta["fingerprint"],
+    dataset = dataset_label(cfg, Path(str(meta.questions_file)))
+    revision = meta.git_revision or ""
+    tags = {"srag.run_id": run_dir.run_id, "srag.variant": cfg.variant, "srag.fingerprint": str(meta.fingerprint),
             "srag.git_revision": revision, "srag.dataset": dataset, "srag.model": cfg.llm.model,
-            "srag.profile": profile_name(cfg.llm.profile), **source_tags(meta["command"], revision)}
-    if meta.get("sweep_id"):
-        tags["srag.sweep_id"] = meta["sweep_id"]
+            "srag.profile": profile_name(cfg.llm.profile), **source_tags(meta.command, revision)}
+    if meta.sweep_id:
+        tags["srag.sweep_id"] = meta.sweep_id
     label = cfg.name.split("/", 1)[1] if "/" in cfg.name else ""
     extra = "-".join(p for p in re.split(r"-(?=\w+=)", label)  # a sweep's label: what its grid varies
                      if p and not p.startswith(("variant=", "model=", "dataset=")))
     run_id = tracker.create_run(run_name(cfg.variant, dataset, cfg.llm.model, extra), effective_config(cfg), tags,
                                 parent_mlflow_id)
-    tracker.log_input(run_id, question_set(run_dir, dataset, meta["questions_file"]), {"mlflow.data.context": "eval"})
+    tracker.log_input(run_id, question_set(run_dir, dataset, str(meta.questions_file)), {"mlflow.data.context": "eval"})
     return {"mlflow_run_id": run_id, "mlflow_uri": tracker.uri, "mlflow_experiment_id": tracker.experiment_id}
 
 
@@ -153,7 +154,8 @@ def load_run_config(run_dir: RunDir) -> RunConfig:
     return RunConfig.model_validate(run_dir.read_config())
 
 
-def pending_work(run_dir: RunDir, statuses: Iterable[str] | None) -> tuple[list[Work], list[tuple]]:
+def pending_work(run_dir: RunDir, statuses: Iterable[str] | None
+                 ) -> tuple[list[Work], list[tuple[Question, EpisodeRecord]]]:
     """(episodes to run as (question, epoch, attempt), finished episodes still to judge). statuses None: resume
     ((question, epoch) pairs with no record); otherwise rerun the pairs whose latest status is in `statuses`, plus
     missing ones, as a new attempt. Either way, every finished episode without a verdict (never judged, or pending)
@@ -162,14 +164,15 @@ def pending_work(run_dir: RunDir, statuses: Iterable[str] | None) -> tuple[list[
     epochs = load_run_config(run_dir).limits.epochs
     states = run_dir.store().states()
     wanted = set(statuses or ())
-    todo, unjudged = [], []
+    todo: list[Work] = []
+    unjudged: list[tuple[Question, EpisodeRecord]] = []
     for epoch in range(1, epochs + 1):
         for q in questions:
-            st = states.get((q["id"], epoch))
+            st = states.get((q.id, epoch))
             if st is None:
                 todo.append((q, epoch, 1))
             elif st.status in wanted:
-                todo.append((q, epoch, st.latest["attempt"] + 1))
+                todo.append((q, epoch, st.latest.attempt + 1))
             elif st.status in FINISHED and needs_verdict(st.judgement):
                 unjudged.append((q, st.latest))
     return todo, unjudged
@@ -179,23 +182,23 @@ def pending_work(run_dir: RunDir, statuses: Iterable[str] | None) -> tuple[list[
 # Execution
 
 
-def _resources(run_dir: RunDir, cfg: RunConfig, corpus: Corpus, llm_cfg: LLMConfig) -> dict[str, Any]:
+def _resources(run_dir: RunDir, cfg: RunConfig, corpus: Corpus, llm_cfg: LLMConfig) -> VariantResources:
     """The per-corpus stage (chunk embeddings, pattern discovery on Ray), recorded in the run's metadata."""
     llm = LLMClient(llm_cfg) if cfg.variant == "limited_ingestion" and cfg.ingestion.discovery_llm else None
     started = time.monotonic()
     resources = prepare_resources(cfg.variant, corpus, cfg.retrieval, cfg.ingestion, llm,
                                   RayMapFn(cfg.ingestion.task_timeout_s))
-    info: dict[str, Any] = {"variant_resources": sorted(resources), "prepare_s": round(time.monotonic() - started, 3)}
-    if "pattern_index" in resources:
-        manifest = resources["pattern_index"].manifest
-        info["pattern_index"] = {k: manifest.get(k) for k in ("n_patterns", "llm_calls", "stages", "notes")
-                                 if k in manifest}
+    info = IngestionInfo(variant_resources=resources.names(), prepare_s=round(time.monotonic() - started, 3))
+    if resources.pattern_index is not None:
+        manifest = resources.pattern_index.manifest
+        info.pattern_index = {k: manifest.get(k) for k in ("n_patterns", "llm_calls", "stages", "notes")
+                              if k in manifest}
     run_dir.update_meta(ingestion=info)
     return resources
 
 
 def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker | None,
-            unjudged: list[tuple[dict, dict]] = (), quiet: bool = False) -> None:
+            unjudged: list[tuple[Question, EpisodeRecord]] | None = None, quiet: bool = False) -> None:
     """Run `todo` (question, epoch, attempt) episodes and judge them (and the `unjudged` pairs) on a pool of Ray
     workers; returns once every trace is exported (or has failed to export; `finish` retries those)."""
     meta = run_dir.update_meta(status="running", last_started=utc_now(), stop=None)
@@ -205,7 +208,7 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
             print(f"[{run_dir.run_id}] {message}", file=sys.stderr, flush=True)
 
     budget = SpendLimit(cfg.limits.max_cost_usd, cfg.limits.max_tokens)
-    stats = _stats_so_far(run_dir, run_dir.store(), {(q["id"], epoch) for q, epoch, _ in todo})
+    stats = _stats_so_far(run_dir, run_dir.store(), {(q.id, epoch) for q, epoch, _ in todo})
     if todo and (spent := budget.check(stats, 0)) is not None:  # nothing left to spend: start nothing at all
         record_stop(run_dir, spent, stats, len(todo), budget)
         say(spent.reason)
@@ -221,13 +224,13 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
     from pipelines.engine.worker import LimiterGauge, RayLimiterSlot, start_limiter
 
     init_ray(cfg.execution.ray_address)  # no-op when connected above
-    corpus = corpus_for(Path(meta["corpus"]))
+    corpus = corpus_for(Path(str(meta.corpus)))
     store = run_dir.store()
     exporter = start_exporter(run_dir, meta, trace_context(run_dir, cfg), cfg.tracking.export_actors) \
         if tracker is not None and traces_wanted(cfg, meta) else None
     sinks: list = [RunFolderSink(run_dir, store)]
-    if tracker is not None and meta.get("mlflow_run_id"):
-        sinks.append(MlflowSink(tracker, meta["mlflow_run_id"]))
+    if tracker is not None and meta.mlflow_run_id:
+        sinks.append(MlflowSink(tracker, meta.mlflow_run_id))
     if exporter is not None:
         sinks.append(TraceExportSink(exporter, run_dir))
     if not quiet:
@@ -236,14 +239,15 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
     limiter = None
     ex = cfg.execution
     plan = execution_plan(ex)
-    in_flight = min(plan["concurrency"], ex.max_concurrent_requests or 1_000_000)
+    in_flight = min(plan.concurrency, ex.max_concurrent_requests or 1_000_000)
     with open_endpoint(cfg.llm, cfg.local_model, run_dir.path, concurrency=in_flight, progress=say) as llm_cfg:
         say(f"preparing the {cfg.variant} variant's resources")
         resources = _resources(run_dir, cfg, corpus, llm_cfg)
         limiter = start_limiter(ex.max_concurrent_requests, ex.requests_per_minute, ex.tokens_per_minute,
                                 adapts(cfg)) if limiter_can_bind(cfg, plan) else None
         gauge = LimiterGauge(limiter) if limiter is not None else None
-        run_dir.update_meta(execution={**plan, "limiter": limiter is not None, "adaptive": adapts(cfg)})
+        run_dir.update_meta(execution=plan.model_copy(update={"limiter": limiter is not None,
+                                                              "adaptive": adapts(cfg)}))
         if not quiet:
             print(f"run {run_dir.run_id}: {describe_plan(plan, limiter is not None, adapts(cfg))}", file=sys.stderr)
         shared = RayLimiterSlot(limiter) if limiter is not None and cfg.judge.llm is None else None
@@ -254,17 +258,17 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
         spawn = worker_spawner(cfg, plan, llm_cfg, corpus_ref, resources_ref, limiter, workers)
         pool = WorkerPool([], ex.max_actor_restarts + 2, spawn=spawn, target=pool_target(ex, plan))
         try:
-            say(f"starting {plan['actors']} episode worker(s); episodes start as each one is ready")
+            say(f"starting {plan.actors} episode worker(s); episodes start as each one is ready")
             started = time.monotonic()
             pool.grow()
-            scheduler = Scheduler(pool, judge, sinks, stats, capacity=plan["concurrency"],
+            scheduler = Scheduler(pool, judge, sinks, stats, capacity=plan.concurrency,
                                   retries_on_death=ex.episode_retries_on_actor_death,
                                   episode_timeout_s=cfg.agent.episode_timeout_s,
-                                  capacity_per_worker=None if ex.concurrency else plan["episodes_per_actor"],
+                                  capacity_per_worker=None if ex.concurrency else plan.episodes_per_actor,
                                   budget=budget, endpoint=EndpointGuard(ex.stop_after_failures, llm_cfg.base_url or
                                                                         "the SDK's default endpoint")
                                   if ex.stop_after_failures else None, limiter_state=gauge)
-            scheduler.run(todo, list(unjudged))
+            scheduler.run(todo, unjudged or [])
             if gauge is not None:
                 record_request_limit(run_dir, gauge.final())
             if scheduler.stop is not None:
@@ -272,7 +276,7 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
                 say(scheduler.stop.reason)
             ended = time.monotonic()
             first = scheduler.first_dispatch or ended
-            run_dir.update_meta(requeued=run_dir.read_meta().get("requeued", 0) + stats.requeued,
+            run_dir.update_meta(requeued=(run_dir.read_meta().requeued or 0) + stats.requeued,
                                 worker_startup_s=round(first - started, 3), episodes_wall_s=round(ended - first, 3),
                                 first_episode_s=since_process_start(first),
                                 episodes_ended_at=time.time(), actors_final=len(pool.workers),
@@ -288,16 +292,17 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
         _drain(run_dir, exporter, sinks)
 
 
-def record_request_limit(run_dir: RunDir, state: dict[str, Any]) -> None:
+def record_request_limit(run_dir: RunDir, state: dict[str, int | None]) -> None:
     """run.json's `request_limit`: the limiter's final limit, ceiling and lowest limit, and its 429s and cuts, summed
     with those of the run's earlier invocations (each starts its limiter afresh, at the ceiling)."""
     if not state:
         return
-    before = run_dir.read_meta().get("request_limit") or {}
-    lowest = [v for v in (before.get("lowest"), state.get("lowest")) if v is not None]
-    run_dir.update_meta(request_limit={
-        "limit": state.get("limit"), "ceiling": state.get("ceiling"), "lowest": min(lowest) if lowest else None,
-        **{k: before.get(k, 0) + state.get(k, 0) for k in ("rate_limited", "cuts")}})
+    before = run_dir.read_meta().request_limit or RequestLimitState()
+    lowest = [v for v in (before.lowest, state.get("lowest")) if v is not None]
+    run_dir.update_meta(request_limit=RequestLimitState(
+        limit=state.get("limit"), ceiling=state.get("ceiling"), lowest=min(lowest) if lowest else None,
+        rate_limited=before.rate_limited + (state.get("rate_limited") or 0),
+        cuts=before.cuts + (state.get("cuts") or 0)))
 
 
 def mlflow_synced(run_dir: RunDir, tracker: Tracker) -> list[str]:
@@ -311,9 +316,9 @@ def mlflow_synced(run_dir: RunDir, tracker: Tracker) -> list[str]:
 def record_stop(run_dir: RunDir, stop: Stop, stats: RunStats, not_run: int, budget: SpendLimit) -> None:
     """run.json's account of a run that stopped starting episodes: why, how much it had spent, its limits, and how
     many episodes never started (recorded as not run; `--resume` runs them)."""
-    run_dir.update_meta(stop={**stop.to_dict(), "at": utc_now(), "not_run": not_run,
-                              "spent_usd": round(stats.spent_cost(), 6), "spent_tokens": stats.spent_tokens(),
-                              "max_cost_usd": budget.max_cost_usd, "max_tokens": budget.max_tokens})
+    run_dir.update_meta(stop=StopRecord(kind=stop.kind, reason=stop.reason, at=utc_now(), not_run=not_run,
+                                        spent_usd=round(stats.spent_cost(), 6), spent_tokens=stats.spent_tokens(),
+                                        max_cost_usd=budget.max_cost_usd, max_tokens=budget.max_tokens))
 
 
 def since_process_start(monotonic_t: float) -> float | None:
@@ -330,7 +335,7 @@ def since_process_start(monotonic_t: float) -> float | None:
     return round(time.time() - (time.monotonic() - monotonic_t) - started, 3)
 
 
-def workers_usage(workers: list) -> dict[str, Any]:
+def workers_usage(workers: list) -> WorkersUsage:
     """CPU seconds and peak memory of the workers, summed and maximum (workers that do not answer are left out)."""
     import ray
 
@@ -342,12 +347,12 @@ def workers_usage(workers: list) -> dict[str, Any]:
             got.append(ray.get(ref))
         except ray.exceptions.RayError:
             continue
-    return {"reported": len(got), "cpu_s": round(sum(u["cpu_s"] for u in got), 3),
-            "max_rss_mb": round(max((u["max_rss_mb"] for u in got), default=0.0), 1)}
+    return WorkersUsage(reported=len(got), cpu_s=round(sum(u["cpu_s"] for u in got), 3),
+                        max_rss_mb=round(max((u["max_rss_mb"] for u in got), default=0.0), 1))
 
 
-def traces_wanted(cfg: RunConfig, meta: dict[str, Any]) -> bool:
-    return cfg.tracking.traces and bool(meta.get("mlflow_run_id"))
+def traces_wanted(cfg: RunConfig, meta: RunMeta) -> bool:
+    return cfg.tracking.traces and bool(meta.mlflow_run_id)
 
 
 def _drain(run_dir: RunDir, exporter, sinks: list) -> None:
@@ -369,8 +374,8 @@ def _drain(run_dir: RunDir, exporter, sinks: list) -> None:
 def trace_context(run_dir: RunDir, cfg: RunConfig) -> TraceContext:
     meta = run_dir.read_meta()
     tags = {"srag.run_id": run_dir.run_id, "srag.variant": cfg.variant, "srag.model": cfg.llm.model,
-            "srag.dataset": dataset_label(cfg, Path(meta["questions_file"]))}
-    return TraceContext(cfg.llm.model, tags, {q["id"]: q for q in run_dir.read_questions()})
+            "srag.dataset": dataset_label(cfg, Path(str(meta.questions_file)))}
+    return TraceContext(cfg.llm.model, tags, {q.id: q for q in run_dir.read_questions()})
 
 
 def _stats_so_far(run_dir: RunDir, store, redo: set[tuple[str, int]]) -> RunStats:
@@ -382,17 +387,15 @@ def _stats_so_far(run_dir: RunDir, store, redo: set[tuple[str, int]]) -> RunStat
         for judgement in st.history:
             stats.add_judge_spend(judgement)
         for ep in st.attempts if unit in redo else st.attempts[:-1]:
-            usage = ep.get("usage") or {}
-            stats.tokens += int(usage.get("total_tokens", 0))
-            stats.cost += float(usage.get("cost_usd", 0.0))
+            stats.add_spend(ep)
         if unit not in redo:
             stats.add_episode(st.latest)
-            if not needs_verdict(st.judgement):  # a pending one is judged again and counted then
+            if st.judgement is not None and not needs_verdict(st.judgement):  # a pending one is judged again
                 stats.add_judgement(st.judgement)
     return stats
 
 
-def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
+def finish(run_dir: RunDir, tracker: Tracker | None) -> RunResult:
     """Summary, per-question table and plots, written to the run folder and logged to MLflow. Run again after a
     rerun or resume, it replaces them: the tables whole, and the summary metrics at step 0 again, where the later
     value is the one MLflow shows (MLflow cannot delete a metric value; one step keeps its charts bar charts)."""
@@ -411,18 +414,20 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
 
         # a run is not finished without its traces (and the verdicts on them)
         traces_missing = export_missing(run_dir, tracker.client, meta, trace_context(run_dir, cfg))
-        summary["traces_missing"] = traces_missing
-    done = summary["missing"] == summary["not_run"] == 0 and traces_missing == 0
-    status = "stopped" if meta.get("stop") else "finished" if done else "incomplete"
+        summary = summary.model_copy(update={"traces_missing": traces_missing})
+    done = summary.missing == summary.not_run == 0 and traces_missing == 0
+    status = "stopped" if meta.stop else "finished" if done else "incomplete"
     meta = run_dir.update_meta(status=status, finished=utc_now(), store_problems=store.problems)
-    (run_dir.path / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    summary.write(run_dir.path / "summary.json")
     frame = pd.DataFrame(rows)
     frame.to_parquet(run_dir.path / "results.parquet", index=False)
-    plot = plot_accuracy_by_type(summary, f"{meta['name']}: accuracy by question type",
+    plot = plot_accuracy_by_type(summary, f"{meta.name}: accuracy by question type",
                                  run_dir.path / "plots" / "accuracy_by_type.png")
-    mlflow_id = meta.get("mlflow_run_id")
+    mlflow_id = meta.mlflow_run_id
+    result = RunResult.of(run_id=run_dir.run_id, name=meta.name, variant=meta.variant or "", model=meta.model or "",
+                          **summary.model_dump(exclude_unset=True))
     if tracker is not None and mlflow_id:
-        tracker.log_metrics(mlflow_id, metrics_for_mlflow(summary), step=0)
+        tracker.log_metrics(mlflow_id, summary.mlflow_metrics(), step=0)
         tables = run_dir.path / "tables"
         tracker.replace_tables(mlflow_id, {
             "per_question.json": write_table(frame, tables / "per_question.json"),
@@ -433,14 +438,13 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> dict[str, Any]:
         tracker.log_artifacts(mlflow_id, run_dir.path / "traces", "traces")
         if plot is not None:
             tracker.log_artifact(mlflow_id, plot, "plots")
-        stop = meta.get("stop") or {}
-        tracker.set_tags(mlflow_id, {"srag.complete": str(bool(summary["complete"])).lower(),
-                                     "srag.stopped": stop.get("kind", "no"),
-                                     **({"srag.stop_reason": stop["reason"]} if stop else {})})
-        tracker.set_terminated(mlflow_id, "FINISHED" if summary["failed"] == 0 else "FAILED")
-        summary["mlflow_errors"] = mlflow_synced(run_dir, tracker)
-    return {"run_id": run_dir.run_id, "name": meta["name"], "variant": meta["variant"], "model": meta["model"],
-            **summary}
+        stop = meta.stop
+        tracker.set_tags(mlflow_id, {"srag.complete": str(summary.complete).lower(),
+                                     "srag.stopped": stop.kind if stop else "no",
+                                     **({"srag.stop_reason": stop.reason} if stop else {})})
+        tracker.set_terminated(mlflow_id, "FINISHED" if summary.failed == 0 else "FAILED")
+        result = result.model_copy(update={"mlflow_errors": mlflow_synced(run_dir, tracker)})
+    return result
 
 
 class Terminated(SystemExit):
@@ -507,14 +511,14 @@ def _start_together(cfg: RunConfig, runs_dir: Path, with_ray: bool) -> Tracker:
 
 
 def run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | None = None,
-            sweep_id: str | None = None, parent: str | None = None) -> dict[str, Any]:
+            sweep_id: str | None = None, parent: str | None = None) -> RunResult:
     """A new run of `cfg`, start to finish; returns its summary."""
     with sigterm_recorded():
         return _run_one(cfg, runs_dir, quiet=quiet, tracker=tracker, sweep_id=sweep_id, parent=parent)
 
 
 def _run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | None, sweep_id: str | None,
-             parent: str | None) -> dict[str, Any]:
+             parent: str | None) -> RunResult:
     inputs = load_inputs(cfg)  # bad input fails here, before MLflow's store or Ray is started
     check_transport()  # so does an HTTP stack that cannot hold a request to its deadline
     own_tracker = tracker is None
@@ -540,11 +544,11 @@ def set_budget(run_dir: RunDir, max_cost_usd: float) -> None:
     data.setdefault("limits", {})["max_cost_usd"] = max_cost_usd
     RunConfig.model_validate(data)
     run_dir.write_config(data)
-    history = run_dir.read_meta().get("budgets", [])
-    run_dir.update_meta(budgets=[*history, {"max_cost_usd": max_cost_usd, "at": utc_now()}])
+    history = run_dir.read_meta().budgets or []
+    run_dir.update_meta(budgets=[*history, BudgetChange(max_cost_usd=max_cost_usd, at=utc_now())])
 
 
-def refinish(run_dir: RunDir) -> dict[str, Any]:
+def refinish(run_dir: RunDir) -> RunResult:
     """`finish` again from what the results store holds (after `srag judge`): summary, tables, plots, the MLflow
     run's metrics and tables, and the new verdicts on the traces."""
     tracker = open_tracker(load_run_config(run_dir), run_dir.path.parent)
@@ -555,7 +559,7 @@ def refinish(run_dir: RunDir) -> dict[str, Any]:
 
 
 def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool,
-                 max_cost_usd: float | None = None) -> dict[str, Any]:
+                 max_cost_usd: float | None = None) -> RunResult:
     """Resume (`statuses` None: questions with no record) or rerun (questions whose latest status is in
     `statuses`) a run, then finish it again; returns its summary. `max_cost_usd` replaces the run's budget (its
     whole spend, earlier invocations included), so a run its budget stopped can go on."""

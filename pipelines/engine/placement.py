@@ -10,10 +10,11 @@ from typing import Any, Callable
 
 from pipelines.config import Execution, RunConfig
 from pipelines.engine.judging import JUDGE_THREADS
+from pipelines.engine.records import CorpusReplicas, ExecutionPlan
 from srag_core import LLMConfig
 
 
-def execution_plan(ex: Execution) -> dict[str, Any]:
+def execution_plan(ex: Execution) -> ExecutionPlan:
     """Actors, episodes in flight and the request cap of a run on the connected cluster (recorded in run.json).
     `actors: auto` is one actor per CPU of the cluster (per `cpus_per_actor` when that is above 1)."""
     import ray
@@ -22,11 +23,10 @@ def execution_plan(ex: Execution) -> dict[str, Any]:
     cpus = float(resources.get("CPU", 1.0))
     actors = auto_actors(ex) if ex.actors == "auto" else ex.actors
     concurrency = ex.concurrency or actors * ex.episodes_per_actor
-    return {"actors": actors, "actors_setting": ex.actors, "cluster_cpus": cpus,
-            "nodes": sum(1 for n in ray.nodes() if n.get("Alive")),
-            "concurrency": concurrency, "episodes_per_actor": math.ceil(concurrency / actors),
-            "grows_with_cluster": ex.actors == "auto", "request_cap": ex.max_concurrent_requests,
-            "requests_per_minute": ex.requests_per_minute}
+    return ExecutionPlan(actors=actors, actors_setting=ex.actors, cluster_cpus=cpus,
+                         nodes=sum(1 for n in ray.nodes() if n.get("Alive")), concurrency=concurrency,
+                         episodes_per_actor=math.ceil(concurrency / actors), grows_with_cluster=ex.actors == "auto",
+                         request_cap=ex.max_concurrent_requests, requests_per_minute=ex.requests_per_minute)
 
 
 def auto_actors(ex: Execution) -> int:
@@ -54,7 +54,7 @@ def next_placement(ex: Execution, placed: Counter):
     return NodeAffinitySchedulingStrategy(node, soft=True)
 
 
-def limiter_can_bind(cfg: RunConfig, plan: dict[str, Any]) -> bool:
+def limiter_can_bind(cfg: RunConfig, plan: ExecutionPlan) -> bool:
     """An episode has at most one request in flight, so a concurrency cap at or above the number of episodes (plus
     judge threads) can never bind: then the limiter, and its round trip per request, is skipped -- unless the pool
     may grow past the cap when nodes join, or the cap adapts to 429s (`adapts`): an adaptive cap may fall below the
@@ -66,10 +66,10 @@ def limiter_can_bind(cfg: RunConfig, plan: dict[str, Any]) -> bool:
         return False
     if adapts(cfg):
         return True
-    if plan["grows_with_cluster"] and ex.concurrency is None:
+    if plan.grows_with_cluster and ex.concurrency is None:
         return True
     judge_threads = JUDGE_THREADS if cfg.judge.use_llm and cfg.judge.llm is None else 0
-    return ex.max_concurrent_requests < plan["concurrency"] + judge_threads
+    return ex.max_concurrent_requests < plan.concurrency + judge_threads
 
 
 def adapts(cfg: RunConfig) -> bool:
@@ -79,36 +79,36 @@ def adapts(cfg: RunConfig) -> bool:
     return ex.adaptive_concurrency and ex.max_concurrent_requests is not None and not cfg.local_model.enabled
 
 
-def describe_plan(plan: dict[str, Any], limited: bool, adaptive: bool = False) -> str:
-    text = (f"{plan['concurrency']} episodes in flight on {plan['actors']} actors "
-            f"({plan['cluster_cpus']:g} CPUs on {plan['nodes']} node(s)"
-            f"{', more actors as nodes join' if plan['grows_with_cluster'] else ''})")
-    if limited and plan["request_cap"] is not None and plan["request_cap"] < plan["concurrency"]:
-        text += f"; LLM requests capped at {plan['request_cap']} (execution.max_concurrent_requests)"
+def describe_plan(plan: ExecutionPlan, limited: bool, adaptive: bool = False) -> str:
+    text = (f"{plan.concurrency} episodes in flight on {plan.actors} actors "
+            f"({plan.cluster_cpus:g} CPUs on {plan.nodes} node(s)"
+            f"{', more actors as nodes join' if plan.grows_with_cluster else ''})")
+    if limited and plan.request_cap is not None and plan.request_cap < plan.concurrency:
+        text += f"; LLM requests capped at {plan.request_cap} (execution.max_concurrent_requests)"
     if limited and adaptive:
-        text += f"; requests in flight adapt to 429s, between 1 and {plan['request_cap']}"
-    if limited and plan["requests_per_minute"]:
-        text += f"; at most {plan['requests_per_minute']} requests a minute"
+        text += f"; requests in flight adapt to 429s, between 1 and {plan.request_cap}"
+    if limited and plan.requests_per_minute:
+        text += f"; at most {plan.requests_per_minute} requests a minute"
     return text
 
 
-def corpus_replicas(ref) -> dict[str, Any]:
+def corpus_replicas(ref) -> CorpusReplicas:
     """How many copies of the corpus object Ray's object stores hold (one per node that ran a worker), and its
     size."""
     import ray
 
     where = ray.experimental.get_object_locations([ref]).get(ref) or {}
     nodes = sorted(where.get("node_ids") or [])
-    return {"count": len(nodes), "bytes": where.get("object_size"), "node_ids": nodes}
+    return CorpusReplicas(count=len(nodes), bytes=where.get("object_size"), node_ids=nodes)
 
 
-def pool_target(ex: Execution, plan: dict[str, Any]) -> Callable[[], int]:
+def pool_target(ex: Execution, plan: ExecutionPlan) -> Callable[[], int]:
     """How many workers the pool keeps: one per CPU of the cluster as it is now under `actors: auto` (so the pool
     grows when nodes join), else the configured number."""
-    return (lambda: auto_actors(ex)) if ex.actors == "auto" else (lambda: plan["actors"])
+    return (lambda: auto_actors(ex)) if ex.actors == "auto" else (lambda: plan.actors)
 
 
-def worker_spawner(cfg: RunConfig, plan: dict[str, Any], llm_cfg: LLMConfig, corpus_ref, resources_ref, limiter,
+def worker_spawner(cfg: RunConfig, plan: ExecutionPlan, llm_cfg: LLMConfig, corpus_ref, resources_ref, limiter,
                    workers: list) -> Callable[[], tuple[Any, Any]]:
     """A function that starts the next episode worker on the node `next_placement` picks, appends it to `workers`
     and returns it with its readiness ref (the `spawn` of `scheduler.WorkerPool`)."""
@@ -119,7 +119,7 @@ def worker_spawner(cfg: RunConfig, plan: dict[str, Any], llm_cfg: LLMConfig, cor
 
     def spawn() -> tuple[Any, Any]:
         worker = EpisodeWorker.options(
-            max_restarts=ex.max_actor_restarts, max_concurrency=plan["episodes_per_actor"],
+            max_restarts=ex.max_actor_restarts, max_concurrency=plan.episodes_per_actor,
             num_cpus=ex.cpus_per_actor, scheduling_strategy=next_placement(ex, placed)).remote(
             corpus_ref, resources_ref, cfg.variant, llm_cfg, cfg.agent, cfg.retrieval, limiter,
             cfg.epoch_seed_base())

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
-from pipelines.engine.report import FAILED
+from pipelines.engine.records import EpisodeRecord, Judgement
+from srag_core import FAILED
 
 
 @dataclass
@@ -28,11 +28,11 @@ class RunStats:
     epochs: int = 1  # `total` counts every epoch's episodes
     judge_tokens: int = 0  # the LLM judge's calls, every judgement's
     judge_cost: float = 0.0
-    limiter: dict[str, Any] = field(default_factory=dict)  # the request limiter's last state (`Window.state`), if any
+    limiter: dict[str, int | None] = field(default_factory=dict)  # the request limiter's last state (`Window.state`)
 
-    def add_judge_spend(self, j: dict[str, Any]) -> None:
-        self.judge_tokens += int(j.get("judge_tokens") or 0)
-        self.judge_cost += float(j.get("judge_cost_usd") or 0.0)
+    def add_judge_spend(self, j: Judgement) -> None:
+        self.judge_tokens += j.judge_tokens or 0
+        self.judge_cost += j.judge_cost_usd or 0.0
 
     def spent_cost(self) -> float:
         """Everything the run spent: its episodes' attempts and the judge's calls."""
@@ -51,32 +51,36 @@ class RunStats:
         """What all `total` episodes will have cost at the rate of those done so far (the judge's calls included)."""
         return self.cost_per_episode() * self.total
 
-    def add_episode(self, rec: dict[str, Any]) -> None:
+    def add_episode(self, rec: EpisodeRecord) -> None:
         self.done += 1
-        self.statuses[rec["status"]] += 1
-        self.steps += rec.get("steps", 0)
-        self.tokens += int((rec.get("usage") or {}).get("total_tokens", 0))
-        self.cost += float((rec.get("usage") or {}).get("cost_usd", 0.0))
+        self.statuses[rec.status] += 1
+        self.steps += rec.steps
+        self.add_spend(rec)
 
-    def add_judgement(self, j: dict[str, Any]) -> None:
-        if j.get("score") is None:
+    def add_spend(self, rec: EpisodeRecord) -> None:
+        """An attempt's tokens and cost (an earlier attempt of a question run again counts here only)."""
+        self.tokens += rec.usage.total_tokens
+        self.cost += rec.usage.cost_usd
+
+    def add_judgement(self, j: Judgement) -> None:
+        if j.score is None:
             self.pending += 1
         else:
             self.judged += 1
-            self.score_sum += j["score"]
-            self.em_sum += j.get("em") or 0.0
-            self.f1_sum += j.get("f1") or 0.0
+            self.score_sum += j.score
+            self.em_sum += j.em or 0.0
+            self.f1_sum += j.f1 or 0.0
 
-    def metrics(self) -> dict[str, float]:
+    def metrics(self) -> dict[str, float | int]:
         failed = sum(self.statuses[s] for s in FAILED)
-        out = {"done": self.done, "errors": failed, "pending": self.pending, "tokens": self.tokens,
+        out: dict[str, float | int] = {"done": self.done, "errors": failed, "pending": self.pending, "tokens": self.tokens,
                "cost_usd": self.cost, "judge_cost_usd": self.judge_cost, "projected_cost_usd": self.projected_cost(),
                "mean_steps": self.steps / self.done if self.done else 0.0}
         if self.judged:
             out.update(accuracy=self.score_sum / self.judged, em=self.em_sum / self.judged,
                        f1=self.f1_sum / self.judged)
-        if self.limiter.get("limit") is not None:
-            out.update(request_limit=self.limiter["limit"], rate_limited=self.limiter["rate_limited"])
+        if (limit := self.limiter.get("limit")) is not None:
+            out.update(request_limit=limit, rate_limited=self.limiter.get("rate_limited") or 0)
         return out
 
     def line(self) -> str:
@@ -108,10 +112,10 @@ class ConsoleProgress:
     def __init__(self, run_id: str):
         self.run_id = run_id
 
-    def episode(self, record: dict[str, Any]) -> None:
+    def episode(self, record: EpisodeRecord) -> None:
         pass
 
-    def judgement(self, verdict: dict[str, Any]) -> None:
+    def judgement(self, verdict: Judgement) -> None:
         pass
 
     def progress(self, stats: RunStats) -> None:

@@ -58,7 +58,8 @@ def _join(ray, address: str, env: dict) -> None:
     try:
         ray.init(address=address, runtime_env=env, log_to_driver=False)
     except (ConnectionError, RuntimeError) as e:
-        chain, cause = [], e
+        chain: list[str] = []
+        cause: BaseException | None = e
         while cause is not None and len(chain) < 10:
             chain.append(f"{type(cause).__name__}: {cause}")
             cause = cause.__cause__ or cause.__context__
@@ -167,8 +168,11 @@ def driver_log_reason() -> str | None:
     try:
         import ray._private.worker
 
-        logs = Path(ray._private.worker.global_worker.node.get_logs_dir_path())
-    except Exception:  # not connected, or the private API moved: no reason to add
+        node = ray._private.worker.global_worker.node
+        if node is None:  # not connected
+            return None
+        logs = Path(node.get_logs_dir_path())
+    except Exception:  # the private API moved: no reason to add
         return None
     lines = []
     for path in logs.glob(f"python-core-driver-*_{os.getpid()}.log"):

@@ -23,9 +23,9 @@ The store never loses or doubles a record, whatever happened to the file:
 - a torn last line (a crash mid-write) is moved to `results.torn.jsonl` before the next append, so every append
   starts on a fresh line and the first record after a resume is not glued onto the fragment; a last line that is a
   whole valid record and lacks only its newline is kept and given its newline;
-- every line is checked against its record schema on read (nested fields too: usage counts, timings, scores, a
-  trace_file that stays inside the run folder); lines that are not valid JSON or not a valid record
-  (and bytes that are not UTF-8) are counted and reported in `ResultStore.problems`, never fatal;
+- every line is validated as its model (`records.EpisodeRecord`, `records.Judgement`: nested fields too, usage
+  counts, timings, scores, a trace_file that stays inside the run folder); lines that are not valid JSON or not a
+  valid record (and bytes that are not UTF-8) are counted and reported in `ResultStore.problems`, never fatal;
 - a record with an unknown status, or missing its keys, is refused at write time.
 """
 
@@ -42,12 +42,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 import yaml
 
+from pipelines.datasets import Question
+from pipelines.engine.records import BadRecord, EpisodeRecord, Judgement, RunMeta, parse_line, validate_record
 from pipelines.paths import source_checkout
-from srag_core import STATUSES, utc_now
+from srag_core import utc_now
 
 RESULTS = "results.jsonl"
 TORN = "results.torn.jsonl"  # torn tails moved out of results.jsonl, kept for inspection
@@ -123,14 +125,16 @@ class RunDir:
 
     # -- metadata ------------------------------------------------------------------------------------------------
 
-    def read_meta(self) -> dict[str, Any]:
-        return json.loads((self.path / "run.json").read_text(encoding="utf-8"))
+    def read_meta(self) -> RunMeta:
+        return RunMeta.model_validate_json((self.path / "run.json").read_text(encoding="utf-8"))
 
-    def write_meta(self, meta: dict[str, Any]) -> None:
-        _atomic_write(self.path / "run.json", json.dumps(meta, indent=2, ensure_ascii=False, default=str))
+    def write_meta(self, meta: RunMeta) -> None:
+        _atomic_write(self.path / "run.json", json.dumps(meta.model_dump(mode="json", exclude_unset=True), indent=2,
+                                                         ensure_ascii=False))
 
-    def update_meta(self, **changes: Any) -> dict[str, Any]:
-        meta = {**self.read_meta(), **changes}
+    def update_meta(self, **changes: Any) -> RunMeta:
+        """run.json with `changes` (run.json's own fields: `RunMeta`), written at once."""
+        meta = self.read_meta().changed(**changes)
         self.write_meta(meta)
         return meta
 
@@ -145,19 +149,20 @@ class RunDir:
             self.update_meta(status="failed", error=reason.splitlines()[0][:500], stopped=utc_now())
             raise
 
+    # The resolved config as YAML data: free-form here, `RunConfig` validates it (`lifecycle.load_run_config`).
     def write_config(self, config: dict[str, Any]) -> None:
         _atomic_write(self.path / "config.yaml", yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
 
     def read_config(self) -> dict[str, Any]:
         return yaml.safe_load((self.path / "config.yaml").read_text(encoding="utf-8"))
 
-    def write_questions(self, rows: Iterable[dict[str, Any]]) -> None:
+    def write_questions(self, questions: Iterable[Question]) -> None:
         _atomic_write(self.path / "questions.jsonl",
-                      "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+                      "".join(q.model_dump_json() + "\n" for q in questions))
 
-    def read_questions(self) -> list[dict[str, Any]]:
+    def read_questions(self) -> list[Question]:
         lines = (self.path / "questions.jsonl").read_text(encoding="utf-8").splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
+        return [Question.model_validate_json(line) for line in lines if line.strip()]
 
     # -- results -------------------------------------------------------------------------------------------------
 
@@ -181,14 +186,14 @@ class RunDir:
 Unit = tuple[str, int]  # (question id, epoch): what runs once per epoch, and what a rerun makes a new attempt of
 
 
-def unit_of(record: dict[str, Any]) -> Unit:
+def unit_of(record: EpisodeRecord | Judgement) -> Unit:
     """The (question, epoch) a record belongs to; records from before epochs are epoch 1."""
-    return record["question_id"], int(record.get("epoch", 1))
+    return record.question_id, record.epoch
 
 
-def episode_key(record: dict[str, Any]) -> tuple[str, int, int]:
+def episode_key(record: EpisodeRecord | Judgement) -> tuple[str, int, int]:
     """(question, epoch, attempt): one episode."""
-    return (*unit_of(record), int(record["attempt"]))
+    return record.question_id, record.epoch, record.attempt
 
 
 @dataclass
@@ -197,21 +202,21 @@ class QuestionState:
 
     question_id: str
     epoch: int = 1
-    attempts: list[dict[str, Any]] = field(default_factory=list)
-    judgements: dict[int, dict[str, Any]] = field(default_factory=dict)  # the latest judgement of each attempt
-    history: list[dict[str, Any]] = field(default_factory=list)  # every judgement, in the order they were made
+    attempts: list[EpisodeRecord] = field(default_factory=list)
+    judgements: dict[int, Judgement] = field(default_factory=dict)  # the latest judgement of each attempt
+    history: list[Judgement] = field(default_factory=list)  # every judgement, in the order they were made
 
     @property
-    def latest(self) -> dict[str, Any]:
+    def latest(self) -> EpisodeRecord:
         return self.attempts[-1]
 
     @property
     def status(self) -> str:
-        return self.latest["status"]
+        return self.latest.status
 
     @property
-    def judgement(self) -> dict[str, Any] | None:
-        return self.judgements.get(self.latest["attempt"])
+    def judgement(self) -> Judgement | None:
+        return self.judgements.get(self.latest.attempt)
 
 
 class ResultStore:
@@ -220,19 +225,26 @@ class ResultStore:
 
     def __init__(self, path: Path):
         self.path = path
-        self._fh = None
+        self._fh: IO[str] | None = None
         self.problems: list[str] = []
 
-    def append(self, record: dict[str, Any]) -> None:
-        if (problem := record_problem(record)) is not None:
-            raise ValueError(f"refusing to store a bad record for {record.get('question_id')!r}: {problem}")
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+    def append(self, record: EpisodeRecord | Judgement | dict[str, Any]) -> None:
+        """Write one record (a dict is validated as its model first) and flush it to disk."""
+        if isinstance(record, dict):
+            given = record
+            try:
+                record = validate_record(given)
+            except BadRecord as e:
+                raise BadRecord(f"refusing to store a bad record for {given.get('question_id')!r}: {e}") from None
+        # json.dumps's layout (", ", ": "), as results.jsonl has always had: people grep it
+        line = json.dumps(record.model_dump(mode="json"), ensure_ascii=False) + "\n"
         if self._fh is None:
             self._move_torn_tail()
             self._fh = open(self.path, "a", encoding="utf-8")
-        self._fh.write(line)
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        fh = self._fh
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
 
     def _move_torn_tail(self) -> None:
         """A last line with no newline was cut by a crash mid-write: move it to TORN so the next append starts on a
@@ -275,7 +287,7 @@ class ResultStore:
             self._fh.close()
             self._fh = None
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[EpisodeRecord | Judgement]:
         """Every valid record, in file order; what was skipped is in `problems`."""
         torn = self.path.with_name(TORN)
         self.problems = []
@@ -290,90 +302,47 @@ class ResultStore:
             if not raw.strip():
                 continue
             try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                text = raw.decode("utf-8", errors="replace")
-                self.problems.append(f"line {lineno}: bytes that are not UTF-8 (offset {e.start}), replaced")
-            try:
-                rec = json.loads(text)
-            except json.JSONDecodeError as e:
-                torn = lineno == len(lines)  # the last piece, with no newline after it
-                self.problems.append(f"line {lineno}: " + ("torn by a crash mid-write" if torn else
-                                                           f"not valid JSON ({e.msg})") + ", skipped")
-                continue
-            if (problem := record_problem(rec)) is not None:
-                self.problems.append(f"line {lineno}: {problem}, skipped")
-                continue
-            out.append(rec)
+                out.append(parse_line(raw))
+            except (BadRecord, ValueError):  # the common case above, a line's problems here
+                if (rec := self._salvage(raw, lineno, lineno == len(lines))) is not None:
+                    out.append(rec)
         return out
+
+    def _salvage(self, raw: bytes, lineno: int, last: bool) -> EpisodeRecord | Judgement | None:
+        """A line `parse_line` refused: its bytes that are not UTF-8 replaced (and reported), then parsed again;
+        what is still wrong is reported and the line skipped."""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            text = raw.decode("utf-8", errors="replace")
+            self.problems.append(f"line {lineno}: bytes that are not UTF-8 (offset {e.start}), replaced")
+        try:
+            return parse_line(text)
+        except json.JSONDecodeError as e:  # the last piece, with no newline after it, was cut by a crash
+            self.problems.append(f"line {lineno}: " + ("torn by a crash mid-write" if last else
+                                                       f"not valid JSON ({e.msg})") + ", skipped")
+        except BadRecord as e:
+            self.problems.append(f"line {lineno}: {e}, skipped")
+        return None
 
     def states(self) -> dict[Unit, QuestionState]:
         """The state of every (question, epoch) with a recorded episode."""
         states: dict[Unit, QuestionState] = {}
         for rec in self.records():
             st = states.setdefault(unit_of(rec), QuestionState(*unit_of(rec)))
-            if rec.get("type") == "judgement":
-                st.judgements[rec["attempt"]] = rec  # a later judgement of the same attempt (srag judge) counts
+            if isinstance(rec, Judgement):
+                st.judgements[rec.attempt] = rec  # a later judgement of the same attempt (srag judge) counts
                 st.history.append(rec)
             else:
                 st.attempts.append(rec)
         return {unit: st for unit, st in states.items() if st.attempts}
 
 
-def record_problem(rec: Any) -> str | None:
-    """Why `rec` is not a valid episode or judgement record, or None. Only what readers rely on is checked."""
-    if not isinstance(rec, dict):
-        return f"a record must be a JSON object, not {type(rec).__name__}"
-    kind = rec.get("type", "episode")
-    if kind not in ("episode", "judgement"):
-        return f"unknown record type {kind!r}"
-    if not isinstance(rec.get("question_id"), str) or not rec["question_id"]:
-        return "no question_id string"
-    attempt = rec.get("attempt")
-    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
-        return f"attempt must be a whole number from 1, not {attempt!r}"
-    epoch = rec.get("epoch", 1)
-    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
-        return f"epoch must be a whole number from 1, not {epoch!r}"
-    if kind == "judgement":
-        return _fields_problem(rec, numbers=("score", "em", "f1"), nullable=True)
-    if rec.get("status") not in STATUSES:
-        return f"unknown status {rec.get('status')!r} (known: {', '.join(STATUSES)})"
-    problem = _fields_problem(rec, numbers=("steps", "llm_calls", "wall_s", "llm_s", "tool_s"), nullable=False) \
-        or _fields_problem(rec, texts=("answer", "error", "trace_file"))
-    if problem:
-        return problem
-    usage = {} if rec.get("usage") is None else rec["usage"]
-    if not isinstance(usage, dict):
-        return f"usage must be an object, not {type(usage).__name__}"
-    if (problem := _fields_problem(usage, numbers=tuple(usage), nullable=False)) is not None:
-        return f"usage.{problem}"
-    trace = rec.get("trace_file")
-    if trace is not None and (Path(trace).is_absolute() or ".." in Path(trace).parts):
-        return f"trace_file {trace[:80]!r} leads outside the run folder"
-    return None
-
-
-def _fields_problem(rec: dict[str, Any], numbers: tuple[str, ...] = (), texts: tuple[str, ...] = (),
-                    nullable: bool = True) -> str | None:
-    """Why one of the named fields, where present, is not a number (`numbers`) or a string (`texts`); null passes
-    for texts always and for numbers when `nullable`."""
-    for key in numbers:
-        value = rec.get(key)
-        if key in rec and not (value is None and nullable) and (
-                not isinstance(value, (int, float)) or isinstance(value, bool)):
-            return f"{key} must be a number{' or null' if nullable else ''}, not {str(value)[:40]!r}"
-    for key in texts:
-        value = rec.get(key)
-        if value is not None and not isinstance(value, str):
-            return f"{key} must be a string or null, not {type(value).__name__}"
-    return None
-
-
 def _whole_record(raw: bytes) -> bool:
     try:
-        return record_problem(json.loads(raw.decode("utf-8"))) is None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        parse_line(raw)
+        return True
+    except ValueError:  # not JSON (json.JSONDecodeError) or not a record (BadRecord)
         return False
 
 
@@ -390,17 +359,16 @@ class RunFolderSink:
     def __init__(self, run_dir: RunDir, store: ResultStore):
         self.run_dir, self.store = run_dir, store
 
-    def episode(self, record: dict[str, Any]) -> None:
+    def episode(self, record: EpisodeRecord) -> None:
         # The trace file first, so every recorded row has one (the trace export relies on it). A worker sends the
         # file's text ready-made (`trace_json`); a record made on the driver (a crash) is serialised here.
-        trace_path = self.run_dir.trace_path(record["question_id"], record["attempt"], record.get("epoch", 1))
-        text = record.pop("trace_json", None) or json.dumps(record, ensure_ascii=False, default=str)
-        trace_path.write_text(text, encoding="utf-8")
-        row = {k: v for k, v in record.items() if k != "trace"}
-        row.update(type="episode", trace_file=str(trace_path.relative_to(self.run_dir.path)))
-        self.store.append(row)
+        trace_path = self.run_dir.trace_path(record.question_id, record.attempt, record.epoch)
+        trace_path.write_text(record.trace_text(), encoding="utf-8")
+        record.trace_json = None  # written: the driver need not hold it
+        record.trace_file = str(trace_path.relative_to(self.run_dir.path))
+        self.store.append(record)
 
-    def judgement(self, verdict: dict[str, Any]) -> None:
+    def judgement(self, verdict: Judgement) -> None:
         self.store.append(verdict)
 
     def progress(self, stats) -> None:

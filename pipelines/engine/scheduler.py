@@ -25,11 +25,13 @@ import time
 from collections import Counter, deque
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
+from pipelines.datasets import Question
 from pipelines.engine.guards import EndpointGuard, SpendLimit, Stop
 from pipelines.engine.progress import RunStats
-from srag_core import FINISHED, utc_now
+from pipelines.engine.records import EpisodeRecord, Judgement
+from srag_core import FINISHED, Status
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 5.0
@@ -42,38 +44,31 @@ GROW_EVERY_S = 10.0  # how often the cluster's CPUs are read, to add workers whe
 class RunSink(Protocol):
     """Receives what the scheduler produces. Calls come from the scheduler's thread, in order."""
 
-    def episode(self, record: dict[str, Any]) -> None: ...
+    def episode(self, record: EpisodeRecord) -> None: ...
 
-    def judgement(self, verdict: dict[str, Any]) -> None: ...
+    def judgement(self, verdict: Judgement) -> None: ...
 
     def progress(self, stats: RunStats) -> None: ...
 
 
 class Judge(Protocol):
-    def submit(self, question: dict[str, Any], record: dict[str, Any]) -> Future: ...
+    def submit(self, question: Question, record: EpisodeRecord) -> Future[Judgement]: ...
 
 
-Work = tuple[dict, int, int]  # (question, epoch, attempt)
-
-
-def failed_record(question: dict[str, Any], attempt: int, status: str, error: str, epoch: int = 1) -> dict[str, Any]:
-    """The record of an episode that never produced one of its own (its worker died, no worker was left...)."""
-    now = utc_now()
-    return {"question_id": question["id"], "question": question["question"], "answer": None, "status": status,
-            "error": error, "steps": 0, "llm_calls": 0, "usage": {}, "attempt": attempt, "epoch": epoch,
-            "started_at": now, "finished_at": now, "wall_s": 0.0, "trace": []}
+Work = tuple[Question, int, int]  # (question, epoch, attempt)
 
 
 @dataclass
 class _Slot:
-    question: dict[str, Any]
+    question: Question
     epoch: int
     attempt: int
     worker: int
     deadline: float = float("inf")  # monotonic time after which the driver gives up on this episode
 
-    def failed(self, status: str, error: str) -> dict[str, Any]:
-        return failed_record(self.question, self.attempt, status, error, self.epoch)
+    def failed(self, status: Status, error: str) -> EpisodeRecord:
+        return EpisodeRecord.failed(self.question.id, self.question.question, attempt=self.attempt, epoch=self.epoch,
+                                    status=status, error=error)
 
 
 class WorkerPool:
@@ -171,7 +166,7 @@ class Scheduler:
                  retries_on_death: int, episode_timeout_s: float = float("inf"), grace_s: float = EPISODE_GRACE_S,
                  progress_every_s: float = PROGRESS_EVERY_S, capacity_per_worker: int | None = None,
                  budget: SpendLimit | None = None, endpoint: EndpointGuard | None = None,
-                 limiter_state: Callable[[], dict[str, Any]] | None = None):
+                 limiter_state: Callable[[], dict[str, int | None]] | None = None):
         """`capacity`: episodes in flight; with `capacity_per_worker` it grows with the pool. `budget` and `endpoint`
         may stop the run starting episodes (`stop` says why; `left` holds what never started). `limiter_state`
         gives the request limiter's state for each progress tick (`RunStats.limiter`)."""
@@ -187,11 +182,11 @@ class Scheduler:
         self.progress_every_s = progress_every_s
         self.pending: deque[Work] = deque()
         self.inflight: dict[Any, _Slot] = {}
-        self.judging: dict[Future, dict] = {}
+        self.judging: dict[Future[Judgement], EpisodeRecord] = {}
         self.deaths: Counter = Counter()
         self.first_dispatch: float | None = None  # monotonic time the first episode went to a worker
 
-    def run(self, todo: list[Work], unjudged: list[tuple[dict, dict]] = ()) -> None:
+    def run(self, todo: list[Work], unjudged: Sequence[tuple[Question, EpisodeRecord]] = ()) -> None:
         """Run every (question, epoch, attempt) of `todo` and judge it; judge `unjudged` (question, record)."""
         self.pending.extend(todo)
         self.judging.update({self.judge.submit(q, rec): rec for q, rec in unjudged})
@@ -264,7 +259,7 @@ class Scheduler:
             if not self.pool.ever_ready:  # no worker has ever started, so none ran it: not the question's fault
                 self._requeue(slot)
                 return
-            unit = (slot.question["id"], slot.epoch)
+            unit = (slot.question.id, slot.epoch)
             self.deaths[unit] += 1
             if self.deaths[unit] <= self.retries_on_death:
                 self._requeue(slot)  # same attempt: it never produced a record
@@ -276,7 +271,7 @@ class Scheduler:
         self._record(record)
         if self.endpoint is not None and self.stop is None:
             self.stop = self.endpoint.settle(record)
-        if record["status"] in FINISHED:
+        if record.status in FINISHED:
             self.judging[self.judge.submit(slot.question, record)] = record
 
     def _reclaim_overdue(self) -> None:
@@ -313,7 +308,7 @@ class Scheduler:
         self.pending.appendleft((slot.question, slot.epoch, slot.attempt))
         self.stats.requeued += 1
 
-    def _record(self, record: dict[str, Any]) -> None:
+    def _record(self, record: EpisodeRecord) -> None:
         self.stats.add_episode(record)
         for sink in self.sinks:
             sink.episode(record)

@@ -34,15 +34,19 @@ from statistics import fmean, stdev
 from typing import Any, Iterable
 
 from pipelines.config import parse_reducer
+from pipelines.engine.records import Comparison, EpisodeRow, Outcome, QuestionRow
 from srag_core import FAILED
 
-OUTCOMES = ("scored", "failed", "pending", "not_run", "missing")
-NOT_SCORED = OUTCOMES[1:]  # in this order, the outcome a question takes from the worst of its epochs
+# Summary figures by `RunSummary` field name, for `report.summarize` (which refuses a name that is not a field).
+Figures = dict[str, Any]
+
+OUTCOMES: tuple[Outcome, ...] = ("scored", "failed", "pending", "not_run", "missing")
+NOT_SCORED: tuple[Outcome, ...] = OUTCOMES[1:]  # in this order, the outcome a question takes from the worst of its epochs
 DENOMINATORS = {"accuracy": "scored", "coverage": "n_questions", "accuracy_all": "n_questions"}
 RIGHT = 0.5  # a score at or above this is a right answer (McNemar's test, the trace tags)
 
 
-def outcome(row: dict[str, Any]) -> str:
+def outcome(row: EpisodeRow) -> Outcome:
     """The outcome of one row (`report.episode_rows`, `report.question_rows`): the one it carries, else its status and
     its latest verdict."""
     if "outcome" in row:
@@ -54,13 +58,13 @@ def outcome(row: dict[str, Any]) -> str:
     return "pending" if row.get("score") is None else "scored"
 
 
-def figures(rows: list[dict[str, Any]], episodes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def figures(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -> Figures:
     """The run's figures over every question it was given (`rows`, one per question), with their 95% intervals and
     the counts behind them; how the verdicts were reached is counted over the `episodes` (the rows themselves with
     one epoch)."""
     n = len(rows)
     outcomes = Counter(outcome(r) for r in rows)
-    scores = [float(r["score"]) for r in rows if outcome(r) == "scored"]
+    scores = scored_values(rows)
     sources = Counter(r.get("score_source") for r in (rows if episodes is None else episodes)
                       if outcome(r) == "scored")
     every = scores + [0.0] * (n - len(scores))  # accuracy_all: what is not scored counts 0
@@ -77,16 +81,21 @@ def figures(rows: list[dict[str, Any]], episodes: list[dict[str, Any]] | None = 
     }
 
 
-def by_type(rows: list[dict[str, Any]], episodes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def scored_values(rows: Iterable[EpisodeRow]) -> list[float]:
+    """The scores of the scored rows (a scored row always has one)."""
+    return [float(r["score"] or 0.0) for r in rows if outcome(r) == "scored"]
+
+
+def by_type(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -> Figures:
     """Accuracy (over scored questions), its interval, and coverage, per question type; with several epochs also
     each type's accuracy per epoch and their spread."""
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[str, list[QuestionRow]] = defaultdict(list)
     for r in rows:
         groups[str(r.get("type"))].append(r)
-    out: dict[str, Any] = {"accuracy_by_type": {}, "n_by_type": {}, "accuracy_ci95_by_type": {},
+    out: Figures = {"accuracy_by_type": {}, "n_by_type": {}, "accuracy_ci95_by_type": {},
                            "coverage_by_type": {}}
     for t, group in sorted(groups.items()):
-        scores = [float(r["score"]) for r in group if outcome(r) == "scored"]
+        scores = scored_values(group)
         out["coverage_by_type"][t] = round(len(scores) / len(group), 4)
         if scores:
             out["accuracy_by_type"][t] = _mean(scores)
@@ -114,6 +123,7 @@ def reduce_scores(scores: list[float], answers: list[str | None], reducer: str, 
         return max(scores)
     if kind == "mode":
         return mode_score(scores, answers)
+    assert k is not None  # parse_reducer gives pass_at and at_least their k
     right = sum(s >= threshold for s in scores)
     return pass_at_k(len(scores), right, k) if kind == "pass_at" else float(right >= k)
 
@@ -135,53 +145,53 @@ def mode_score(scores: list[float], answers: list[str | None]) -> float:
     return scores[next(i for i, key in enumerate(keys) if counts[key] == best)]
 
 
-def reduced_row(epochs: list[dict[str, Any]], reducer: str) -> dict[str, Any]:
+def reduced_row(epochs: list[EpisodeRow], reducer: str) -> QuestionRow:
     """One question's row from its epoch rows (in epoch order): the epochs side by side, the question's outcome (scored
     when every epoch is, else the first of failed, pending, not_run, missing among them) and its reduced score."""
     first = epochs[0]
     outcomes = [outcome(r) for r in epochs]
     worst = "scored" if all(o == "scored" for o in outcomes) else next(o for o in NOT_SCORED if o in outcomes)
     scores = [r.get("score") for r in epochs]
-    row = {k: first.get(k) for k in ("question_id", "question", "gold", "type", "answer_kind")}
-    row.update(epochs=len(epochs), reducer=reducer, outcome=worst, status=",".join(r["status"] for r in epochs),
-               epoch_scores=scores, epoch_statuses=[r["status"] for r in epochs],
-               epoch_answers=[r.get("answer") for r in epochs],
-               score=reduce_scores(scores, [r.get("answer") for r in epochs], reducer) if worst == "scored" else None,
-               **{k: sum(r.get(k) or 0 for r in epochs) for k in SUMMED})
-    return row
+    return QuestionRow(question_id=first["question_id"], question=first["question"], gold=first["gold"],
+                       type=first.get("type"), answer_kind=first["answer_kind"], epochs=len(epochs), reducer=reducer,
+                       outcome=worst, status=",".join(r["status"] for r in epochs), epoch_scores=scores,
+                       epoch_statuses=[r["status"] for r in epochs], epoch_answers=[r.get("answer") for r in epochs],
+                       score=reduce_scores([float(s) for s in scores if s is not None],
+                                           [r.get("answer") for r in epochs], reducer) if worst == "scored" else None,
+                       spent_tokens=sum(r.get("spent_tokens", 0) for r in epochs),
+                       spent_cost_usd=sum(r.get("spent_cost_usd", 0.0) for r in epochs),
+                       tokens=sum(r.get("tokens", 0) for r in epochs),
+                       cost_usd=sum(r.get("cost_usd", 0.0) for r in epochs),
+                       llm_calls=sum(r.get("llm_calls", 0) for r in epochs),
+                       wall_s=sum(r.get("wall_s", 0.0) for r in epochs))
 
 
-SUMMED = ("spent_tokens", "spent_cost_usd", "tokens", "cost_usd", "llm_calls", "wall_s")  # over a question's epochs
-
-
-def epoch_figures(rows: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> dict[str, Any]:
+def epoch_figures(rows: list[QuestionRow], episodes: list[EpisodeRow]) -> Figures:
     """The epochs of a run: how many, the reducer, the mean and pass@1 / pass@K over scored questions (always, so
     runs with different reducers stay comparable), each epoch's accuracy alone and their spread, and how many
     episodes were scored."""
     k = _epochs(episodes)
     scored = [r for r in rows if outcome(r) == "scored"]
-    epoch_scores = [[float(s) for s in r.get("epoch_scores") or [r["score"]]] for r in scored]
+    epoch_scores = [[float(s) for s in r.get("epoch_scores") or [r["score"]] if s is not None] for r in scored]
     pass_at = {n: _mean(pass_at_k(len(s), sum(x >= RIGHT for x in s), n) for s in epoch_scores)
                for n in sorted({1, k})}
     return {"epochs": k, "reducer": rows[0].get("reducer", "mean") if rows else "mean",
             "accuracy_mean": _mean(fmean(s) for s in epoch_scores), "pass_at_k": pass_at,
-            **{f"pass_at_{n}": v for n, v in pass_at.items()}, **_epoch_spread(episodes),
+            **_epoch_spread(episodes),
             "episodes_scored": sum(outcome(e) == "scored" for e in episodes)}
 
 
-def _epoch_spread(episodes: list[dict[str, Any]]) -> dict[str, Any]:
+def _epoch_spread(episodes: list[EpisodeRow]) -> Figures:
     """Each epoch's accuracy over its scored episodes, and the standard deviation of those accuracies."""
     by_epoch: dict[int, list[float]] = defaultdict(list)
     for e in episodes:
-        by_epoch.setdefault(e.get("epoch", 1), [])
-        if outcome(e) == "scored":
-            by_epoch[e.get("epoch", 1)].append(float(e["score"]))
+        by_epoch[e.get("epoch", 1)].extend(scored_values([e]))
     accuracy = {epoch: _mean(v) for epoch, v in sorted(by_epoch.items())}
     known = [a for a in accuracy.values() if a is not None]
     return {"accuracy_by_epoch": accuracy, "accuracy_epoch_std": round(stdev(known), 4) if len(known) > 1 else None}
 
 
-def _epochs(episodes: list[dict[str, Any]]) -> int:
+def _epochs(episodes: list[EpisodeRow]) -> int:
     return max((e.get("epoch", 1) for e in episodes), default=1)
 
 
@@ -198,7 +208,7 @@ def mean_interval(scores: list[float], level: float = 0.95, resamples: int = 200
     if all(s in (0, 1) for s in scores):
         return share_interval(int(sum(scores)), len(scores), level)
     lo, hi = bootstrap_ci(scores, resamples, seed=0, level=level)
-    mean = _mean(scores)
+    mean = round(fmean(scores), 4)
     return [min(lo, mean), max(hi, mean)]
 
 
@@ -232,8 +242,8 @@ def mcnemar_exact(b: int, c: int) -> float:
 # Paired comparison
 
 
-def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, threshold: float = RIGHT,
-            resamples: int = 10_000, seed: int = 0) -> dict[str, Any]:
+def compare(rows_a: list[QuestionRow], rows_b: list[QuestionRow], *, threshold: float = RIGHT,
+            resamples: int = 10_000, seed: int = 0) -> Comparison:
     """Question-by-question comparison over every question scored in both runs (an empty answer is a wrong answer
     and is paired like any other), on each question's score (with several epochs, its reduced score); the questions
     left out, because they failed, are pending or never ran in either run, are counted by reason.
@@ -248,7 +258,7 @@ def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, thres
     shared = sorted(a.keys() & b.keys())
     paired = [q for q in shared if outcome(a[q]) == outcome(b[q]) == "scored"]
     left_out = Counter(_left_out_reason(a[q], b[q]) for q in shared if q not in paired)
-    sa, sb = {q: float(a[q]["score"]) for q in paired}, {q: float(b[q]["score"]) for q in paired}
+    sa, sb = ({q: scored_values([rows[q]])[0] for q in paired} for rows in (a, b))
     both = sum(1 for q in paired if sa[q] >= threshold and sb[q] >= threshold)
     only_a = sum(1 for q in paired if sa[q] >= threshold > sb[q])
     only_b = sum(1 for q in paired if sb[q] >= threshold > sa[q])
@@ -258,15 +268,15 @@ def compare(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]], *, thres
     epochs = max((r.get("epochs", 1) for r in (*a.values(), *b.values())), default=1)
     binary = epochs == 1 and all(v in (0.0, 1.0) for v in [*sa.values(), *sb.values()])
     mcnemar = mcnemar_exact(only_a, only_b) if binary else None
-    return {"n_paired": len(paired), "n_left_out": sum(left_out.values()),
-            "left_out": {reason: left_out.get(reason, 0) for reason in NOT_SCORED},
-            "only_in_a": len(a.keys() - b.keys()), "only_in_b": len(b.keys() - a.keys()),
-            "both_right": both, "only_a_right": only_a, "only_b_right": only_b,
-            "neither_right": len(paired) - both - only_a - only_b,
-            "accuracy_a": _mean(sa.values()), "accuracy_b": _mean(sb.values()),
-            "difference": _mean(diffs), "test": "mcnemar_exact" if binary else "paired_permutation",
-            "p_value": mcnemar if binary else paired_permutation_p(diffs, resamples, seed), "mcnemar_p": mcnemar,
-            "difference_ci95": bootstrap_ci(diffs, resamples, seed) if diffs else None}
+    return Comparison(
+        n_paired=len(paired), n_left_out=sum(left_out.values()),
+        left_out={reason: left_out.get(reason, 0) for reason in NOT_SCORED},
+        only_in_a=len(a.keys() - b.keys()), only_in_b=len(b.keys() - a.keys()),
+        both_right=both, only_a_right=only_a, only_b_right=only_b, neither_right=len(paired) - both - only_a - only_b,
+        accuracy_a=_mean(sa.values()), accuracy_b=_mean(sb.values()), difference=_mean(diffs),
+        test="mcnemar_exact" if binary else "paired_permutation",
+        p_value=mcnemar if mcnemar is not None else paired_permutation_p(diffs, resamples, seed), mcnemar_p=mcnemar,
+        difference_ci95=bootstrap_ci(diffs, resamples, seed) if diffs else None)
 
 
 def paired_permutation_p(diffs: list[float], resamples: int = 10_000, seed: int = 0) -> float:
@@ -286,11 +296,11 @@ def paired_permutation_p(diffs: list[float], resamples: int = 10_000, seed: int 
     return float((np.sum(np.abs(signs @ d) >= observed - 1e-12) + 1) / (resamples + 1))
 
 
-def _by_id(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _by_id(rows: list[QuestionRow]) -> dict[str, QuestionRow]:
     return {r["question_id"]: r for r in rows}
 
 
-def _left_out_reason(a: dict[str, Any], b: dict[str, Any]) -> str:
+def _left_out_reason(a: QuestionRow, b: QuestionRow) -> Outcome:
     """Why a question shared by both runs is not paired: the first of failed, pending, not_run, missing in either
     run."""
     reasons = {outcome(a), outcome(b)}
@@ -298,5 +308,5 @@ def _left_out_reason(a: dict[str, Any], b: dict[str, Any]) -> str:
 
 
 def _mean(values: Iterable[float | None]) -> float | None:
-    values = [v for v in values if v is not None]
-    return round(fmean(values), 4) if values else None
+    present = [v for v in values if v is not None]
+    return round(fmean(present), 4) if present else None

@@ -59,6 +59,7 @@ def question_count(cfg: RunConfig, built: dict[str, int | str]) -> tuple[int | N
             return None, n
         where = f"{cfg.dataset} in the dataset registry"
     else:
+        assert cfg.questions, "RunConfig requires questions without a dataset"
         path = Path(cfg.questions).expanduser()
         try:
             with path.open(encoding="utf-8") as fh:

@@ -10,7 +10,8 @@ from typing import Any
 
 from pipelines.config import RunConfig
 from pipelines.engine.lifecycle import load_run_config, open_tracker, run_one
-from pipelines.engine.report import plot_accuracy_intervals, plot_sweep, read_run, run_summary
+from pipelines.engine.records import PairwiseRow, RunComparison, RunResult, SweepInfo, SweepSummary
+from pipelines.engine.report import LabelledRun, plot_accuracy_intervals, plot_sweep, read_run, run_summary
 from pipelines.engine.scoring import compare
 from pipelines.engine.results import RunDir, git_revision, new_run_id
 from pipelines.engine.tracking import source_tags
@@ -18,7 +19,7 @@ from srag_core import utc_now
 
 
 def run_sweep(name: str, sweep_file: Path, grid: dict[str, Any], runs: list[RunConfig], runs_dir: Path, *,
-              quiet: bool, max_cost_usd: float | None = None, max_tokens: int | None = None) -> dict[str, Any]:
+              quiet: bool, max_cost_usd: float | None = None, max_tokens: int | None = None) -> SweepSummary:
     """Every run of the grid in turn, each an MLflow child of one parent run; returns the sweep's summary. With a
     sweep budget each run may spend what the runs before it left (and no more than its own budget): once it is
     spent, the remaining runs start no episode and record every one as not run."""
@@ -32,17 +33,17 @@ def run_sweep(name: str, sweep_file: Path, grid: dict[str, Any], runs: list[RunC
                 **source_tags(sys.argv[1:], revision)}  # the children's source tags (`lifecycle.mlflow_run`)
         parent = tracker.create_run(name, {"sweep_file": str(sweep_file), "n_runs": len(runs),
                                            "grid": json.dumps(grid)}, tags)
-        _write_sweep(sweep_dir, {"sweep_id": sweep_id, "name": name, "file": str(sweep_file),
-                                 "created": utc_now(), "mlflow_run_id": parent, "runs": []})
+        info = SweepInfo(sweep_id=sweep_id, name=name, file=str(sweep_file), created=utc_now(), mlflow_run_id=parent)
+        _write_sweep(sweep_dir, info)
         done: list[str] = []
         spent = {"cost": 0.0, "tokens": 0}
         for cfg in runs:
             cfg = within_sweep_budget(cfg, max_cost_usd, max_tokens, spent)
             result = run_one(cfg, runs_dir, quiet=quiet, tracker=tracker, sweep_id=sweep_id, parent=parent)
-            spent["cost"] += result["cost_usd"] + result["judge_cost_usd"]
-            spent["tokens"] += result["tokens"] + result["judge_tokens"]
-            done.append(result["run_id"])
-            _write_sweep(sweep_dir, {**read_sweep(sweep_dir), "runs": done})
+            spent["cost"] += result.cost_usd + result.judge_cost_usd
+            spent["tokens"] += result.tokens + result.judge_tokens
+            done.append(result.run_id)
+            _write_sweep(sweep_dir, info.model_copy(update={"runs": done}))
         return sweep_summary(runs_dir, sweep_dir, tracker)
     finally:
         tracker.close()
@@ -61,75 +62,69 @@ def _tighter(a, b):
     return b if a is None else a if b is None else min(a, b)
 
 
-def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> dict[str, Any]:
+def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> SweepSummary:
     """The sweep's table and plots from its run folders (and, with a tracker, its parent run's aggregates, pairwise
     table and plots, replacing what an earlier summary logged)."""
     info = read_sweep(sweep_dir)
     rows = []
-    for run_id in info["runs"]:
+    for run_id in info.runs:
         run_dir = RunDir.open(runs_dir, run_id)
         meta = run_dir.read_meta()
         summary, questions = run_summary(run_dir)
-        rows.append({"label": meta["name"].split("/", 1)[-1], "meta": meta, "summary": summary,
-                     "questions": questions})
+        rows.append(LabelledRun(meta.name.split("/", 1)[-1], meta, summary, questions))
     plots = plot_sweep(rows, sweep_dir / "accuracy_by_type_and_run.png", sweep_dir / "cost_vs_accuracy.png")
     plots.append(plot_accuracy_intervals(rows, sweep_dir / "accuracy_with_intervals.png"))
     pairs = pairwise(rows)
     errors: list[str] = []
-    if tracker is not None and info.get("mlflow_run_id"):
+    if tracker is not None and info.mlflow_run_id:
         _log_parent(tracker, info, sweep_dir, rows, pairs, plots)
         errors = tracker.flush()  # the parent's writes; `srag report SWEEP_ID` does not write, a rerun does
-    runs = [{"run_id": r["meta"]["run_id"], "label": r["label"], "variant": r["meta"]["variant"],
-             "model": r["meta"]["model"], **r["summary"]} for r in rows]
-    return {"sweep_id": info["sweep_id"], "name": info["name"], "n_runs": len(runs),
-            "n_questions": sum(r["n_questions"] for r in runs), "runs": runs, "pairwise": pairs,
-            "plots": [str(p) for p in plots], "mlflow_errors": errors}
+    return SweepSummary(sweep_id=info.sweep_id, name=info.name, n_runs=len(rows),
+                        n_questions=sum(r.summary.n_questions for r in rows), runs=[_result(r) for r in rows],
+                        pairwise=pairs, plots=[str(p) for p in plots], mlflow_errors=errors)
 
 
-def pairwise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _result(run: LabelledRun) -> RunResult:
+    return RunResult.of(run_id=run.meta.run_id, label=run.label, variant=run.meta.variant or "",
+                        model=run.meta.model or "", **run.summary.model_dump(exclude_unset=True))
+
+
+def pairwise(rows: list[LabelledRun]) -> list[PairwiseRow]:
     """`srag compare` for every pair of the sweep's runs that answered the same question set."""
     out = []
     for i, a in enumerate(rows):
         for b in rows[i + 1:]:
-            if a["meta"]["questions_file"] != b["meta"]["questions_file"]:
+            if a.meta.questions_file != b.meta.questions_file:
                 continue
-            result = compare(a["questions"], b["questions"])
-            ci = result.pop("difference_ci95") or [None, None]
-            # What a reader compares comes first, so the UI's table shows it without scrolling sideways.
-            first = {k: result.pop(k) for k in ("n_paired", "accuracy_a", "accuracy_b", "difference")}
-            unpaired = {k: result.pop(k) for k in ("only_in_a", "only_in_b")}
-            left_out = {f"left_out_{k}": v for k, v in result.pop("left_out").items()}
-            out.append({"run_a": a["label"], "run_b": b["label"], **first, "n_left_out": result.pop("n_left_out"),
-                        "difference_ci95_low": ci[0], "difference_ci95_high": ci[1], "test": result.pop("test"),
-                        "p_value": result.pop("p_value"), **result, **left_out, **unpaired,
-                        "dataset": Path(a["meta"]["questions_file"]).parent.name,
-                        "run_id_a": a["meta"]["run_id"], "run_id_b": b["meta"]["run_id"]})
+            out.append(PairwiseRow.of(a.label, b.label, compare(a.questions, b.questions),
+                                      dataset=Path(str(a.meta.questions_file)).parent.name,
+                                      run_id_a=a.meta.run_id, run_id_b=b.meta.run_id))
     return out
 
 
-def _log_parent(tracker, info: dict[str, Any], sweep_dir: Path, rows: list[dict[str, Any]],
-                pairs: list[dict[str, Any]], plots: list[Path]) -> None:
+def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRun],
+                pairs: list[PairwiseRow], plots: list[Path]) -> None:
     """The parent run's aggregates (at step 0, the later value replacing the earlier one in MLflow's views), its
     pairwise table and plots."""
     import pandas as pd
 
     from pipelines.engine.tracking import write_table
 
-    parent = info["mlflow_run_id"]
+    parent = info.mlflow_run_id
     for plot in plots:
         tracker.log_artifact(parent, plot, "plots")
     metrics: dict[str, float] = {}
     for r in rows:
-        label, summary = metric_label(r["label"]), r["summary"]
+        label, summary = metric_label(r.label), r.summary
         for figure in ("accuracy", "coverage", "accuracy_all"):
-            if summary[figure] is not None:
-                metrics[f"{figure}/{label}"] = summary[figure]
-        metrics.update({f"complete/{label}": float(summary["complete"]), f"tokens/{label}": summary["tokens"],
-                        f"cost_usd/{label}": summary["cost_usd"]})
+            if (value := getattr(summary, figure)) is not None:
+                metrics[f"{figure}/{label}"] = value
+        metrics.update({f"complete/{label}": float(summary.complete), f"tokens/{label}": summary.tokens,
+                        f"cost_usd/{label}": summary.cost_usd})
     tracker.log_metrics(parent, metrics, 0)
-    tracker.set_tags(parent, {"srag.complete": str(all(r["summary"]["complete"] for r in rows)).lower()})
-    tracker.replace_tables(parent, {"pairwise.json": write_table(pd.DataFrame(pairs),
-                                                                 sweep_dir / "tables" / "pairwise.json"),
+    tracker.set_tags(parent, {"srag.complete": str(all(r.summary.complete for r in rows)).lower()})
+    pair_table = pd.DataFrame([p.model_dump() for p in pairs], columns=list(PairwiseRow.model_fields))
+    tracker.replace_tables(parent, {"pairwise.json": write_table(pair_table, sweep_dir / "tables" / "pairwise.json"),
                                     "runs.json": write_table(pd.DataFrame(run_table(rows)),
                                                              sweep_dir / "tables" / "runs.json")})
     tracker.set_terminated(parent)
@@ -139,10 +134,10 @@ RUN_TABLE_COLUMNS = ("accuracy", "accuracy_ci95", "coverage", "accuracy_all", "c
                      "failed", "pending", "missing", "no_answer", "em_fallback", "tokens", "cost_usd")
 
 
-def run_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_table(rows: list[LabelledRun]) -> list[dict[str, Any]]:
     """One row per run of the sweep: its accuracy beside its coverage and whether it is complete."""
-    return [{"run": r["label"], **{k: r["summary"].get(k) for k in RUN_TABLE_COLUMNS},
-             "run_id": r["meta"]["run_id"]} for r in rows]
+    return [{"run": r.label, **{k: getattr(r.summary, k) for k in RUN_TABLE_COLUMNS}, "run_id": r.meta.run_id}
+            for r in rows]
 
 
 def metric_label(label: str) -> str:
@@ -151,7 +146,7 @@ def metric_label(label: str) -> str:
 
 def refresh_after(run_dir: RunDir, runs_dir: Path) -> None:
     """After a child run changed (rerun, resume), bring its sweep's parent run up to date."""
-    sweep_id = run_dir.read_meta().get("sweep_id")
+    sweep_id = run_dir.read_meta().sweep_id
     if not sweep_id or not is_sweep(runs_dir, sweep_id):
         return
     tracker = open_tracker(load_run_config(run_dir), runs_dir)
@@ -165,24 +160,21 @@ def is_sweep(runs_dir: Path, some_id: str) -> bool:
     return (runs_dir / "sweeps" / some_id / "sweep.json").is_file()
 
 
-def read_sweep(sweep_dir: Path) -> dict[str, Any]:
-    return json.loads((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
+def read_sweep(sweep_dir: Path) -> SweepInfo:
+    return SweepInfo.model_validate_json((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
 
 
-def _write_sweep(sweep_dir: Path, info: dict[str, Any]) -> None:
-    (sweep_dir / "sweep.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
+def _write_sweep(sweep_dir: Path, info: SweepInfo) -> None:
+    (sweep_dir / "sweep.json").write_text(json.dumps(info.model_dump(mode="json"), indent=2), encoding="utf-8")
 
 
-def run_report(runs_dir: Path, run_id: str) -> dict[str, Any]:
+def run_report(runs_dir: Path, run_id: str) -> RunResult:
     run_dir = RunDir.open(runs_dir, run_id)
     meta = run_dir.read_meta()
-    return {"run_id": run_id, "name": meta["name"], "variant": meta["variant"], "model": meta["model"],
-            "status": meta.get("status"), **run_summary(run_dir)[0]}
+    return RunResult.of(run_id=run_id, name=meta.name, variant=meta.variant or "", model=meta.model or "",
+                        status=meta.status, **run_summary(run_dir)[0].model_dump(exclude_unset=True))
 
 
-def compare_runs(runs_dir: Path, run_a: str, run_b: str) -> dict[str, Any]:
-    rows = []
-    for run_id in (run_a, run_b):
-        run_dir = RunDir.open(runs_dir, run_id)
-        rows.append(read_run(run_dir)[0])
-    return {"run_a": run_a, "run_b": run_b, **compare(*rows)}
+def compare_runs(runs_dir: Path, run_a: str, run_b: str) -> RunComparison:
+    rows = [read_run(RunDir.open(runs_dir, run_id))[0] for run_id in (run_a, run_b)]
+    return RunComparison(run_a=run_a, run_b=run_b, **compare(*rows).model_dump())

@@ -8,16 +8,20 @@ and they travel to the workers through the object store.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pipelines import paths
 from pipelines.config import ConfigError, IngestionSettings, RetrievalSettings, RunConfig
 from srag_core import Agent, AgentConfig, Corpus, VanillaRAG
 from srag_core.embeddings import ChunkIndex
 
-# Ablations of the zero-ingestion agent: which switches each variant turns off.
-AGENT_VARIANTS: dict[str, dict[str, Any]] = {
+if TYPE_CHECKING:  # discovery loads on first use (`srag_core.discovery`'s lazy names)
+    from srag_core.discovery import PatternIndex
+
+# Ablations of the zero-ingestion agent: which AgentConfig switches each variant turns off.
+AGENT_VARIANTS: dict[str, dict[str, bool]] = {
     "zero_ingestion": {},
     "no_landscape": {"landscape": False},
     "no_diagnostics": {"diagnostics": False},
@@ -25,29 +29,45 @@ AGENT_VARIANTS: dict[str, dict[str, Any]] = {
     "stateless": {"stateless": True},
 }
 LIMITED_FAMILIES = ("embeddings", "pattern_search")
-_RESOURCES: dict[tuple, dict[str, Any]] = {}
+
+
+@dataclass(frozen=True)
+class VariantResources:
+    """What a variant builds once per corpus, besides the corpus itself (put in Ray's object store once)."""
+
+    chunk_index: ChunkIndex | None = None  # vanilla RAG: the corpus's chunks and their embeddings
+    coarse_index: ChunkIndex | None = None  # limited ingestion: coarse chunk embeddings (cosine search, classifier)
+    pattern_index: PatternIndex | None = None  # limited ingestion: the patterns discovery found
+
+    def names(self) -> list[str]:
+        """The resources built, by name (run.json's `ingestion.variant_resources`)."""
+        return sorted(f.name for f in fields(self) if getattr(self, f.name) is not None)
+
+
+_RESOURCES: dict[tuple, VariantResources] = {}
 
 
 def prepare_resources(variant: str, corpus: Corpus, retrieval: RetrievalSettings, ingestion: IngestionSettings,
-                      llm=None, map_fn=None) -> dict[str, Any]:
+                      llm=None, map_fn=None) -> VariantResources:
     """What `build_system` needs for this variant besides the corpus; `llm` and `map_fn` drive pattern discovery."""
     if variant == "vanilla_rag":
         key = (corpus.content_hash, variant, retrieval.encoder, retrieval.chunk_chars, retrieval.overlap)
         if key not in _RESOURCES:
-            _RESOURCES[key] = {"chunk_index": ChunkIndex.build(
+            _RESOURCES[key] = VariantResources(chunk_index=ChunkIndex.build(
                 corpus, encoder=retrieval.encoder, chunk_chars=retrieval.chunk_chars, overlap=retrieval.overlap,
-                cache_dir=ingestion_cache(ingestion) / "embeddings")}
+                cache_dir=ingestion_cache(ingestion) / "embeddings"))
         return _RESOURCES[key]
     if variant == "limited_ingestion":
         model = getattr(getattr(llm, "config", None), "model", None)
-        key = (corpus.content_hash, variant, ingestion.model_dump_json(), model if ingestion.discovery_llm else None)
-        if key not in _RESOURCES:
-            _RESOURCES[key] = limited_ingestion_resources(corpus, ingestion, llm, map_fn)
-        return _RESOURCES[key]
-    return {}
+        limited = (corpus.content_hash, variant, ingestion.model_dump_json(),
+                   model if ingestion.discovery_llm else None)
+        if limited not in _RESOURCES:
+            _RESOURCES[limited] = limited_ingestion_resources(corpus, ingestion, llm, map_fn)
+        return _RESOURCES[limited]
+    return VariantResources()
 
 
-def limited_ingestion_resources(corpus: Corpus, ingestion: IngestionSettings, llm, map_fn) -> dict[str, Any]:
+def limited_ingestion_resources(corpus: Corpus, ingestion: IngestionSettings, llm, map_fn) -> VariantResources:
     from srag_core.discovery import build_or_load
 
     cache = ingestion_cache(ingestion)
@@ -55,7 +75,7 @@ def limited_ingestion_resources(corpus: Corpus, ingestion: IngestionSettings, ll
                                      cache_dir=cache / "embeddings")
     patterns = build_or_load(corpus, cache / "patterns", llm=llm if ingestion.discovery_llm else None,
                            sample_size=ingestion.sample_size, map_fn=map_fn)
-    return {"coarse_index": coarse, "pattern_index": patterns}
+    return VariantResources(coarse_index=coarse, pattern_index=patterns)
 
 
 def ingestion_cache(ingestion: IngestionSettings) -> Path:
@@ -72,7 +92,7 @@ def effective_agent(variant: str, agent: AgentConfig) -> AgentConfig:
     return agent.model_copy(update=AGENT_VARIANTS.get(variant, {}))
 
 
-def effective_config(cfg: RunConfig) -> dict[str, Any]:
+def effective_config(cfg: RunConfig) -> dict[str, Any]:  # a config dump: MLflow params, free-form
     """The run config as its variant uses it: the variant's switches applied, and only the sections it reads
     (vanilla RAG has no agent; the agents have no retrieval; only limited ingestion has an ingestion stage)."""
     data = cfg.model_dump(mode="json")
@@ -89,29 +109,29 @@ def effective_config(cfg: RunConfig) -> dict[str, Any]:
 
 
 def build_system(variant: str, corpus: Corpus, llm, agent: AgentConfig, retrieval: RetrievalSettings,
-                 resources: dict[str, Any] | None = None, on_event: Callable[[dict], None] | None = None):
-    resources = resources or {}
+                 resources: VariantResources | None = None, on_event: Callable[[dict], None] | None = None):
+    resources = resources or VariantResources()
     if variant in AGENT_VARIANTS:
         return Agent(corpus, llm, effective_agent(variant, agent), on_event=on_event)
     if variant == "vanilla_rag":
-        if "chunk_index" not in resources:
+        if resources.chunk_index is None:
             raise ConfigError("vanilla_rag needs the corpus chunk index (prepare_resources)")
-        return VanillaRAG(corpus, resources["chunk_index"], llm, top_k=retrieval.top_k)
+        return VanillaRAG(corpus, resources.chunk_index, llm, top_k=retrieval.top_k)
     if variant == "limited_ingestion":
         return limited_ingestion_agent(corpus, llm, agent, resources, on_event)
     raise ConfigError(f"unknown variant {variant!r}")
 
 
-def limited_ingestion_agent(corpus: Corpus, llm, agent: AgentConfig, resources: dict[str, Any],
+def limited_ingestion_agent(corpus: Corpus, llm, agent: AgentConfig, resources: VariantResources,
                             on_event: Callable[[dict], None] | None) -> Agent:
     from srag_core import Modules
     from srag_core.tools.embedding_tools import embedding_modules
     from srag_core.tools.patterns import corpus_profile, pattern_routing
 
-    if "coarse_index" not in resources or "pattern_index" not in resources:
+    index, coarse = resources.pattern_index, resources.coarse_index
+    if index is None or coarse is None:
         raise ConfigError("limited_ingestion needs the coarse chunk index and the pattern index (prepare_resources)")
-    index = resources["pattern_index"]
-    modules = embedding_modules(resources["coarse_index"], base=Modules(pattern_index=index))
+    modules = embedding_modules(coarse, base=Modules(pattern_index=index))
 
     def sections(question: str) -> list[str]:
         return [corpus_profile(index), pattern_routing(index, question)]

@@ -30,13 +30,14 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import ray
 
+from pipelines.engine.records import EpisodeRecord, Judgement, RunMeta
 from pipelines.engine.results import RunDir, episode_key
 from pipelines.engine.tracking import TraceContext, attach_verdict, episode_trace, mlflow_client
 
@@ -49,10 +50,23 @@ ATTEMPTS = 3  # per trace and invocation; a trace that still fails is left for `
 Key = tuple[str, int, int]  # (question id, epoch, attempt): one episode
 
 
+class VerdictMark(TypedDict, total=False):
+    """A line of mlflow_verdicts.jsonl beside its key: the feedback last attached to an episode's trace."""
+
+    trace_id: str | None
+    judgement_id: str | None
+    assessment_id: str | None
+
+
+def _marker_key(row: dict[str, Any]) -> Key:
+    """The episode a marker line names (a line from before epochs is epoch 1)."""
+    return str(row["question_id"]), int(row.get("epoch", 1)), int(row["attempt"])
+
+
 def recorded_traces(run_dir: RunDir) -> dict[Key, str]:
     """Every recorded episode's trace file (relative to the run folder), by (question, attempt)."""
-    return {episode_key(r): r["trace_file"] for r in run_dir.store().records()
-            if r.get("type") != "judgement" and r.get("trace_file")}
+    return {episode_key(r): r.trace_file for r in run_dir.store().records()
+            if isinstance(r, EpisodeRecord) and r.trace_file}
 
 
 def exported(run_dir: RunDir, markers: str = MARKERS) -> dict[Key, str | None]:
@@ -64,34 +78,34 @@ def exported(run_dir: RunDir, markers: str = MARKERS) -> dict[Key, str | None]:
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
             row = json.loads(line)
-            keys[episode_key(row)] = row.get("trace_id")
+            keys[_marker_key(row)] = row.get("trace_id")
         except (ValueError, KeyError, TypeError):
             continue  # a line torn by a kill: that trace is looked up in MLflow again
     return keys
 
 
-def attached_verdicts(run_dir: RunDir) -> dict[Key, dict[str, Any]]:
+def attached_verdicts(run_dir: RunDir) -> dict[Key, VerdictMark]:
     """What the verdict marker file says is on each trace: (question, attempt) -> the trace id, the judgement id and
     the MLflow assessment id of the feedback last attached (a later judgement overrides that feedback)."""
     path = run_dir.path / VERDICT_MARKERS
-    marks: dict[Key, dict[str, Any]] = {}
+    marks: dict[Key, VerdictMark] = {}
     for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else ():
         try:
             row = json.loads(line)
-            marks[episode_key(row)] = row
+            marks[_marker_key(row)] = VerdictMark(trace_id=row.get("trace_id"), judgement_id=row.get("judgement_id"),
+                                                  assessment_id=row.get("assessment_id"))
         except (ValueError, KeyError, TypeError):
             continue  # a line torn by a kill: that verdict is attached again
     return marks
 
 
-def _is_attached(mark: dict[str, Any] | None, trace_id: str | None, verdict: dict[str, Any]) -> bool:
-    return mark is not None and mark.get("trace_id") == trace_id and \
-        mark.get("judgement_id") == verdict.get("judgement_id")
+def _is_attached(mark: VerdictMark | None, trace_id: str | None, verdict: Judgement) -> bool:
+    return mark is not None and mark.get("trace_id") == trace_id and mark.get("judgement_id") == verdict.judgement_id
 
 
-def recorded_verdicts(run_dir: RunDir) -> list[dict[str, Any]]:
+def recorded_verdicts(run_dir: RunDir) -> list[Judgement]:
     """The last verdict of every judged (question, attempt)."""
-    latest = {episode_key(r): r for r in run_dir.store().records() if r.get("type") == "judgement"}
+    latest = {episode_key(r): r for r in run_dir.store().records() if isinstance(r, Judgement)}
     return list(latest.values())
 
 
@@ -169,19 +183,20 @@ class TraceExporter:
         except Exception as e:  # left for `reconcile`, which finds it by its tags
             self.errors.append(f"delete {trace_id}: {type(e).__name__}: {e}"[:300])
 
-    def _mark(self, entries: list[tuple[Key, str | None]]) -> None:
+    def _mark(self, entries: Sequence[tuple[Key, str | None]]) -> None:
         if not entries:
             return
         _append_markers(self.run_dir.path / MARKERS, entries)
         self.done.update(entries)
         self.exported += len(entries)
 
-    def attach_verdicts(self, verdicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def attach_verdicts(self, verdicts: list[Judgement]) -> list[Judgement]:
         """Attach each verdict whose trace is exported as a feedback on it, once; returns the verdicts still waiting
         for their trace. A later judgement of an attempt (`srag judge`) overrides the feedback an earlier one left,
         so MLflow keeps the old one as overridden. A verdict MLflow refused is dropped here and left for
         `export_missing`."""
-        waiting, done = [], []
+        waiting: list[Judgement] = []
+        done: list[tuple[Key, VerdictMark]] = []
         for verdict in verdicts:
             key = episode_key(verdict)
             trace_id, mark = self.done.get(key), self.judged.get(key)
@@ -196,8 +211,8 @@ class TraceExporter:
             except Exception as e:
                 self.errors.append(f"verdict {key[0]}.e{key[1]}.{key[2]}: {type(e).__name__}: {e}"[:300])
                 continue
-            done.append((key, {"trace_id": trace_id, "judgement_id": verdict.get("judgement_id"),
-                               "assessment_id": assessment_id}))
+            done.append((key, VerdictMark(trace_id=trace_id, judgement_id=verdict.judgement_id,
+                                          assessment_id=assessment_id)))
         _append_markers(self.run_dir.path / VERDICT_MARKERS, done)
         self.judged.update(done)
         return waiting
@@ -247,14 +262,15 @@ def _mlflow_export_failures() -> Iterator[list[str]]:
     logger = logging.getLogger(_EXPORT_LOGGER)
     if _FAILURES not in logger.handlers:
         logger.addHandler(_FAILURES)
-    _FAILURES.local.sink = sink = []
+    sink: list[str] = []
+    _FAILURES.local.sink = sink
     try:
         yield sink
     finally:
         _FAILURES.local.sink = None
 
 
-def _append_markers(path: Path, entries: list[tuple[Key, str | dict[str, Any] | None]]) -> None:
+def _append_markers(path: Path, entries: Sequence[tuple[Key, str | VerdictMark | None]]) -> None:
     """Append marker lines in one write(2) on an O_APPEND descriptor: several export actors append to the same file,
     and one write of a local file is not interleaved with another's. An entry is a trace id, or the fields of a
     verdict marker."""
@@ -308,16 +324,16 @@ class TraceExportActor:
                  earlier: dict[Key, str] | None = None, context: TraceContext | None = None):
         self.exporter = TraceExporter(run_path, uri, experiment_id, mlflow_run_id, context)
         self.queue: list[tuple[Key, str]] = []
-        self.verdicts: list[dict[str, Any]] = []
+        self.verdicts: list[Judgement] = []
         self.fresh_verdicts = False
         self.busy = True  # until the earlier invocations' traces are settled: `drain` must wait for those too
         self.changed = threading.Condition()
         self.earlier = earlier or {}
         threading.Thread(target=self._loop, name="trace-export", daemon=True).start()
 
-    def add(self, items: list[tuple[Key, str]], verdicts: list[dict[str, Any]] = ()) -> None:
+    def add(self, items: list[tuple[Key, str]], verdicts: Sequence[Judgement] = ()) -> None:
         with self.changed:
-            self.queue.extend((tuple(k), f) for k, f in items)
+            self.queue.extend(((str(k[0]), int(k[1]), int(k[2])), f) for k, f in items)  # keys arrive as lists
             self.verdicts.extend(verdicts)
             self.fresh_verdicts = self.fresh_verdicts or bool(verdicts)
             self.changed.notify_all()
@@ -372,11 +388,11 @@ class ExportPool:
         self.actors = actors
         self.pending: list = []  # `add` calls not known to have run yet
 
-    def add(self, items: list[tuple[Key, str]], verdicts: list[dict[str, Any]] = ()) -> None:
+    def add(self, items: list[tuple[Key, str]], verdicts: Sequence[Judgement] = ()) -> None:
         n = len(self.actors)
         for i, actor in enumerate(self.actors):
             mine = [item for item in items if shard(item[0][0], n) == i]
-            judged = [v for v in verdicts if shard(v["question_id"], n) == i]
+            judged = [v for v in verdicts if shard(v.question_id, n) == i]
             if mine or judged:
                 self.pending.append(actor.add.remote(mine, judged))
         self.pending = ray.wait(self.pending, num_returns=len(self.pending), timeout=0)[1] if self.pending else []
@@ -399,7 +415,7 @@ class ExportPool:
             ray.kill(actor)
 
 
-def start_exporter(run_dir: RunDir, meta: dict[str, Any], context: TraceContext | None = None,
+def start_exporter(run_dir: RunDir, meta: RunMeta, context: TraceContext | None = None,
                    actors: int = 1) -> ExportPool:
     """The run's export actors, pinned to this node (they read the run folder); each first settles what earlier
     invocations left unmarked among its questions."""
@@ -408,7 +424,7 @@ def start_exporter(run_dir: RunDir, meta: dict[str, Any], context: TraceContext 
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     unmarked = missing_traces(run_dir)
     return ExportPool([TraceExportActor.options(scheduling_strategy=here).remote(
-        str(run_dir.path.resolve()), meta["mlflow_uri"], meta["mlflow_experiment_id"], meta["mlflow_run_id"],
+        str(run_dir.path.resolve()), meta.mlflow_uri, meta.mlflow_experiment_id, meta.mlflow_run_id,
         {k: f for k, f in unmarked.items() if shard(k[0], actors) == i}, context) for i in range(actors)])
 
 
@@ -419,16 +435,16 @@ class TraceExportSink:
     def __init__(self, pool: ExportPool, run_dir: RunDir):
         self.pool, self.run_dir = pool, run_dir
         self.batch: list[tuple[Key, str]] = []
-        self.verdicts: list[dict[str, Any]] = []
+        self.verdicts: list[Judgement] = []
         self.since = time.monotonic()
 
-    def episode(self, record: dict[str, Any]) -> None:
-        path = self.run_dir.trace_path(record["question_id"], record["attempt"], record.get("epoch", 1))
+    def episode(self, record: EpisodeRecord) -> None:
+        path = self.run_dir.trace_path(record.question_id, record.attempt, record.epoch)
         self.batch.append((episode_key(record), str(path.relative_to(self.run_dir.path))))
         if len(self.batch) >= BATCH or time.monotonic() - self.since > SEND_EVERY_S:
             self.flush()
 
-    def judgement(self, verdict: dict[str, Any]) -> None:
+    def judgement(self, verdict: Judgement) -> None:
         self.verdicts.append(verdict)
 
     def progress(self, stats) -> None:
@@ -441,7 +457,7 @@ class TraceExportSink:
         self.since = time.monotonic()
 
 
-def export_missing(run_dir: RunDir, client, meta: dict[str, Any], context: TraceContext | None = None) -> int:
+def export_missing(run_dir: RunDir, client, meta: RunMeta, context: TraceContext | None = None) -> int:
     """Export, from this process, every recorded episode's trace that is not marked yet (looking up in MLflow first
     what an interrupted export wrote), then attach the verdicts not attached yet; returns how many traces are still
     missing."""
@@ -451,7 +467,7 @@ def export_missing(run_dir: RunDir, client, meta: dict[str, Any], context: Trace
     if not missing and all(_is_attached(attached.get(k := episode_key(v)), traces.get(k), v)
                            for v in verdicts):
         return 0
-    exporter = TraceExporter(run_dir.path, meta["mlflow_uri"], meta["mlflow_experiment_id"], meta["mlflow_run_id"],
+    exporter = TraceExporter(run_dir.path, str(meta.mlflow_uri), str(meta.mlflow_experiment_id), str(meta.mlflow_run_id),
                              context, client=client)
     try:
         left = exporter.export_all(exporter.reconcile(missing))

@@ -17,6 +17,7 @@ verdict becomes a feedback (`attach_verdict`) when it arrives.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -27,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from pipelines.datasets import Question
+from pipelines.engine.records import EpisodeRecord, Judgement
 from pipelines.engine.scoring import RIGHT
 from pipelines.paths import source_checkout
 from srag_core import FINISHED
@@ -124,7 +127,7 @@ class TraceContext:
 
     model: str = ""
     tags: dict[str, str] = field(default_factory=dict)
-    questions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    questions: dict[str, Question] = field(default_factory=dict)
 
 
 class Tracker:
@@ -167,7 +170,7 @@ class Tracker:
         ts = int(time.time() * 1000)
         batch = [Metric(k, float(v), ts, step) for k, v in metrics.items() if v is not None]
         for i in range(0, len(batch), 1000):  # the REST API takes at most 1000 metrics per batch
-            self.submit(lambda part=batch[i:i + 1000]: self.client.log_batch(run_id, metrics=part))
+            self.submit(functools.partial(self.client.log_batch, run_id, metrics=batch[i:i + 1000]))
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         from mlflow.entities import RunTag
@@ -246,11 +249,11 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
     """One MLflow trace per episode, timed from the episode's own clock; returns its id. The gold answer, when the
     context knows the question, is logged as the trace's expectation."""
     ctx = context or TraceContext()
-    question = ctx.questions.get(record["question_id"], {})
+    question = ctx.questions.get(record["question_id"])
     start_ns = _ns(record.get("started_at"))
     tags = {**ctx.tags, "srag.question_id": record["question_id"], "srag.attempt": str(record.get("attempt", 1)),
             "srag.epoch": str(record.get("epoch", 1)),
-            "srag.status": record["status"], "srag.question_type": str(question.get("type"))}
+            "srag.status": record["status"], "srag.question_type": str(question.type if question else None)}
     root = client.start_trace(name=f"episode {record['question_id']}", span_type="AGENT",
                               inputs={"question": record["question"]}, experiment_id=experiment_id, run_id=run_id,
                               start_time_ns=start_ns, tags=tags)
@@ -275,14 +278,13 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
                                                  "error": record.get("error")},
                      status="OK" if finished else _error(record.get("error") or record["status"]),
                      end_time_ns=end_ns)
-    if "answer" in question:
+    if question is not None:
         import mlflow
         from mlflow.entities import AssessmentSource
 
-        mlflow.log_expectation(trace_id=trace_id, name="expected_answer", value=question["answer"],
+        mlflow.log_expectation(trace_id=trace_id, name="expected_answer", value=question.answer,
                                source=AssessmentSource(source_type="CODE", source_id="srag.question_set"),
-                               metadata={"aliases": question.get("answer_aliases") or [],
-                                         "answer_kind": question.get("answer_kind") or "text"})
+                               metadata={"aliases": question.answer_aliases, "answer_kind": question.answer_kind})
     return trace_id
 
 
@@ -298,7 +300,7 @@ def span_content(ev: dict[str, Any], model: str) -> dict[str, Any]:
         obs = ev.get("observation") or {}
         shown = ev["shown"] if "shown" in ev else obs  # older records hold only the full observation
         error = obs.get("error")
-        span = {"name": str(ev.get("tool") or "invalid turn"), "inputs": {"args": ev.get("args")},
+        span: dict[str, Any] = {"name": str(ev.get("tool") or "invalid turn"), "inputs": {"args": ev.get("args")},
                 "outputs": {"observation": shown}, "attributes": {"srag.step": ev.get("step")},
                 "status": _error(str(error)) if error else "OK"}
         documents = retrieved_documents(obs) if not error else None
@@ -366,12 +368,12 @@ def _chat_span(ev: dict[str, Any], model: str) -> dict[str, Any]:
 
 
 def _error(description: str):
-    from mlflow.entities import SpanStatus
+    from mlflow.entities import SpanStatus, SpanStatusCode
 
-    return SpanStatus("ERROR", description[:500])
+    return SpanStatus(SpanStatusCode.ERROR, description[:500])
 
 
-def attach_verdict(client, trace_id: str, verdict: dict[str, Any], overrides: str | None = None) -> str:
+def attach_verdict(client, trace_id: str, verdict: Judgement, overrides: str | None = None) -> str | None:
     """The judge's verdict as a `correctness` feedback on the trace: the score, which method decided (a rule, the
     LLM judge, exact match, or exact match as the configured fallback) and why; tags make the trace list filterable
     by right, wrong and pending. With `overrides` (the assessment id of an earlier judgement's feedback) a scored
@@ -379,18 +381,18 @@ def attach_verdict(client, trace_id: str, verdict: dict[str, Any], overrides: st
     import mlflow
     from mlflow.entities import AssessmentError, AssessmentSource
 
-    method = verdict.get("score_source") or "pending"
+    method = verdict.score_source or "pending"
     source = AssessmentSource(source_type="LLM_JUDGE" if method == "llm" else "CODE", source_id=f"srag.{method}")
-    score = verdict.get("score")
-    metadata = {k: verdict.get(k) for k in ("verdict", "em", "f1", "judge_error", "extracted_answer",
-                                            "judge_fingerprint", "judgement_id") if verdict.get(k) is not None}
+    score = verdict.score
+    metadata = verdict.model_dump(include={"verdict", "em", "f1", "judge_error", "extracted_answer",
+                                           "judge_fingerprint", "judgement_id"}, exclude_none=True)
     if score is None:  # pending: the judge could not decide; `srag judge` scores it later
         feedback = mlflow.log_feedback(trace_id=trace_id, name="correctness", source=source, metadata=metadata,
                                        error=AssessmentError(error_code="PENDING",
-                                                             error_message=verdict.get("judge_error") or "no score"))
+                                                             error_message=verdict.judge_error or "no score"))
         client.set_trace_tag(trace_id, "srag.correct", "pending")
         return feedback.assessment_id
-    rationale = verdict.get("rationale") or f"scored by {method}"
+    rationale = verdict.rationale or f"scored by {method}"
     if overrides:
         feedback = mlflow.override_feedback(trace_id=trace_id, assessment_id=overrides, value=float(score),
                                             rationale=rationale, source=source,
@@ -420,10 +422,10 @@ class MlflowSink:
     def __init__(self, tracker: Tracker, mlflow_run_id: str):
         self.tracker, self.run_id = tracker, mlflow_run_id
 
-    def episode(self, record: dict[str, Any]) -> None:
+    def episode(self, record: EpisodeRecord) -> None:
         pass
 
-    def judgement(self, verdict: dict[str, Any]) -> None:
+    def judgement(self, verdict: Judgement) -> None:
         pass
 
     def progress(self, stats) -> None:

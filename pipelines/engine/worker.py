@@ -20,9 +20,11 @@ from typing import Any, Iterator
 import ray
 
 from pipelines.config import RetrievalSettings
-from pipelines.engine.systems import build_system
+from pipelines.datasets import Question
+from pipelines.engine.records import EpisodeRecord
+from pipelines.engine.systems import VariantResources, build_system
 from srag_core import AgentConfig, LLMClient, LLMConfig, Window
-from srag_core.llm import SlotTicket
+from srag_core.llm import AttemptOutcome, SlotTicket
 
 
 @ray.remote(num_cpus=0)
@@ -49,7 +51,7 @@ class RequestLimiter:
                     pass
             return self.window.grant(time.monotonic(), tokens)
 
-    async def release(self, lease: int, outcome: str | None = None) -> None:
+    async def release(self, lease: int, outcome: AttemptOutcome | None = None) -> None:
         async with self.changed:
             raised = self.window.release(lease, outcome)
             self.changed.notify(2 if raised else 1)  # a raised limit frees one more slot
@@ -128,7 +130,7 @@ class RayLimiterSlot:
 
 @ray.remote
 class EpisodeWorker:
-    def __init__(self, corpus, resources: dict[str, Any], variant: str, llm: LLMConfig, agent: AgentConfig,
+    def __init__(self, corpus, resources: VariantResources, variant: str, llm: LLMConfig, agent: AgentConfig,
                  retrieval: RetrievalSettings, limiter=None, epoch_seed_base: int | None = None):
         """`epoch_seed_base`: with several epochs, epoch e's requests carry the seed base + e (where the profile
         takes a seed), so each epoch is its own sample and a repeated run can be reproduced."""
@@ -161,15 +163,13 @@ class EpisodeWorker:
                                               self.agent, self.retrieval, self.resources)
         return self.systems[seed]
 
-    def run_episode(self, question: dict[str, Any], attempt: int, epoch: int = 1) -> dict[str, Any]:
-        """The episode's record without its trace, plus `trace_json`: the whole record as the JSON text of its trace
-        file, serialised here so the driver only writes it (`results.RunFolderSink`)."""
+    def run_episode(self, question: Question, attempt: int, epoch: int = 1) -> EpisodeRecord:
+        """The episode's record, with `trace_json`: the whole episode as the JSON text of its trace file, serialised
+        here so the driver only writes it (`results.RunFolderSink`)."""
         cpu = time.thread_time()  # each episode runs on a thread of its own: this is its CPU, tools included
-        episode = self.system_for(epoch).run(question["question"], question["id"])
-        record = episode.model_dump()
-        record.update(attempt=attempt, epoch=epoch, worker=self.where,
-                      worker_cpu_s=round(time.thread_time() - cpu, 4))
-        text = json.dumps(record, ensure_ascii=False, default=str)
-        record.pop("trace")
-        record["trace_json"] = text
-        return record
+        episode = self.system_for(epoch).run(question.question, question.id)
+        cpu_s = round(time.thread_time() - cpu, 4)
+        where = {"attempt": attempt, "epoch": epoch, "worker": self.where, "worker_cpu_s": cpu_s}
+        text = json.dumps({**episode.model_dump(), **where}, ensure_ascii=False, default=str)
+        return EpisodeRecord.from_episode(episode, attempt=attempt, epoch=epoch, worker=self.where,
+                                          worker_cpu_s=cpu_s, trace_json=text)

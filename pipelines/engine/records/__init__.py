@@ -1,0 +1,25 @@
+"""What a run writes, as typed models in one place:
+
+- the lines of `results.jsonl`: `EpisodeRecord` and `Judgement`, a union keyed on `type` read through one
+  `TypeAdapter` (`parse_line`, `validate_record`);
+- `run.json`: `RunMeta` and its parts (`StopRecord`, `RequestLimitState`, ...);
+- the summary: `RunSummary` (summary.json) and `RunResult` (what the commands print), each figure a field with its
+  unit and denominator, from which the JSON, the MLflow metrics and the text report are made;
+- the rows of the run's tables: `EpisodeRow`, `QuestionRow`, `AttemptRow`.
+"""
+
+from pipelines.engine.records._compare import (Comparison, PairedTest, PairwiseRow, RunComparison, SweepInfo,
+                                               SweepSummary)
+from pipelines.engine.records._lines import (RECORD, BadRecord, EpisodeRecord, Judgement, Record, UsageCounts,
+                                             WorkerInfo, parse_line, problem, validate_record)
+from pipelines.engine.records._meta import (BudgetChange, CorpusReplicas, ExecutionPlan, IngestionInfo,
+                                            Rejudging, RequestLimitState, RunMeta, RunStatus, StopKind, StopRecord,
+                                            WorkersUsage)
+from pipelines.engine.records._rows import AttemptRow, EpisodeRow, Outcome, QuestionRow
+from pipelines.engine.records._summary import Interval, RunResult, RunSummary, Show
+
+__all__ = ["RECORD", "AttemptRow", "BadRecord", "BudgetChange", "Comparison", "CorpusReplicas", "EpisodeRecord",
+           "EpisodeRow", "ExecutionPlan", "IngestionInfo", "Interval", "Judgement", "Outcome", "PairedTest",
+           "PairwiseRow", "QuestionRow", "Record", "Rejudging", "RequestLimitState", "RunComparison", "RunMeta",
+           "RunResult", "RunStatus", "RunSummary", "Show", "StopKind", "StopRecord", "SweepInfo", "SweepSummary",
+           "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line", "problem", "validate_record"]

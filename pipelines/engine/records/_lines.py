@@ -1,0 +1,292 @@
+"""The lines of `results.jsonl`: an episode's record and a judgement of it, one model each in a union keyed on
+`type`, read through one `TypeAdapter` (`parse_line`), whose errors become one sentence naming the field at fault
+(`ResultStore.problems`, and the refusal of a bad record at write time).
+
+The models are strict (a line that says `"steps": "3"` or `"attempt": true` is not a record), and keep the keys this
+release does not know, so a line written by a later release loses nothing when it is read here. A record that lacks
+a field this release added gets the field's default: the value an older reader assumed for it (0 steps, no error).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import PurePosixPath
+from typing import Annotated, Any, Literal, Union, get_args
+
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError,
+                      field_validator)
+from pydantic_core import PydanticCustomError
+
+from srag_core import STATUSES, Episode, Status, utc_now
+
+
+
+class _Stored(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow", use_attribute_docstrings=True)
+
+
+class UsageCounts(_Stored):
+    """What an episode's LLM calls used, every call it made (its tools' included): `srag_core.llm.Usage` as
+    stored. Other keys are counts too."""
+
+    __pydantic_extra__: dict[str, int | float] = Field(init=False)
+
+    prompt_tokens: int = 0
+    """Prompt tokens, over every call."""
+    completion_tokens: int = 0
+    """Completion tokens (hidden reasoning tokens included, as the API counts them)."""
+    total_tokens: int = 0
+    """Prompt plus completion tokens."""
+    cost_usd: float = 0.0
+    """Dollars, at the run's `llm.price_per_million` (0 without prices, or for a cached reply)."""
+    calls: int = 0
+    """LLM calls answered (a cached reply included)."""
+    reasoning_tokens: int = 0
+    """Hidden reasoning tokens (`completion_tokens_details.reasoning_tokens`)."""
+    cached_tokens: int = 0
+    """Prompt tokens the provider served from its prompt cache (`prompt_tokens_details.cached_tokens`)."""
+    length_stops: int = 0
+    """Replies cut at the completion limit (`finish_reason` "length")."""
+
+
+class WorkerInfo(_Stored):
+    """Where an episode ran."""
+
+    node: str
+    """The host name of the worker's node."""
+    pid: int
+    """The worker process."""
+    node_id: str
+    """Ray's id of the node."""
+
+
+class EpisodeRecord(_Stored):
+    """One episode of one question in one epoch, one attempt: how it ended, its answer, what it spent. The agent's
+    `Episode` without its trace (in `trace_file`), plus where it belongs in the run."""
+
+    type: Literal["episode"] = "episode"
+    """The record kind."""
+    question_id: str
+    """The question's id in the run's `questions.jsonl`."""
+    attempt: int = Field(ge=1)
+    """1 for the first run of this (question, epoch); a rerun appends attempt 2, 3, ..."""
+    epoch: int = Field(1, ge=1)
+    """Which of the run's `limits.epochs` repetitions of the question (1 in records from before epochs)."""
+    status: Status
+    """How it ended: ok, max_steps, over_budget (the system's own ends, scored) or llm_error, timeout, crashed (the
+    infrastructure failed it: not scored, and a rerun can fix it)."""
+    question: str = ""
+    """The question text."""
+    answer: str | None = None
+    """The final answer (None when there was none)."""
+    error: str | None = None
+    """Why it failed or ended early, in a line."""
+    error_kind: str | None = None
+    """llm_error: the LLMError's kind (auth, bad_request, rate_limit, ...)."""
+    error_status: int | None = None
+    """llm_error: the HTTP status, when the endpoint answered."""
+    steps: int = 0
+    """Tool calls attempted, malformed turns included."""
+    llm_calls: int = 0
+    """LLM calls made by the agent loop and its tools."""
+    malformed_turns: int = 0
+    """Turns that were neither a valid tool call nor an answer."""
+    length_retries: int = 0
+    """Turns cut at the completion limit and asked again with a larger one."""
+    tool_errors: int = 0
+    """Tool calls whose observation was an error."""
+    usage: UsageCounts = Field(default_factory=UsageCounts)
+    """Tokens and cost of every LLM call of the episode."""
+    cached_calls: int = 0
+    """LLM calls answered from the response cache (`llm.cache_dir`)."""
+    wall_s: float = 0.0
+    """Seconds from the episode's start to its end."""
+    llm_s: float = 0.0
+    """Seconds spent waiting for the LLM."""
+    tool_s: float = 0.0
+    """Seconds spent in tool calls."""
+    started_at: str = ""
+    """UTC start, ISO 8601."""
+    finished_at: str = ""
+    """UTC end, ISO 8601."""
+    worker: WorkerInfo | None = None
+    """The worker that ran it (None for a record the driver made: a crash, a timeout it reclaimed)."""
+    worker_cpu_s: float | None = None
+    """CPU seconds of the episode's thread in its worker, tools included."""
+    trace_file: str | None = None
+    """The episode's full record with its trace, relative to the run folder (`traces/...`)."""
+    trace_json: str | None = Field(None, exclude=True)
+    """In transit only, never stored: the trace file's text, serialised by the worker so the driver only writes
+    it (`results.RunFolderSink`)."""
+
+    @field_validator("trace_file")
+    @classmethod
+    def _inside_the_run_folder(cls, value: str | None) -> str | None:
+        if value is not None and (PurePosixPath(value).is_absolute() or ".." in PurePosixPath(value).parts):
+            raise PydanticCustomError("outside_run", "trace_file {value} leads outside the run folder",
+                                      {"value": repr(value[:80])})
+        return value
+
+    @classmethod
+    def from_episode(cls, episode: Episode, *, attempt: int, epoch: int, worker: dict[str, Any] | None,
+                     worker_cpu_s: float | None, trace_json: str | None) -> EpisodeRecord:
+        """The record of an episode the agent finished, in the worker that ran it."""
+        return cls.model_validate({**episode.model_dump(exclude={"trace"}), "attempt": attempt, "epoch": epoch,
+                                   "worker": worker, "worker_cpu_s": worker_cpu_s, "trace_json": trace_json})
+
+    @classmethod
+    def failed(cls, question_id: str, question: str, *, attempt: int, epoch: int, status: Status,
+               error: str) -> EpisodeRecord:
+        """The record of an episode that never produced one of its own (its worker died, the driver reclaimed it,
+        no worker was left)."""
+        now = utc_now()
+        return cls(question_id=question_id, question=question, status=status, error=error, attempt=attempt,
+                   epoch=epoch, started_at=now, finished_at=now)
+
+    def trace_text(self) -> str:
+        """The text of the episode's trace file: the worker's, else (a record the driver made) the record itself
+        with an empty trace."""
+        if self.trace_json is not None:
+            return self.trace_json
+        return json.dumps({**self.model_dump(mode="json", exclude={"type", "trace_file"}), "trace": []},
+                          ensure_ascii=False)
+
+
+class Judgement(_Stored):
+    """One verdict on one attempt of one (question, epoch), from the judge stage or `srag judge`; the latest
+    judgement of an attempt counts, and every one is kept."""
+
+    type: Literal["judgement"]
+    """The record kind."""
+    question_id: str
+    """The question's id in the run's `questions.jsonl`."""
+    attempt: int = Field(ge=1)
+    """The attempt judged."""
+    epoch: int = Field(1, ge=1)
+    """The epoch of the attempt judged."""
+    score: float | None = None
+    """The primary score, 0 to 1 (None while the judge could not decide: pending)."""
+    score_source: str | None = None
+    """What decided the score: rule, llm, em, em_fallback, no_answer, or pending."""
+    em: float | None = None
+    """SQuAD exact match of the (extracted) answer, 0 or 1."""
+    f1: float | None = None
+    """SQuAD token F1 of the (extracted) answer, 0 to 1."""
+    rule_score: float | None = None
+    """The deterministic rules' score, when a rule decided."""
+    llm_score: float | None = None
+    """The LLM judge's score, when its verdict call answered."""
+    verdict: str | None = None
+    """correct, incorrect or partial, from whichever source gave the score."""
+    rationale: str | None = None
+    """Why, in the judge's words."""
+    extracted_answer: str | None = None
+    """The bare final answer the LLM judge extracted from the response."""
+    abs_diff: float | None = None
+    """Numeric answers: the absolute difference from the gold value."""
+    judge_error: str | None = None
+    """Why a judge call failed (the reason it is pending), in a line."""
+    answer_kind: str = "text"
+    """The question's answer kind (text, number, list, ...), which selects the rules."""
+    judged_at: str | None = None
+    """UTC, ISO 8601."""
+    judgement_id: str | None = None
+    """Random id of this judgement (the MLflow feedback it became is matched by it)."""
+    judge_fingerprint: str | None = None
+    """Hash of what decides a verdict: the method, the fallback, the judge model and endpoint."""
+    judge_tokens: int | None = None
+    """Tokens of the LLM judge's calls for this judgement."""
+    judge_cost_usd: float | None = None
+    """Dollars of the LLM judge's calls for this judgement."""
+
+    @classmethod
+    def of(cls, record: EpisodeRecord, result: dict[str, Any], *, fingerprint: str | None, judgement_id: str,
+           tokens: int, cost_usd: float) -> Judgement:
+        """The judgement of `record` from the judge's result (`judges.JudgeResult.to_dict()`)."""
+        return cls.model_validate({"type": "judgement", "question_id": record.question_id, "epoch": record.epoch,
+                                   "attempt": record.attempt, "judged_at": utc_now(), "judgement_id": judgement_id,
+                                   "judge_fingerprint": fingerprint, **result, "judge_tokens": tokens,
+                                   "judge_cost_usd": cost_usd})
+
+
+def _kind(value: Any) -> str | None:
+    """Which model a line is: its `type` (episode when it has none, as the first release wrote them)."""
+    if isinstance(value, dict):
+        kind = value.get("type", "episode")
+        return kind if isinstance(kind, str) else repr(kind)
+    return getattr(value, "type", None)
+
+
+Record = Annotated[Union[Annotated[EpisodeRecord, Tag("episode")], Annotated[Judgement, Tag("judgement")]],
+                   Discriminator(_kind)]
+RECORD: TypeAdapter[EpisodeRecord | Judgement] = TypeAdapter(Record)
+
+
+class BadRecord(ValueError):
+    """A line or a record that is not a valid episode or judgement; the message names the field."""
+
+
+def parse_line(raw: bytes | str) -> EpisodeRecord | Judgement:
+    """One line of results.jsonl as its model; a BadRecord (or, for text that is not JSON, json.JSONDecodeError)
+    says why not."""
+    try:
+        return RECORD.validate_json(raw)
+    except ValidationError as e:
+        if e.errors()[0]["type"] != "json_invalid":
+            raise BadRecord(problem(e)) from None
+    # Not JSON to pydantic's parser: the standard library's error (and message) for it, or, for what only the
+    # standard library reads (NaN), the record as it reads it.
+    return validate_record(json.loads(raw))
+
+
+def validate_record(data: Any) -> EpisodeRecord | Judgement:
+    """A record given as a dict (or a model), checked as the store checks a line."""
+    try:
+        return RECORD.validate_python(data)
+    except ValidationError as e:
+        raise BadRecord(problem(e)) from None
+
+
+def problem(error: ValidationError) -> str:
+    """The first thing wrong with a record, as one sentence."""
+    first = error.errors()[0]
+    kind, value = first["type"], first.get("input")
+    if kind == "union_tag_not_found":
+        return f"a record must be a JSON object, not {_json_type(value)}"
+    if kind == "union_tag_invalid":
+        return f"unknown record type {_kind(value)!r}"
+    model = EpisodeRecord if first["loc"][:1] == ("episode",) else Judgement
+    path = [str(p) for p in first["loc"][1:] if p not in ("int", "float", "str")]  # union members add their name
+    field = ".".join(path)
+    if kind == "outside_run":
+        return first["msg"]
+    if path[:1] == ["question_id"]:
+        return "no question_id string"
+    if path[:1] in (["attempt"], ["epoch"]):
+        return f"{field} must be a whole number from 1, not {value!r}"
+    if path[:1] == ["status"]:
+        return f"unknown status {value!r} (known: {', '.join(STATUSES)})"
+    if kind == "missing":
+        return f"no {field}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"{field} must be an object, not {_json_type(value)}"
+    if kind == "string_type":
+        return f"{field} must be a string or null, not {_json_type(value)}"
+    if kind in ("int_type", "float_type", "int_from_float", "finite_number"):
+        nullable = len(path) == 1 and _nullable(model, path[0])
+        return f"{field} must be a number{' or null' if nullable else ''}, not {str(value)[:40]!r}"
+    return f"{field}: {first['msg']}"
+
+
+def _nullable(model: type[BaseModel], name: str) -> bool:
+    info = model.model_fields.get(name)
+    return info is not None and type(None) in get_args(info.annotation)
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "dict", list: "list", str: "str", bool: "bool", int: "int", float: "float"}.get(
+        type(value), type(value).__name__)
+
+
+__all__ = ["BadRecord", "EpisodeRecord", "Judgement", "RECORD", "Record", "UsageCounts",
+           "WorkerInfo", "parse_line", "problem", "validate_record"]

@@ -1,0 +1,82 @@
+"""The per-episode and per-question rows of a run's tables (`results.parquet`, MLflow's `per_question.json`): typed
+dicts, since they become table rows (pandas takes dicts) and there are as many as questions; mypy checks their
+keys."""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+Outcome = Literal["scored", "failed", "pending", "not_run", "missing"]
+
+
+class EpisodeRow(TypedDict, total=False):
+    """One (question, epoch): its latest attempt and that attempt's latest verdict (`report.episode_rows`)."""
+
+    question_id: str
+    epoch: int
+    question: str
+    gold: str
+    type: str | None
+    answer_kind: str
+    status: str  # the latest attempt's status, or not_run / missing when it has none
+    outcome: Outcome
+    not_run_reason: str
+    attempts: int  # attempts recorded
+    attempt: int  # the latest one's number
+    answer: str | None
+    error: str | None
+    steps: int
+    llm_calls: int
+    tokens: int  # the latest attempt's
+    cost_usd: float
+    spent_tokens: int  # every attempt's, failed ones included
+    spent_cost_usd: float
+    wall_s: float
+    llm_s: float
+    tool_s: float
+    reasoning_tokens: int
+    cached_tokens: int
+    length_stops: int
+    judge_tokens: int  # the latest judgement of every attempt
+    judge_cost_usd: float
+    score: float | None
+    em: float | None
+    f1: float | None
+    score_source: str | None
+    judge_error: str | None
+    judge_fingerprint: str | None
+    judgements: int  # judgements ever made of this (question, epoch)
+    rationale: str | None
+    trace_file: str | None
+    epoch_scores: list[float | None]  # a question row: its epochs' scores (one with one epoch)
+
+
+class QuestionRow(EpisodeRow, total=False):
+    """One question: with one epoch its episode row; with several, its epochs side by side and the reduced score
+    (`scoring.reduced_row`)."""
+
+    epochs: int
+    reducer: str
+    epoch_statuses: list[str]
+    epoch_answers: list[str | None]
+
+
+class AttemptRow(TypedDict):
+    """One attempt of one (question, epoch), with its judgement history (`report.attempt_rows`, MLflow's
+    `attempts.json`)."""
+
+    question_id: str
+    epoch: int
+    attempt: int
+    latest: bool
+    status: str
+    error: str | None
+    answer: str | None
+    tokens: int
+    cost_usd: float
+    wall_s: float
+    score: float | None
+    score_source: str | None
+    judgements: list[dict[str, object]]
+    started_at: str
+    trace_file: str | None

@@ -1,0 +1,62 @@
+"""What a run writes, as typed models (`pipelines.engine.records`): run folders written by the release before them
+load and report the same figures, and a figure added to `RunSummary` reaches every view without more code."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipelines.cli import main
+from pipelines.engine.records import EpisodeRecord, Judgement, RunMeta, RunSummary, UsageCounts
+from pipelines.engine.results import RunDir
+from srag_core import Episode, Usage
+
+PREVIOUS = Path(__file__).parent / "fixtures" / "previous_release"
+
+
+@pytest.mark.parametrize("run_id", sorted(p.name for p in (PREVIOUS / "runs").iterdir()))
+def test_a_run_folder_of_the_previous_release_reports_the_same_figures(tmp_path, capsys, run_id):
+    runs = tmp_path / "runs"
+    shutil.copytree(PREVIOUS / "runs" / run_id, runs / run_id)
+    assert main(["report", run_id, "--runs-dir", str(runs), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report == json.loads((PREVIOUS / f"{run_id}.report.json").read_text())
+    run_dir = RunDir.open(runs, run_id)
+    assert run_dir.store().problems == [] and isinstance(run_dir.read_meta(), RunMeta)
+    # the summary.json it wrote loads as a RunSummary and gives the same figures as the report
+    written = RunSummary.read(run_dir.path / "summary.json").to_json()
+    assert {k: v for k, v in report.items() if k in written} == written
+
+
+def test_the_record_holds_every_field_of_the_agents_episode_and_of_the_judges_result():
+    """The stored record and the agent's Episode cannot drift apart: every field but the trace is stored, with the
+    same default."""
+    from judges import JudgeResult
+
+    stored = EpisodeRecord.model_fields
+    for name, info in Episode.model_fields.items():
+        if name == "trace":
+            continue
+        assert name in stored, name
+        if name not in ("status", "usage") and not info.is_required():  # status: a record must say it
+            assert stored[name].get_default(call_default_factory=True) == info.get_default(call_default_factory=True)
+    assert set(Usage.__dataclass_fields__) == set(UsageCounts.model_fields)  # the agent's usage, as stored
+    assert set(JudgeResult.__dataclass_fields__) <= set(Judgement.model_fields)
+
+
+def test_a_figure_added_to_the_summary_reaches_json_mlflow_and_the_text_report(tmp_path):
+    class Extended(RunSummary):
+        widgets_per_question: float | None = None
+        """A new figure: widgets per question, over every question."""
+
+    summary = Extended.of(n_questions=4, accuracy=0.5, widgets_per_question=2.5)
+    summary.write(tmp_path / "summary.json")
+    assert json.loads((tmp_path / "summary.json").read_text())["widgets_per_question"] == 2.5
+    assert summary.to_json()["widgets_per_question"] == 2.5
+    assert summary.mlflow_metrics()["widgets_per_question"] == 2.5
+    assert any("widgets_per_question 2.5" in line for line in summary.text_lines())
+    with pytest.raises(TypeError, match="has no field widget_count"):
+        Extended.of(widget_count=3)  # a misspelt figure is an error, not a silent extra key
