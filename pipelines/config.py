@@ -89,8 +89,8 @@ class Limits(_Strict):
     """The run's whole budget in US dollars: no episode starts once what was spent (episodes and the LLM judge,
     earlier invocations of the run included) plus what the episodes in flight and the next one are projected to
     spend (at the mean per finished episode) would pass it; what never started is recorded as not run
-    (`srag run --resume` runs it). Costs come from `llm.price_per_million`: without prices nothing counts. None: no
-    budget."""
+    (`srag run --resume` runs it). Costs come from `llm.price_per_million`: with no prices set they are 0 and this
+    never binds. None: no budget."""
     max_tokens: int | None = Field(None, ge=0)
     """The same budget in tokens (prompt + completion, episodes and LLM judge). None: no token budget."""
 

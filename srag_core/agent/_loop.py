@@ -94,8 +94,8 @@ class AgentConfig(BaseModel):
     max_arg_chars: int | None = Field(None, ge=8)
     """json protocol: hold every turn's tool arguments to the tool's own schema, with strings bounded to this many
     characters (first_turn_tool alone does that for the first turn, bounded by max_text_chars). For small models,
-    which can fill a string argument with digits until max_tokens cuts the reply. None: arguments unchecked by the
-    schema."""
+    which can fill a string argument with digits until max_tokens cuts the reply. None: the turn schema leaves the
+    arguments free (but for the first turn under first_turn_tool)."""
     regex_budget_s: float = Field(10.0, gt=0)
     """Wall-time budget in seconds of one tool call's matching (regexes, query scoring); the call stops there and
     answers with an error rather than run on."""

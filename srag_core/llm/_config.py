@@ -64,8 +64,8 @@ class LLMConfig(BaseModel):
     """Sampling temperature. Not sent when the profile allows only the endpoint's default."""
     max_tokens: int | None = Field(1024, gt=0)
     """Completion limit of each call, in visible reply tokens; the profile's reasoning_tokens are added, and the sum
-    goes in the profile's limit field. An agent turn cut at the limit is asked once more with twice the limit.
-    None: no limit is sent, the server decides."""
+    goes in the profile's limit field. An agent turn cut at the limit, and so unreadable, is asked once more with
+    twice the limit. None: no limit is sent, the server decides."""
     reasoning_effort: str | None = None
     """Sent as reasoning_effort with every request (e.g. low, medium, high for reasoning models). None: the
     profile's, else not sent."""
