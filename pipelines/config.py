@@ -30,15 +30,27 @@ class ConfigError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # use_attribute_docstrings: the string under each field is its description in the JSON schema, from which the
+    # docs' config reference is generated. Every model below inherits both settings.
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class JudgeSettings(_Strict):
-    use_llm: bool = True  # run the two-call LLM judge (otherwise deterministic rules, then exact match)
-    llm: LLMConfig | None = None  # None: the run's own endpoint and model, at temperature 0
-    # When the LLM judge cannot give a verdict: "none" leaves it pending (`srag judge` or --resume judges it again);
-    # "em" scores it by exact match instead, recorded as score_source em_fallback and counted in the summary.
+    """How each finished episode's answer is scored against the gold answer (the `judge` section)."""
+
+    use_llm: bool = True
+    """True: the two-call LLM judge. The LLM first extracts the final answer from the system's reply; deterministic
+    rules then score it where one applies (by the question's answer_kind: counts, numbers, lists, yes/no, dates),
+    else the LLM gives the verdict. False: no LLM calls: those rules, then exact match against the gold answer and
+    its aliases."""
+    llm: LLMConfig | None = None
+    """The judge's own endpoint and model, with the keys of the run's `llm` section. None: the run's own endpoint and
+    model (the local model when `local_model` is enabled) at temperature 0, its requests under the run's
+    `execution` limits."""
     fallback: Literal["none", "em"] = "none"
+    """When the LLM judge cannot give a verdict: "none" leaves it pending (`srag judge` or `--resume` judges it
+    again); "em" scores it by exact match instead, recorded as score_source em_fallback and counted in the
+    summary."""
 
 
 REDUCERS = ("mean", "mode", "max", "pass_at_<k>", "at_least_<k>")
@@ -54,17 +66,33 @@ def parse_reducer(name: str) -> tuple[str, int | None]:
 
 
 class Limits(_Strict):
-    limit: int | None = Field(None, ge=1)  # first N questions (after shuffling by seed when shuffle is set)
+    """Which questions run, how many times each, and the run's spending budget (the `limits` section)."""
+
+    limit: int | None = Field(None, ge=1)
+    """Run only the first N questions (after shuffling, when `shuffle` is set). None: every question."""
     shuffle: bool = False
+    """Shuffle the questions with `seed` before `limit` takes the first N (they also run in that order). False: the
+    dataset's own order."""
     seed: int = 0
-    # Every question runs `epochs` times, each time an episode of its own; `reducer` turns a question's epoch scores
-    # into the one its figures use: mean (default), mode, max, pass_at_<k>, at_least_<k> (k from 1 to epochs).
+    """Seed of the question shuffle and of the pilot questions `srag estimate` picks. With more than one epoch and no
+    `llm.seed`, also the base of the request seeds: epoch e sends seed + e."""
     epochs: int = Field(1, ge=1, le=100)
+    """How many times every question runs (1 to 100), each time an episode of its own; `reducer` turns the epoch
+    scores into the question's one score. With more than one, epoch e's requests carry the seed `llm.seed` + e
+    (else `limits.seed` + e) where the endpoint's profile takes a seed."""
     reducer: str = "mean"
-    # The run's whole budget: no episode starts once what was spent (episodes and the LLM judge) plus what the
-    # episodes in flight are projected to spend would pass it; what never started is recorded as not run.
+    """How a question's epoch scores become the one its figures use: mean (default); max; mode (the score of the most
+    common answer); pass_at_<k> (the unbiased estimate that at least one of k epochs drawn is right); at_least_<k>
+    (1 when at least k epochs are right). k runs from 1 to `epochs`; right means a score of at least 0.5."""
+    # The budgets are not in the fingerprint: they decide how many questions run, not what each one gives.
     max_cost_usd: float | None = Field(None, ge=0)
+    """The run's whole budget in US dollars: no episode starts once what was spent (episodes and the LLM judge,
+    earlier invocations of the run included) plus what the episodes in flight and the next one are projected to
+    spend (at the mean per finished episode) would pass it; what never started is recorded as not run
+    (`srag run --resume` runs it). Costs come from `llm.price_per_million`: with no prices set they are 0 and this
+    never binds. None: no budget."""
     max_tokens: int | None = Field(None, ge=0)
+    """The same budget in tokens (prompt + completion, episodes and LLM judge). None: no token budget."""
 
     @model_validator(mode="after")
     def _reducer_fits_the_epochs(self) -> "Limits":
@@ -75,26 +103,47 @@ class Limits(_Strict):
 
 
 class Execution(_Strict):
-    # None: RAY_ADDRESS, else this user's running local Ray (`ray start --head`), else a local Ray started for the run
+    """Where and how wide the run goes on Ray, and the limits on its LLM requests (the `execution` section). Not in
+    the fingerprint: it changes how fast a run goes, not what it gives."""
+
     ray_address: str | None = None
-    # "auto": one actor per CPU of the cluster, and more when nodes join mid-run
+    """The Ray cluster to join, as `ray.init(address=...)` takes it. None: RAY_ADDRESS, else this user's running
+    local Ray (`ray start --head`), else a local Ray started for the run (on loopback)."""
     actors: int | Literal["auto"] = "auto"
-    # episodes in flight across all actors; None: actors x episodes_per_actor
+    """Episode workers: Ray actors that each run several episodes at once on threads. "auto": one per CPU of the
+    cluster (one per `cpus_per_actor` CPUs when that is above 1), and more when nodes join mid-run."""
     concurrency: int | None = Field(None, ge=1)
-    episodes_per_actor: int = Field(8, ge=1)  # episodes one actor runs at once (threads; LLM waits overlap)
+    """Episodes in flight across all actors. None: actors x episodes_per_actor (growing as actors are added under
+    `actors: auto`). When set, it stays fixed, spread evenly over the actors, and `episodes_per_actor` is unused."""
+    episodes_per_actor: int = Field(8, ge=1)
+    """Episodes one actor runs at once, on threads: LLM waits overlap while tools use the actor's CPU. Unused when
+    `concurrency` is set."""
     cpus_per_actor: float = Field(1.0, gt=0)
-    max_concurrent_requests: int | None = Field(32, ge=1)  # per LLM endpoint, across all actors; None: no limiter
+    """CPUs Ray reserves for each actor (its num_cpus; fractions allowed). Under `actors: auto` a node takes one
+    actor per CPU, or one per this many CPUs when it is above 1."""
+    max_concurrent_requests: int | None = Field(32, ge=1)
+    """Most LLM requests in flight to the run's endpoint at once, across all actors (the judge's included when it
+    uses the run's endpoint). None: no cap."""
     requests_per_minute: int | None = Field(None, ge=1)
-    tokens_per_minute: int | None = Field(None, ge=1)  # per LLM endpoint: prompt + completion limit, estimated
-    # The requests in flight follow the endpoint's 429s within max_concurrent_requests: halved on a 429, one more
-    # after each limit's worth of successes (srag_core.llm.Window). False: the cap stays where it is set.
+    """Most LLM requests started per minute to the run's endpoint, across all actors. None: no limit."""
+    tokens_per_minute: int | None = Field(None, ge=1)
+    """Most tokens per minute to the run's endpoint, across all actors, each request counted by an estimate: its
+    prompt (and tool definitions) plus its whole completion limit. None: no limit."""
+    # srag_core.llm.Window keeps the books of the adaptive limit.
     adaptive_concurrency: bool = True
+    """The requests in flight follow the endpoint's 429s within `max_concurrent_requests`: halved on a 429, one more
+    after each limit's worth of successes. False: the cap stays where it is set. Off without a cap, and with
+    `local_model` enabled (a local server sends no 429s)."""
     max_actor_restarts: int = Field(3, ge=0)
+    """How many times Ray restarts an episode worker whose process died (the actor's max_restarts); a worker that
+    keeps failing after that is retired, and the run goes on with the others."""
     episode_retries_on_actor_death: int = Field(2, ge=0)
-    # When the first this-many episodes all fail with the same error no retry can fix (401, 403, 404, a request the
-    # endpoint refuses with 400, a refused connection), the run starts no more (0: never stop). Until that many
-    # have ended, or one has finished, no more than this many run at once.
+    """How many times an episode whose worker died while running it is queued again (as the same attempt); after
+    that it is recorded as crashed."""
     stop_after_failures: int = Field(5, ge=0)
+    """When the first this-many episodes all fail with the same error no retry can fix (401, 403, 404, a request the
+    endpoint refuses with 400, a refused connection), the run starts no more (0: never stop). Until that many have
+    ended, or one has finished, no more than this many run at once."""
 
     @field_validator("actors", mode="before")
     @classmethod
@@ -109,61 +158,125 @@ class Execution(_Strict):
 
 
 class Tracking(_Strict):
-    uri: str | None = None  # None: MLFLOW_TRACKING_URI, else sqlite under the runs folder
+    """Where the run is logged in MLflow (the `tracking` section); the run folder holds everything either way."""
+
+    uri: str | None = None
+    """MLflow tracking URI (a server's http(s):// address, or a database such as sqlite:///path/mlflow.db). None:
+    MLFLOW_TRACKING_URI, else sqlite `mlflow.db` in the runs folder (`--runs-dir`, default SRAG_RUNS_DIR, else
+    ./runs)."""
     experiment: str = "srag"
-    traces: bool = True  # log each episode as an MLflow trace with LLM and tool spans
-    # Processes writing the traces, each a share of the questions. A trace costs its writer about 0.02 CPU-s in
-    # MLflow's client; with one writer, a 1,000-question run waited 10 s for its traces after the last episode.
+    """The MLflow experiment the run is logged under; created when missing."""
+    traces: bool = True
+    """Log each episode as an MLflow trace with its LLM and tool spans, and the judge's verdict on it. False: the run,
+    its metrics, tables and artifacts only."""
+    # A trace costs its writer about 0.02 CPU-s in MLflow's client; with one writer, a 1,000-question run waited 10 s
+    # for its traces after the last episode.
     export_actors: int = Field(2, ge=1, le=32)
+    """Processes writing the traces (Ray actors on the driver's node, 1 to 32), each a share of the questions."""
 
 
 class LocalModel(_Strict):
     """Start a local llama.cpp server for this run (the quickstart); the run's llm.base_url then points at it."""
 
     enabled: bool = False
+    """Start the server (SmolLM2-135M-Instruct, installed by infra/local_llm/install.sh) before the run and stop it
+    after; the run's `llm` then uses it: its base_url and model are replaced, `llm.context_tokens` becomes `n_ctx`.
+    The server listens on 127.0.0.1 of the driver's machine."""
     n_ctx: int = Field(8192, ge=512)
-    n_threads: int | None = None  # None: every core this process may use
-    n_parallel: int | None = Field(None, ge=1)  # requests served at once; None: the run's concurrency, at most 4
+    """The server's context window in tokens, per parallel slot (each request can use all of it)."""
+    n_threads: int | None = None
+    """CPU threads the server computes with. None: every core this process may use but one, which is left to the
+    pipeline (at least one thread)."""
+    n_parallel: int | None = Field(None, ge=1)
+    """Requests the server serves at once (its parallel slots; more wait in its queue). None: the run's requests in
+    flight (its episodes in flight, at most `max_concurrent_requests`), at most 4 and one per two cores."""
     startup_timeout_s: float = 180.0
+    """Seconds the server may take to load the model and answer; then the run fails, showing the end of its log."""
 
 
 class RetrievalSettings(_Strict):
-    """Vanilla RAG and cosine search."""
+    """The vanilla_rag variant: fixed-size chunks of every document, embedded once per corpus (and cached); the top_k
+    most similar to the question go to the LLM in one call."""
 
     encoder: str = "all-MiniLM-L6-v2"
+    """The sentence-transformers model that embeds chunks and questions: a Hugging Face name or a local path. The
+    default ships with the package (no download)."""
     chunk_chars: int = Field(900, ge=50)
+    """Length of a chunk in characters."""
     overlap: float = Field(0.5, ge=0, lt=1)
+    """Share of a chunk that the next one repeats (0 to below 1): a chunk starts every chunk_chars x (1 - overlap)
+    characters."""
     top_k: int = Field(5, ge=1)
+    """Chunks given to the LLM per question: the most similar to it (cosine similarity), best first."""
 
 
 class IngestionSettings(_Strict):
     """Limited ingestion: coarse chunk embeddings and pattern discovery, built once per corpus and cached."""
 
     encoder: str = "all-MiniLM-L6-v2"
-    chunk_unit: Literal["tokens", "chars"] = "tokens"  # chunks as large as the encoder accepts
-    discovery_llm: bool = True  # False: the deterministic stages only (label scanner, index, gap clusters)
-    sample_size: int = Field(20, ge=1)  # documents the discovery LLM reads; constant in corpus size
-    task_timeout_s: float = Field(120.0, gt=0)  # hard limit per validation task on Ray
-    cache_dir: str | None = None  # None: the cache folder (SRAG_CACHE_DIR, else ~/.cache/srag; `pipelines.paths`)
+    """The sentence-transformers model of the coarse chunk embeddings (the agent's embedding tools): a Hugging Face
+    name or a local path. The default ships with the package (no download)."""
+    chunk_unit: Literal["tokens", "chars"] = "tokens"
+    """How coarse chunks are cut, each as large as the encoder accepts: "tokens" counts the encoder's own tokens and
+    never cuts a word (exact); "chars" uses a characters-per-token rate measured on the corpus (approximate)."""
+    discovery_llm: bool = True
+    """Pattern discovery asks the run's LLM to propose, validate and curate patterns from a sample of documents.
+    False: the deterministic stages only (label scanner, index, gap clusters), no LLM calls."""
+    sample_size: int = Field(20, ge=1)
+    """Documents the discovery LLM reads; constant in corpus size, so its calls do not grow with the corpus."""
+    task_timeout_s: float = Field(120.0, gt=0)
+    """Hard time limit in seconds of each pattern-scanning task on Ray (validation and index building); an overdue
+    task is killed."""
+    cache_dir: str | None = None
+    """Folder of the per-corpus caches (embeddings/ and patterns/), which later runs on the same corpus reuse;
+    vanilla_rag's chunk embeddings go there too. None: the cache folder (SRAG_CACHE_DIR, else
+    $XDG_CACHE_HOME/srag, else ~/.cache/srag; `pipelines.paths`)."""
 
 
 class RunConfig(_Strict):
+    """One run: a dataset, a system variant, an LLM, judge settings and limits (a run file, or one run of a
+    sweep). Give either `dataset` or both `corpus` and `questions`."""
+
     name: str = "run"
-    dataset: str | None = None  # a registry name (see `srag datasets`)
-    data_root: str | None = None  # where `dataset` is staged; None: SRAG_DATA_DIR (`--data-root` overrides both)
-    corpus: str | None = None  # or an explicit corpus path ...
-    questions: str | None = None  # ... and questions.jsonl
+    """A label for the run: part of its run id (date-time-name-hex, the name made a slug) and recorded in run.json.
+    A sweep sets it to `<sweep name>/<grid label>`."""
+    dataset: str | None = None
+    """A dataset of the registry, by name (`srag datasets` lists them); the shipped samples need no data_root."""
+    data_root: str | None = None
+    """Where `dataset`'s source files are staged; they are converted once into the cache, which later runs use even
+    without them. None: SRAG_DATA_DIR (`--data-root` overrides both)."""
+    corpus: str | None = None
+    """Or an explicit corpus path: a folder of .txt files, a .jsonl of {id, title?, text}, or a .json list of
+    {title, text}. A relative path is taken from the current directory. Needs `questions`."""
+    questions: str | None = None
+    """... and its questions.jsonl: one object per line with id, question and answer (optional: answer_aliases,
+    answer_kind, type). A relative path is taken from the current directory."""
     variant: Variant = "zero_ingestion"
+    """The system that answers: zero_ingestion (the agent over the raw corpus); no_landscape, no_diagnostics,
+    no_redaction, stateless (its ablations: that `agent` switch turned off, or stateless on); vanilla_rag (chunk
+    retrieval and one LLM call, see `retrieval`); limited_ingestion (the agent with coarse embeddings and
+    discovered patterns, see `ingestion`)."""
     llm: LLMConfig
+    """The LLM endpoint and model the system calls (required)."""
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    """The agent's settings (every variant but vanilla_rag). A variant's own switch overrides the field here."""
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    """How each answer is scored."""
     limits: Limits = Field(default_factory=Limits)
+    """Which questions run, how many times each, and the run's budget."""
     execution: Execution = Field(default_factory=Execution)
+    """Ray placement and the LLM request limits."""
     tracking: Tracking = Field(default_factory=Tracking)
+    """MLflow logging."""
     local_model: LocalModel = Field(default_factory=LocalModel)
+    """A local llama.cpp server started for the run instead of a remote endpoint."""
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    """Settings of the vanilla_rag variant (the other variants do not read them)."""
     ingestion: IngestionSettings = Field(default_factory=IngestionSettings)
+    """Settings of the limited_ingestion variant's per-corpus stage (its cache_dir serves vanilla_rag too)."""
     runs_dir: str = "runs"
+    """Not read by any command: run folders and the local MLflow store go where `--runs-dir` says (default
+    SRAG_RUNS_DIR, else ./runs)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> "RunConfig":
@@ -181,8 +294,8 @@ class RunConfig(_Strict):
         return self.llm.seed if self.llm.seed is not None else self.limits.seed
 
     def fingerprint(self) -> str:
-        """Short hash of everything that changes results (not where data comes from or results go, nor the budgets, which decide how
-        many questions run, not what each one gives)."""
+        """Short hash of everything that changes results (not where data comes from or results go, nor the budgets,
+        which decide how many questions run, not what each one gives)."""
         material = self.model_dump(exclude={"name", "data_root", "runs_dir", "tracking", "execution"}, mode="json")
         for budget in ("max_cost_usd", "max_tokens"):
             material["limits"].pop(budget)
@@ -196,12 +309,22 @@ class RunConfig(_Strict):
 
 
 class SweepConfig(_Strict):
+    """A sweep (`srag sweep FILE`): a base run and a grid of values, whose product expands into runs that go one
+    after another."""
+
     name: str = "sweep"
+    """The sweep's name; each of its runs is named `<name>/<label>`, the label listing that run's grid values
+    (`base` when the grid is empty)."""
     base: dict[str, Any]
+    """The run config every run starts from, with the keys of a run file (its `name` is replaced)."""
     grid: dict[str, list[Any]] = Field(default_factory=dict)
-    # The sweep's whole budget, over all its runs: each run gets what the runs before it left (and its own limits).
+    """Dotted keys of the run config (`variant`, `llm.model`, `limits.seed`, ...), each with a non-empty list of
+    values; one run per combination of values, each set on a copy of `base`. Empty: one run, `base` itself."""
     max_cost_usd: float | None = Field(None, ge=0)
+    """The sweep's whole budget in US dollars, over all its runs: each run gets what the runs before it left (or its
+    own `limits.max_cost_usd`, when lower). `srag sweep --max-cost` overrides it. None: no sweep budget."""
     max_tokens: int | None = Field(None, ge=0)
+    """The same budget in tokens. None: no sweep token budget."""
 
     def expand(self, source: str = "sweep") -> list[RunConfig]:
         keys = list(self.grid)

@@ -51,32 +51,62 @@ FAILED: tuple[str, ...] = tuple(s for s in STATUSES if s not in FINISHED)
 class AgentConfig(BaseModel):
     """How one agent behaves; the ablation switches of the paper are fields here."""
 
-    model_config = ConfigDict(extra="forbid")
+    # use_attribute_docstrings: the string under each field is its description in the JSON schema.
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     max_steps: int = Field(25, ge=1, le=200)
-    landscape: bool = True  # prepend the question landscape
-    diagnostics: bool = True  # keep diagnostics in observations
-    redaction: bool = True  # redact observations once consumed
-    stateless: bool = False  # forget every set after each call (no persistence between calls)
-    branch_and_select: bool = False  # preview alternatives of deterministic calls and let the LLM pick one
+    """Tool calls an episode may make (1 to 200), malformed turns included. When they run out without an answer, the
+    model is asked once more for its best one, and the episode ends as max_steps."""
+    landscape: bool = True
+    """Send the question landscape with the question: for each of its keywords, how many documents (and which
+    filenames) contain it, and how many documents pairs of them share. False: the no_landscape ablation."""
+    diagnostics: bool = True
+    """Keep the diagnostics tools add to their results (selectivity, coverage and zero-result hints, sampled
+    snippets, ...) in the observations the model reads. False: the no_diagnostics ablation."""
+    redaction: bool = True
+    """Once the model has responded to an observation, replace it by a short summary of its structure (set names,
+    sizes, errors, short results). False: the no_redaction ablation: observations stay whole (until the
+    conversation must be compressed to fit the context window)."""
+    stateless: bool = False
+    """Forget every set, value and regex after each tool call (no persistence between calls): the stateless
+    ablation."""
+    branch_and_select: bool = False
+    """Before a deterministic tool call runs, preview a few automatic variants of it and let the LLM pick one (one
+    more LLM call per such step)."""
     branch_width: int = Field(3, ge=2, le=5)
+    """How many versions of a call branch_and_select previews, the original included (2 to 5)."""
     tool_families: list[str] = Field(default_factory=lambda: ["core", "agg"])
-    structured_turns: bool = True  # json protocol: send the turn JSON schema (if the endpoint's response_format allows)
-    # The first turn must be a tool call (json protocol: a call-only schema; tools protocol: no final_answer function),
-    # and an answer there is malformed. For small models (the local demo) that would otherwise answer at once.
+    """The tool families offered to the agent (in its prompt, and in the turn schema or functions it is sent): core
+    (search, filter, read and count documents), agg (extract and aggregate values), embeddings and pattern_search
+    (these two need the limited_ingestion variant, which adds them). Unknown names are ignored. Not enforced where
+    nothing holds replies to the turn schema (json protocol with response_format none or json_object, or without
+    structured_turns): a tool of another family that the model names still runs."""
+    structured_turns: bool = True
+    """json protocol: send the turn's JSON schema with every request, held to it as far as the endpoint's
+    response_format allows. False: the prompt alone asks for the JSON. No effect under the tools protocol."""
     first_turn_tool: bool = False
-    # json protocol: bound the thought and the answer to this many characters in the turn schema; for small models,
-    # which can repeat one phrase until max_tokens cuts the reply (None: no bound, as most providers want).
+    """The first turn must be a tool call (json protocol: a call-only schema; tools protocol: no final_answer
+    function), and an answer there is malformed. For small models (the local demo) that would otherwise answer at
+    once."""
     max_text_chars: int | None = Field(None, ge=20)
-    # json protocol: hold every turn's tool arguments to the tool's own schema, with strings bounded to this many
-    # characters (first_turn_tool alone does that for the first turn, bounded by max_text_chars). For small models,
-    # which can fill a string argument with digits until max_tokens cuts the reply.
+    """json protocol: bound the thought and the answer to this many characters in the turn schema; for small models,
+    which can repeat one phrase until max_tokens cuts the reply. None: no bound, as most providers want."""
     max_arg_chars: int | None = Field(None, ge=8)
+    """json protocol: hold every turn's tool arguments to the tool's own schema, with strings bounded to this many
+    characters (first_turn_tool alone does that for the first turn, bounded by max_text_chars). For small models,
+    which can fill a string argument with digits until max_tokens cuts the reply. None: the turn schema leaves the
+    arguments free (but for the first turn under first_turn_tool)."""
     regex_budget_s: float = Field(10.0, gt=0)
+    """Wall-time budget in seconds of one tool call's matching (regexes, query scoring); the call stops there and
+    answers with an error rather than run on."""
     episode_timeout_s: float = Field(1800.0, gt=0)
-    # Spending caps of one episode (every LLM call it makes, tools' included); past either it ends as over_budget.
+    """Wall-time limit of one episode in seconds: every LLM call it makes (tools' included) is held to it, and an
+    episode past it ends as timeout."""
     token_budget: int = Field(5_000_000, ge=1)
+    """Tokens one episode may spend (prompt + completion, every LLM call it makes, tools' included); once it has
+    spent that many, it makes no further turn and ends as over_budget."""
     cost_budget_usd: float = Field(10.0, gt=0)
+    """The same cap in US dollars, from llm.price_per_million (without prices it never binds)."""
 
 
 class Episode(BaseModel):

@@ -36,21 +36,39 @@ class ProfileError(ValueError):
 class Profile(BaseModel):
     """What an endpoint family accepts. Every field has the conservative value of the `generic` profile."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # use_attribute_docstrings: the string under each field is its description in the JSON schema.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     name: str = "generic"
-    protocol: TurnProtocol = "json"  # tools: native function calling; json: one JSON object per reply
-    limit_field: LimitField = "max_tokens"  # the request field that carries the completion limit
-    temperature: bool = True  # False: the endpoint takes only its default temperature, so none is sent
-    response_format: ResponseFormatMode = "none"  # how a reply is held to a JSON schema
-    strict: bool = False  # schemas and functions are sent with strict: true (and made strict-compliant)
-    parallel_tool_calls: bool | None = None  # sent as given when tools are offered; None: not sent
-    tool_choice: bool = True  # the endpoint honours tool_choice naming one function
-    turn_tool_choice: Literal["required", "auto"] = "required"  # sent when tools are offered and the caller names none
-    reasoning_effort: str | None = None  # sent as reasoning_effort (a config value overrides it)
-    reasoning_tokens: int = Field(0, ge=0)  # added to the completion limit: hidden reasoning spends it first
-    seed: bool = True  # the endpoint takes `seed` (sent when the config, or a run's epoch, gives one)
-    extra_body: dict[str, Any] = Field(default_factory=dict)  # vendor fields merged into every request body
+    """The profile's name, shown in logs and in the run's srag.profile tag; a label, it changes no request."""
+    protocol: TurnProtocol = "json"
+    """The agent's turn protocol (llm.protocol overrides it): tools, native function calling; json, one JSON object
+    per reply."""
+    limit_field: LimitField = "max_tokens"
+    """The request field that carries the completion limit: max_tokens or max_completion_tokens."""
+    temperature: bool = True
+    """The endpoint takes a temperature. False: it takes only its default temperature, so none is sent."""
+    response_format: ResponseFormatMode = "none"
+    """How a reply is held to a JSON schema (llm.response_format overrides it): none, json_object (JSON mode),
+    json_object_schema (JSON mode with the schema) or json_schema (structured outputs)."""
+    strict: bool = False
+    """Schemas and functions are sent with strict: true (and made strict-compliant first)."""
+    parallel_tool_calls: bool | None = None
+    """Sent as parallel_tool_calls, as given, with every request that offers tools (never to o-series models, which
+    refuse it). None: not sent."""
+    tool_choice: bool = True
+    """The endpoint honours a tool_choice naming one function. False: such a choice is sent as "required" (some
+    call) instead."""
+    turn_tool_choice: Literal["required", "auto"] = "required"
+    """The tool_choice sent when tools are offered and the caller names none (an agent's ordinary turn)."""
+    reasoning_effort: str | None = None
+    """Sent as reasoning_effort with every request (llm.reasoning_effort overrides it). None: not sent."""
+    reasoning_tokens: int = Field(0, ge=0)
+    """Tokens added to every completion limit: hidden reasoning spends the limit first."""
+    seed: bool = True
+    """The endpoint takes `seed` (sent when the config, or a run's epoch, gives one)."""
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    """Vendor fields merged into every request body (llm.extra_body overrides them key by key)."""
 
 
 SHIPPED: dict[str, Profile] = {p.name: p for p in [
