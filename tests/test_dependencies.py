@@ -11,7 +11,7 @@ from importlib.metadata import packages_distributions
 
 from tests.conftest import REPO
 
-PACKAGES = ("srag_core", "judges", "car_baselines", "pipelines")
+PACKAGES = ("srag_core", "judges", "car_baselines", "pipelines", "evalstats")
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
 

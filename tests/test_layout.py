@@ -1,15 +1,17 @@
 """The package layout's rules, read from the source: no import circles, and dependencies that point one way
 (`pipelines` -> `srag_core`, `judges`, `car_baselines`; the engine never imports the command line; `srag_core` never
-imports Ray or MLflow; other packages use only the public surface of `srag_core`; no module imports another package's
-private `_x` module or name)."""
+imports Ray or MLflow; `evalstats` imports nothing of the project and nothing but NumPy, SciPy and the standard
+library; other packages use only the public surface of `srag_core`; no module imports another package's private `_x`
+module or name)."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("srag_core", "judges", "car_baselines", "pipelines")
+PACKAGES = ("srag_core", "judges", "car_baselines", "pipelines", "evalstats")
 
 
 def _module_name(path: Path) -> str:
@@ -122,6 +124,15 @@ def test_dependencies_point_one_way():
         for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("srag_core"):
                 assert [a.name for a in node.names] == ["first_json_object"], (file.name, node.module)
+
+
+def test_evalstats_stands_alone():
+    # every package may use evalstats, so it uses none of them: numpy, scipy and the standard library only
+    for name, targets in _graph().items():
+        if name.startswith("evalstats"):
+            assert all(t.startswith("evalstats") for t in targets), (name, targets)
+    outside = {top for _, top in _external_imports("evalstats")} - set(sys.stdlib_module_names)
+    assert outside <= {"numpy", "scipy", "evalstats"}, outside
 
 
 # What srag_core's docstring calls public: the package's own names (`__all__`) and these modules.

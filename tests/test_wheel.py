@@ -75,7 +75,7 @@ def test_the_wheel_holds_the_packages_and_their_shipped_files(installed):
     for shipped in ("pipelines/samples/twowiki/questions.jsonl", "pipelines/samples/twowiki/ATTRIBUTION.md",
                     "pipelines/samples/twowiki/demo_program.jsonl",
                     "car_baselines/samples/legal_real_pairs_sample.json",
-                    "car_baselines/data/distractors.json"):
+                    "car_baselines/data/distractors.json", "evalstats/__init__.py", "evalstats/README.md"):
         assert shipped in names, shipped
     assert any(n.startswith("pipelines/samples/twowiki/corpus/") for n in names)
     assert not any(n.startswith(("tests/", "benchmarks/", "runs/")) for n in names)

@@ -1,0 +1,442 @@
+"""evalstats against published numbers: values SciPy computes for the same inputs (it implements these methods on its
+own), values R packages print, and values papers publish, each with its source beside it. Nothing here checks a
+function only against its own formula written out again.
+
+Sign convention of evalstats: A first, B second; a = both right, b = only A right, c = only B right, d = neither;
+differences are B minus A. Sources that compute "first minus second" are mapped to it by naming their first
+condition B: their (a, b, c, d) is our (a, c, b, d).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import evalstats as es
+
+# ---------------------------------------------------------------------------------------------------------------
+# Wilson
+
+
+@pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
+def test_wilson_matches_scipy(level):
+    for n in (1, 2, 7, 20, 29, 148, 263, 1000):
+        for k in sorted({0, 1, n // 3, n // 2, n - 1, n}):
+            ci = stats.binomtest(k, n).proportion_ci(level, method="wilson")
+            assert es.wilson_interval(k, n, level) == pytest.approx((ci.low, ci.high), abs=1e-12)
+
+
+@pytest.mark.parametrize(("k", "n", "expected"), [
+    # Newcombe RG (1998), Stat Med 17:857-872, Table II, method 3 (Wilson score, no continuity correction)
+    (81, 263, (0.2553, 0.3662)),
+    # the same table's three other examples; also in the ratesci R package's test suite
+    # (tests/testthat/test3.R, "Single proportion, Newcombe examples": wilsonci(x = c(15, 0, 1), n = c(148, 20, 29)))
+    (15, 148, (0.0624, 0.1605)),
+    (0, 20, (0.0, 0.1611)),
+    (1, 29, (0.0061, 0.1718)),
+])
+def test_wilson_matches_newcombe_1998_table(k, n, expected):
+    assert tuple(round(x, 4) for x in es.wilson_interval(k, n)) == expected
+
+
+def test_wilson_rejects_impossible_counts():
+    for k, n in ((1, 0), (-1, 5), (6, 5)):
+        with pytest.raises(ValueError):
+            es.wilson_interval(k, n)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# CLT interval of a mean, plain and clustered
+
+
+def _scores(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).beta(2, 3, n)
+
+
+def test_clt_interval_uses_scipys_standard_error_and_quantiles():
+    x = _scores(150, 1)
+    lo, hi, se = es.mean_interval_clt(x)
+    assert se == pytest.approx(stats.sem(x), rel=1e-12)
+    assert (lo, hi) == pytest.approx(stats.norm.interval(0.95, loc=x.mean(), scale=stats.sem(x)), rel=1e-12)
+    # dist="t" is the one-sample t interval: SciPy's ttest_1samp(...).confidence_interval
+    lo, hi, _ = es.mean_interval_clt(x, 0.9, dist="t")
+    ci = stats.ttest_1samp(x, 0.0).confidence_interval(0.9)
+    assert (lo, hi) == pytest.approx((ci.low, ci.high), rel=1e-12)
+
+
+def test_clustered_se_with_one_value_per_cluster_is_the_plain_se():
+    x = _scores(40, 2)
+    assert es.mean_se(x, clusters=list(range(40)))[1] == pytest.approx(stats.sem(x), rel=1e-12)
+
+
+def test_clustered_se_with_equal_clusters_is_the_se_of_the_cluster_means():
+    # With G clusters of equal size m, the cluster-robust variance of the mean with the G / (G - 1) factor is
+    # sum_g (mean_g - mean)^2 / (G (G - 1)): the usual standard error of the G cluster means (Cameron & Miller 2015,
+    # "A practitioner's guide to cluster-robust inference"; collapsing to cluster means). SciPy computes the latter.
+    rng = np.random.default_rng(3)
+    effect = np.repeat(rng.normal(0, 0.3, 25), 8)  # 25 passages, 8 questions each: correlated within a passage
+    x = effect + rng.normal(0, 0.2, effect.size)
+    labels = np.repeat([f"passage-{i}" for i in range(25)], 8)
+    _, se, df = es.mean_se(x, labels)
+    assert se == pytest.approx(stats.sem(x.reshape(25, 8).mean(axis=1)), rel=1e-12)
+    assert df == 24
+    assert se > stats.sem(x) * 1.5  # ignoring the clusters would understate it
+
+
+def test_clustered_se_matches_statsmodels_on_unequal_clusters():
+    # statsmodels 0.15.0 (run once in a scratch environment; it is not a dependency):
+    # sm.OLS(y, np.ones_like(y)).fit(cov_type="cluster", cov_kwds={"groups": g}).bse[0]
+    # gave 0.11999999999999991 for the first case and 0.06773830058582181 for the second (its default small-sample
+    # factor G / (G - 1) * (N - 1) / (N - K) is G / (G - 1) here, K = 1). By hand for the first: residuals from the
+    # mean 0.6 sum to -0.2, 0.4, -0.2 over the clusters; sqrt(3/2 * 0.24) / 5 = 0.12.
+    assert es.mean_se([1.0, 0.0, 1.0, 1.0, 0.0], ["a", "a", "b", "c", "c"])[1] == pytest.approx(0.12, rel=1e-12)
+    y = [0.9, 0.7, 0.2, 1.0, 0.4, 0.4, 0.0, 0.8, 0.6, 0.5, 1.0, 0.3]
+    g = [0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3]
+    assert es.mean_se(y, g)[1] == pytest.approx(0.06773830058582181, rel=1e-10)
+    # without the factor, statsmodels' use_correction=False (the plain Liang-Zeger / Miller 2024 form)
+    # gave 0.05866308911650801
+    assert es.mean_se(y, g)[1] * math.sqrt(3 / 4) == pytest.approx(0.05866308911650801, rel=1e-10)
+
+
+def test_clt_refuses_what_it_cannot_estimate():
+    with pytest.raises(ValueError):
+        es.mean_interval_clt([0.5])
+    with pytest.raises(ValueError):
+        es.mean_se([0.1, 0.2, 0.3], clusters=["x", "x", "x"])  # one cluster
+    with pytest.raises(ValueError):
+        es.mean_se([0.1, 0.2, 0.3], clusters=["x", "y"])
+    with pytest.raises(ValueError):
+        es.mean_interval_clt([0.1, 0.2], dist="cauchy")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# BCa bootstrap
+
+
+def test_bca_is_scipys_bca_and_seeded():
+    x = np.random.default_rng(4).exponential(1.0, 80)
+    ref = stats.bootstrap((x,), np.mean, n_resamples=4000, method="BCa", rng=np.random.default_rng(7))
+    got = es.bca_interval(x, resamples=4000, seed=7)
+    assert got == pytest.approx((ref.confidence_interval.low, ref.confidence_interval.high), rel=1e-12)
+    assert es.bca_interval(x, resamples=4000, seed=7) == got
+    # skewed scores: the interval reaches further above the mean than below it, which a CLT interval cannot
+    assert got[1] - x.mean() > x.mean() - got[0]
+
+
+def test_bca_agrees_with_the_clt_on_a_large_symmetric_sample():
+    x = np.random.default_rng(5).normal(0.5, 0.2, 2000)
+    lo, hi = es.bca_interval(x, resamples=2000)
+    clt_lo, clt_hi, _ = es.mean_interval_clt(x)
+    assert lo == pytest.approx(clt_lo, abs=0.1 * (clt_hi - clt_lo))
+    assert hi == pytest.approx(clt_hi, abs=0.1 * (clt_hi - clt_lo))
+
+
+def test_bca_refuses_small_or_constant_samples():
+    assert es.MIN_BOOTSTRAP_N == 30
+    with pytest.raises(ValueError, match="MIN_BOOTSTRAP_N"):
+        es.bca_interval(np.linspace(0, 1, es.MIN_BOOTSTRAP_N - 1))
+    es.bca_interval(np.linspace(0, 1, es.MIN_BOOTSTRAP_N), resamples=500)
+    with pytest.raises(ValueError, match="same"):
+        es.bca_interval([1.0] * 100)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# McNemar's tests
+
+
+def test_exact_mcnemar_is_scipys_binomial_test_on_the_discordant_pairs():
+    for b in range(31):
+        for c in range(31):
+            expected = 1.0 if b + c == 0 else stats.binomtest(b, b + c, 0.5).pvalue
+            assert es.mcnemar_exact_p(b, c) == pytest.approx(expected, rel=1e-12, abs=1e-300)
+    b, c = np.array([[1, 6], [12, 0]]), np.array([[7, 16], [2, 0]])
+    assert es.mcnemar_exact_p(b, c).shape == (2, 2)  # vectorised
+
+
+def test_mcnemar_tests_match_fagerland_et_al():
+    # Cavo et al. (2012) complete response before and after consolidation therapy, the paired 2x2 table
+    # [[59, 6], [16, 80]] of Fagerland, Lydersen & Laake (2017), Statistical Analysis of Contingency Tables, ch. 8;
+    # their R package contingencytables prints (tests/testthat/test-ch8.R): "The McNemar exact conditional test:
+    # P = 0.052479", "The McNemar mid-P test: P = 0.034690", "The McNemar asymptotic test: P = 0.033006, Z = -2.132".
+    b, c = 6, 16
+    assert round(es.mcnemar_exact_p(b, c), 6) == 0.052479
+    assert round(es.mcnemar_midp_p(b, c), 6) == 0.034690
+    assert round(es.mcnemar_asymptotic_p(b, c), 6) == 0.033006
+    # Armitage & Berry (1994, p. 127), two culture media on 50 sputum specimens, [[20, 12], [2, 16]]: the exact
+    # matched-pairs test (Liddell 1983) gives "P (two sided) = 0.0129" (StatsDirect's help, "Exact matched pairs")
+    assert round(es.mcnemar_exact_p(12, 2), 4) == 0.0129
+
+
+def test_mcnemar_without_discordant_pairs_is_one():
+    assert es.mcnemar_exact_p(0, 0) == es.mcnemar_midp_p(0, 0) == es.mcnemar_asymptotic_p(0, 0) == 1.0
+    assert es.mcnemar_midp_p(4, 4) == pytest.approx(1 - stats.binom.pmf(4, 8, 0.5) / 2)
+
+
+def test_exact_odds_ratio_interval_matches_published_intervals():
+    # Armitage & Berry (1994) as above, odds ratio 12 / 2 = 6: "Exact 95% confidence interval = 1.335744 to
+    # 55.197091" (StatsDirect, after Liddell 1983). Our B is their medium A: b = 2, c = 12.
+    assert [round(x, 6) for x in es.mcnemar_exact_odds_ratio_interval(2, 12)] == [1.335744, 55.197091]
+    # Ezra et al. (2010) floppy eyelid syndrome, [[7, 25], [2, 68]], estimate 25 / 2 = 12.5: "Transformed
+    # Clopper-Pearson exact CI: 3.1169 to 108.8892" (contingencytables, tests/testthat/test-ch8.R)
+    assert [round(x, 4) for x in es.mcnemar_exact_odds_ratio_interval(2, 25)] == [3.1169, 108.8892]
+    assert es.mcnemar_exact_odds_ratio_interval(0, 0) == (0.0, math.inf)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Paired intervals for a difference of proportions (B minus A)
+
+
+def _last_digit(published: tuple[float, float]) -> float:
+    """The unit of the last decimal a published pair is given to (0.001 for -0.507, 0.0001 for 0.3292): a value
+    matches when it rounds to the published one, up to the rounding of the last digit."""
+    return 10.0 ** -max(len(repr(x).split(".")[1]) for x in published)
+
+
+@pytest.mark.parametrize(("table", "expected"), [
+    # Newcombe (1998), Stat Med 17:2635, his example (Armitage & Berry's [[20, 12], [2, 16]]), method 10:
+    # 0.0562 to 0.3292 (as checked in ratesci, tests/testthat/test3.R, "against Newcombe's method 10 result")
+    ((20, 2, 12, 16), (0.0562, 0.3292)),
+    # Fagerland, Lydersen & Laake (2014), Stat Med 33:2850, airway hyper-responsiveness (Bentur et al. 2009),
+    # [[1, 1], [7, 12]]: -0.507 to -0.026 (ratesci test3.R: "Fagerland use Newcombe's ... 'method 10'")
+    ((1, 7, 1, 12), (-0.507, -0.026)),
+    # Cavo et al. (2012), [[59, 6], [16, 80]]: "Newcombe square-and-add CI: estimate = -0.0621 (95% CI -0.1186 to
+    # -0.0046)" (contingencytables, tests/testthat/test-ch8.R)
+    ((59, 16, 6, 80), (-0.1186, -0.0046)),
+    # Tang, Li & Tang (2010) example [[8, 3], [1, 2]]: -0.1574 to 0.4136 (ratesci test3.R)
+    ((8, 1, 3, 2), (-0.1574, 0.4136)),
+])
+def test_newcombe_method_10_matches_published_intervals(table, expected):
+    lo, hi = es.newcombe_paired_interval(*table)
+    assert (lo, hi) == pytest.approx(expected, abs=0.5 * _last_digit(expected))
+
+
+@pytest.mark.parametrize(("table", "level", "expected"), [
+    # Cavo et al. (2012): "Tango asymptotic score CI: estimate = -0.0621 (95% CI -0.1240 to -0.0054)"
+    # (contingencytables, tests/testthat/test-ch8.R)
+    ((59, 16, 6, 80), 0.95, (-0.1240, -0.0054)),
+    # Tango (1998), Stat Med 17:891, his example [[43, 0], [1, 0]] at 90%: -0.096 to 0.037 (ratesci test3.R)
+    ((43, 1, 0, 0), 0.90, (-0.096, 0.037)),
+    # Tango's second example [[4, 9], [3, 16]]: -0.027 to 0.390 (ratesci test3.R)
+    ((4, 3, 9, 16), 0.95, (-0.027, 0.390)),
+    # Agresti & Min (2005), Stat Med 24:729, [[53, 16], [8, 9]]: -0.020 to 0.207 (ratesci test3.R)
+    ((53, 8, 16, 9), 0.95, (-0.020, 0.207)),
+    # Fagerland et al. (2014), airway hyper-responsiveness [[1, 1], [7, 12]]: -0.517 to -0.026 (ratesci test3.R)
+    ((1, 7, 1, 12), 0.95, (-0.517, -0.026)),
+])
+def test_tango_matches_published_intervals(table, level, expected):
+    lo, hi = es.tango_paired_interval(*table, level=level)
+    assert (lo, hi) == pytest.approx(expected, abs=0.5 * _last_digit(expected))
+
+
+def test_the_sign_is_b_minus_a():
+    # B right on 12 questions A misses, A right on 2 that B misses: B is better, the difference is positive
+    for interval in (es.newcombe_paired_interval, es.tango_paired_interval):
+        lo, hi = interval(20, 2, 12, 16)
+        assert 0 < lo < 0.2 < hi
+        mirrored = interval(20, 12, 2, 16)
+        assert mirrored == pytest.approx((-hi, -lo), abs=1e-9)
+
+
+def test_tango_agrees_with_asymptotic_mcnemar_on_every_table():
+    # Tango's score statistic at a zero difference is McNemar's z, so the interval excludes 0 exactly when the
+    # asymptotic p-value is below 0.05: every split of 20 pairs into discordant counts b, c
+    for b in range(21):
+        for c in range(21 - b):
+            a = (20 - b - c) // 2
+            lo, hi = es.tango_paired_interval(a, b, c, 20 - a - b - c)
+            assert (lo > 0 or hi < 0) == (es.mcnemar_asymptotic_p(b, c) < 0.05), (b, c)
+
+
+def test_exact_odds_ratio_interval_agrees_with_exact_mcnemar_on_every_table():
+    for b in range(26):
+        for c in range(26):
+            lo, hi = es.mcnemar_exact_odds_ratio_interval(b, c)
+            assert (lo > 1 or hi < 1) == (es.mcnemar_exact_p(b, c) < 0.05), (b, c)
+
+
+@pytest.mark.parametrize("a", range(16))
+def test_degenerate_case_which_interval_agrees_with_which_test(a):
+    # 20 questions, B right on 5 that A misses, A never right where B is wrong; the 15 others split a / d
+    b, c, d = 0, 5, 15 - a
+    exact = es.mcnemar_exact_p(b, c)
+    assert exact == 0.0625  # 2 * 0.5 ** 5: not significant at 5%
+    # the exact test's own interval (on the odds-ratio scale) holds 1, and is no point
+    lo, hi = es.mcnemar_exact_odds_ratio_interval(b, c)
+    assert lo < 1 < hi and hi == math.inf
+    # Newcombe's and Tango's intervals for the difference do not collapse, but both exclude 0: they do not agree
+    # with the exact test here
+    newcombe, tango = es.newcombe_paired_interval(a, b, c, d), es.tango_paired_interval(a, b, c, d)
+    assert 0 < newcombe[0] < 0.25 < newcombe[1] and 0 < tango[0] < 0.25 < tango[1]
+    # Tango agrees with the asymptotic test, which rejects here (z = 5 / sqrt(5))
+    assert es.mcnemar_asymptotic_p(b, c) == pytest.approx(2 * stats.norm.sf(math.sqrt(5)))
+    assert es.mcnemar_asymptotic_p(b, c) < 0.05
+
+
+def test_no_discordant_pairs_gives_an_interval_around_zero_not_a_point():
+    # a = 10, d = 10: the systems agree on every question. Newcombe's shrunken correlation (0.9, not 1) keeps his
+    # interval open; Tango's limits are +/- z^2 / (n + z^2) (Tango 1998).
+    z2 = stats.norm.ppf(0.975) ** 2
+    assert es.tango_paired_interval(10, 0, 0, 10) == pytest.approx((-z2 / (20 + z2), z2 / (20 + z2)), abs=1e-9)
+    lo, hi = es.newcombe_paired_interval(10, 0, 0, 10)
+    assert lo < -0.01 and hi > 0.01
+    lo, hi = es.newcombe_paired_interval(20, 0, 0, 0)  # all right in both: a zero margin, phi = 0
+    assert lo < -0.1 and hi > 0.1
+
+
+def test_every_pair_won_by_b():
+    assert es.tango_paired_interval(0, 0, 20, 0)[1] == 1.0
+    assert es.newcombe_paired_interval(0, 0, 20, 0)[1] == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Paired mean differences
+
+
+def _paired(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    difficulty = rng.beta(2, 2, n)
+    return rng.random(n) < difficulty, rng.random(n) < difficulty + 0.05
+
+
+def test_paired_t_matches_scipys_paired_t_test():
+    a, b = (x.astype(float) for x in _paired(120, 6))
+    t = stats.ttest_rel(b, a)
+    lo, hi, _ = es.paired_mean_interval(b - a, dist="t")
+    assert (lo, hi) == pytest.approx(tuple(t.confidence_interval(0.95)), rel=1e-12)
+    assert es.paired_mean_p(b - a, dist="t") == pytest.approx(t.pvalue, rel=1e-12)
+
+
+@pytest.mark.parametrize("dist", ["normal", "t"])
+@pytest.mark.parametrize("clustered", [False, True])
+def test_paired_interval_and_p_value_always_agree(dist, clustered):
+    for seed in range(30):
+        a, b = (x.astype(float) for x in _paired(60, seed))
+        diffs = b - a
+        clusters = np.arange(60) // 3 if clustered else None
+        p = es.paired_mean_p(diffs, clusters, dist)
+        lo, hi, _ = es.paired_mean_interval(diffs, 0.95, clusters, dist)
+        assert (lo > 0 or hi < 0) == (p < 0.05)
+        if 0 < p < 1:  # at level 1 - p the interval ends exactly at 0: the same SE and the same quantile
+            lo, hi, _ = es.paired_mean_interval(diffs, 1 - p, clusters, dist)
+            assert min(abs(lo), abs(hi)) < 1e-9
+
+
+def test_paired_p_without_spread():
+    assert es.paired_mean_p([0.0] * 10) == 1.0
+    assert es.paired_mean_p([1.0] * 10) == 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Multiplicity
+
+# R's multtest::mt.rawp2adjp output, hard-coded in statsmodels' test suite (statsmodels/stats/tests/test_multi.py,
+# res_multtest1 and res_multtest3, columns rawp, Holm, BH); R's p.adjust(p, "holm") / (p, "BH") give the same numbers.
+R_RAW_1 = [5.2365677720800003e-05, 2.8140506198000000e-04, 1.4987731079600001e-02, 2.0273268879800001e-02,
+           1.7709695272300000e-01, 6.4219392379499995e-01, 6.8084594763299999e-01, 7.1626938238000004e-01,
+           8.3854136755300002e-01, 9.6783382430900000e-01]
+R_HOLM_1 = [5.2365677720800005e-04, 2.5326455578199999e-03, 1.1990184863680001e-01, 1.4191288215860001e-01,
+            1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+R_BH_1 = [5.2365677720800005e-04, 1.4070253098999999e-03, 4.9959103598666670e-02, 5.0683172199499998e-02,
+          3.5419390544599999e-01, 8.9533672797500008e-01, 8.9533672797500008e-01, 8.9533672797500008e-01,
+          9.3171263061444454e-01, 9.6783382430900000e-01]
+R_RAW_3 = [0.001, 0.002, 0.003, 0.004, 0.005, 0.05, 0.06, 0.07, 0.08, 0.09]
+R_HOLM_3 = [0.01, 0.018, 0.024, 0.028, 0.03, 0.25, 0.25, 0.25, 0.25, 0.25]
+R_BH_3 = [0.01, 0.01, 0.01, 0.01, 0.01, 0.08333333333333334, 0.0857142857142857, 0.0875, 0.0888888888888889, 0.09]
+
+
+@pytest.mark.parametrize(("raw", "holm_r", "bh_r"), [(R_RAW_1, R_HOLM_1, R_BH_1), (R_RAW_3, R_HOLM_3, R_BH_3)])
+def test_adjusted_p_values_match_r(raw, holm_r, bh_r):
+    order = np.random.default_rng(0).permutation(len(raw))  # given in any order, returned in that order
+    raw, holm_r, bh_r = (np.asarray(v)[order] for v in (raw, holm_r, bh_r))
+    np.testing.assert_allclose(es.holm(raw), holm_r, rtol=1e-12)
+    np.testing.assert_allclose(es.benjamini_hochberg(raw), bh_r, rtol=1e-12)
+
+
+def test_benjamini_hochberg_matches_scipy_along_the_last_axis():
+    p = np.random.default_rng(1).random((50, 12)) ** 2
+    np.testing.assert_allclose(es.benjamini_hochberg(p), stats.false_discovery_control(p, axis=-1), rtol=1e-12)
+    np.testing.assert_allclose(es.holm(p)[7], es.holm(p[7]), rtol=0)  # each row its own family
+
+
+def test_adjustment_refuses_non_p_values():
+    for bad in ([], [0.2, 1.5], [np.nan]):
+        with pytest.raises(ValueError):
+            es.holm(bad)
+
+
+def test_holm_keeps_the_family_wise_error_of_a_sweep_of_equal_systems():
+    # 5 equal systems (the same chance of a right answer on each question), 10 pairwise McNemar tests on 200
+    # questions, 2000 sweeps. A false claim is any pair called different.
+    sweeps, n, systems, alpha = 2000, 200, 5, 0.05
+    rng = np.random.default_rng(2024)
+    difficulty = rng.beta(2, 2, (sweeps, 1, n))
+    right = rng.random((sweeps, systems, n)) < difficulty
+    pairs = [(i, j) for i in range(systems) for j in range(i + 1, systems)]
+    only_a = np.stack([(right[:, i] & ~right[:, j]).sum(-1) for i, j in pairs], axis=-1)
+    only_b = np.stack([(right[:, j] & ~right[:, i]).sum(-1) for i, j in pairs], axis=-1)
+    p = es.mcnemar_asymptotic_p(only_a, only_b)
+    raw = int(np.sum(np.any(p < alpha, axis=-1)))
+    adjusted = int(np.sum(np.any(es.holm(p) < alpha, axis=-1)))
+    # Monte Carlo margin from the count: the 99% quantile of Binomial(sweeps, alpha)
+    margin = int(stats.binom.ppf(0.99, sweeps, alpha))
+    assert adjusted <= margin, (adjusted, margin)
+    assert stats.binomtest(raw, sweeps).proportion_ci(0.99).low > 2 * alpha, raw  # unadjusted: far above 5%
+
+
+def test_tie_groups_on_a_hand_made_leaderboard():
+    scores = {"base": 0.50, "rerank": 0.78, "agent": 0.80, "hybrid": 0.70, "bm25": 0.65}
+    # what the adjusted tests separated (either order): agent from hybrid, bm25 and base; hybrid from base
+    separated = {("agent", "hybrid"), ("bm25", "agent"), ("agent", "base"), ("hybrid", "base"), ("rerank", "base")}
+    # agent opens group 1, rerank joins it (not separated from agent); hybrid is separated from agent, so it opens
+    # group 2, and bm25 joins it (bm25 vs hybrid not separated, although bm25 vs agent is); base is separated from
+    # hybrid, group 3
+    assert es.tie_groups(scores, separated) == [["agent", "rerank"], ["hybrid", "bm25"], ["base"]]
+    assert es.tie_groups(scores, set()) == [["agent", "rerank", "hybrid", "bm25", "base"]]
+    assert es.tie_groups({"b": 0.5, "a": 0.5}, [("a", "b")]) == [["a"], ["b"]]  # equal scores: by name
+    with pytest.raises(ValueError):
+        es.tie_groups(scores, [("agent", "nope")])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Power
+
+
+def test_min_detectable_effect_paired_is_the_published_closed_form():
+    # (z_0.975 + z_0.8) * sd / sqrt(n) with SciPy's normal quantiles: 2.8016 * 0.5 / sqrt(200) = 0.09905
+    z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+    assert round(z, 4) == 2.8016
+    assert es.min_detectable_effect_paired(200, 0.5) == pytest.approx(z * 0.5 / math.sqrt(200), rel=1e-12)
+    assert round(es.min_detectable_effect_paired(200, 0.5), 5) == 0.09905
+    # Lehr's rule (Lehr R (1992), Stat Med 11:1099-1102): 80% power at two-sided 5% needs about 16 / D^2 per group
+    # for two groups, 8 / D^2 for one sample of differences, D the difference in SD units: D = 0.5 -> 32
+    assert es.questions_needed(0.5, sd_diff=1.0) == 32
+
+
+def test_connor_sample_size_matches_the_published_example():
+    # Connor (1987), Biometrics 43:207-211, p. 209, as worked on the "Compare paired proportions, McNemar's Z-test,
+    # 2-sided equality" calculator (powerandsamplesize.com; reproduced by zarathucorp's open-powersamplesize): p01 =
+    # 0.45, p10 = 0.05, alpha 0.05, power 0.8 -> 23 pairs
+    assert es.questions_needed(0.40, p_discordant=0.50) == 23
+    # its inverse: 23 pairs detect a bit less than 0.40, 22 a bit more
+    assert es.min_detectable_effect_paired_binary(23, 0.50) < 0.40 < es.min_detectable_effect_paired_binary(22, 0.50)
+
+
+def test_the_binary_mde_has_the_power_it_promises():
+    # simulate McNemar's asymptotic test at the minimum detectable difference: about 80% of runs reject
+    n, psi, runs = 400, 0.2, 4000
+    delta = es.min_detectable_effect_paired_binary(n, psi)
+    counts = np.random.default_rng(8).multinomial(n, [(psi - delta) / 2, (psi + delta) / 2, 1 - psi], size=runs)
+    power = np.mean(es.mcnemar_asymptotic_p(counts[:, 0], counts[:, 1]) < 0.05)
+    assert power == pytest.approx(0.8, abs=0.03)
+
+
+def test_power_refuses_what_cannot_be_planned():
+    with pytest.raises(ValueError):
+        es.min_detectable_effect_paired_binary(3, 0.1)  # no difference up to 0.1 is detectable on 3 pairs
+    with pytest.raises(ValueError):
+        es.questions_needed(0.1)
+    with pytest.raises(ValueError):
+        es.questions_needed(0.3, p_discordant=0.2)  # the difference cannot exceed the discordant share
