@@ -181,8 +181,8 @@ class RunConfig(_Strict):
         return self.llm.seed if self.llm.seed is not None else self.limits.seed
 
     def fingerprint(self) -> str:
-        """Short hash of everything that changes results (not where data comes from or results go, nor the budgets, which decide how
-        many questions run, not what each one gives)."""
+        """Short hash of everything that changes results (not where data comes from or results go, nor the budgets,
+        which decide how many questions run, not what each one gives)."""
         material = self.model_dump(exclude={"name", "data_root", "runs_dir", "tracking", "execution"}, mode="json")
         for budget in ("max_cost_usd", "max_tokens"):
             material["limits"].pop(budget)
@@ -208,9 +208,9 @@ class SweepConfig(_Strict):
         runs = []
         for values in itertools.product(*(self.grid[k] for k in keys)) if keys else [()]:
             data = json.loads(json.dumps(self.base))
-            for key, value in zip(keys, values):
+            for key, value in zip(keys, values, strict=True):
                 set_dotted(data, key, value)
-            label = "-".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in zip(keys, values)) or "base"
+            label = "-".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in zip(keys, values, strict=True)) or "base"
             data["name"] = f"{self.name}/{label}"
             runs.append(validate_run(data, f"{source} [{label}]"))
         return runs
