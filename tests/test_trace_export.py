@@ -10,11 +10,17 @@ import time
 from collections import Counter
 from urllib.parse import urlparse
 
-from pipelines.engine.results import RunDir, RunFolderSink
 import pytest
 
-from pipelines.engine.trace_export import (MARKERS, ExportPool, TraceExporter, export_missing, missing_traces,
-                                         whole_traces_only)
+from pipelines.engine.results import RunDir, RunFolderSink
+from pipelines.engine.trace_export import (
+    MARKERS,
+    ExportPool,
+    TraceExporter,
+    export_missing,
+    missing_traces,
+    whole_traces_only,
+)
 from pipelines.engine.tracking import Tracker, episode_trace
 
 
