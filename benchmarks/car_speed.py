@@ -28,8 +28,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from car_baselines import (AuthorityGraph, BM25Retriever, TwoStageRetriever, default_data_dir,  # noqa: E402
-                           evaluate, load_dataset, tca_at_k)
+from car_baselines import (  # noqa: E402
+    AuthorityGraph,
+    BM25Retriever,
+    TwoStageRetriever,
+    default_data_dir,
+    evaluate,
+    load_dataset,
+    tca_at_k,
+)
 from car_baselines._datasets import FINANCE_LEXICAL  # noqa: E402
 
 K, K1 = 5, 20
@@ -128,9 +135,11 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((label, ref_s, ours_s, ref_tca, ours_tca))
 
     print(f"FinSuperQA: {len(ds.examples)} queries x {len(ds.corpus):,} events, k={K}; fastest of {args.repeat} runs")
-    print(f"{'evaluation':<40} {'reference (s)':>13} {'ours (s)':>9} {'speed-up':>9} {'TCA ref':>8} {'TCA ours':>9} {'TCA agree':>9}")
+    print(f"{'evaluation':<40} {'reference (s)':>13} {'ours (s)':>9} {'speed-up':>9} {'TCA ref':>8} {'TCA ours':>9} "
+          f"{'TCA agree':>9}")
     for label, ref_s, ours_s, ref_tca, ours_tca in rows:
-        print(f"{label:<40} {ref_s:>13.2f} {ours_s:>9.2f} {ref_s / ours_s:>8.1f}x {ref_tca:>8.3f} {ours_tca:>9.3f} {_agree(ref_tca, ours_tca):>9}")
+        print(f"{label:<40} {ref_s:>13.2f} {ours_s:>9.2f} {ref_s / ours_s:>8.1f}x {ref_tca:>8.3f} {ours_tca:>9.3f} "
+              f"{_agree(ref_tca, ours_tca):>9}")
     total_ref, total_ours = sum(r[1] for r in rows), sum(r[2] for r in rows)
     print(f"{'both':<40} {total_ref:>13.2f} {total_ours:>9.2f} {total_ref / total_ours:>8.1f}x")
     return 0

@@ -35,8 +35,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from car_baselines import (EvalResult, bootstrap_mean_interval, build_retriever, dataset_available,  # noqa: E402
-                           default_data_dir, evaluate, load_dataset, wilson_interval)
+from car_baselines import (  # noqa: E402
+    EvalResult,
+    bootstrap_mean_interval,
+    build_retriever,
+    dataset_available,
+    default_data_dir,
+    evaluate,
+    load_dataset,
+    wilson_interval,
+)
 
 E5_NOTE = ("E5-large-v2 cannot run here: no offline copy of its weights exists (the machine reaches only package "
            "registries, and the one PyPI wrapper downloads the weights at run time)")
@@ -155,7 +163,7 @@ class Rewritten:
 
     def __init__(self, base, rewrite: dict[str, str]) -> None:
         self.base, self.rewrite = base, rewrite
-        self._orders = dict(zip(rewrite, base.orders(list(rewrite.values()))))
+        self._orders = dict(zip(rewrite, base.orders(list(rewrite.values())), strict=True))
 
     def retrieve(self, query: str, k: int) -> list[str]:
         return [self.base.corpus.ids[i] for i in self._orders[query][:k]]
@@ -233,7 +241,7 @@ TALLY = Tally()
 def md_table(header: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        for column, cell in zip(header[1:], row[1:]):
+        for column, cell in zip(header[1:], row[1:], strict=True):
             if isinstance(cell, Cell):
                 TALLY.add(str(row[0]) if len(header) < 5 or header[0] != "Domain" else f"{row[0]} {row[1]}",
                           column, cell)
@@ -262,7 +270,7 @@ def table2(run: Runner) -> str:
             continue
         rows.append([label, mean_of(recalls(r), p[0]), prop(ours[1], p[1], 1000), prop(ours[2], p[2], 1000),
                      mean_of(recalls(r, "provenance_recall"), p[3])] +
-                    [prop(o, q, 250) for o, q in zip(ours[4:], p[4:])])
+                    [prop(o, q, 250) for o, q in zip(ours[4:], p[4:], strict=True)])
     return md_table(["System", "R@5", "TCA", "Acc", "ProvRec", "T0", "T1", "T2", "T3"], rows)
 
 
@@ -333,7 +341,8 @@ def table6(run: Runner) -> tuple[str, list[list[Any]]]:
          na("not reported"), boot(two.mean_rank, 43.2, [r["twostage"]["bm25_k5"]["rank"] for r in pub.values()])],
     ]
     agree = [
-        ["Table 6", "BM25", "rank of the patch note", *agreement(bm25[5], {i: r["bm25_ff_rank"] for i, r in pub.items()})],
+        ["Table 6", "BM25", "rank of the patch note",
+         *agreement(bm25[5], {i: r["bm25_ff_rank"] for i, r in pub.items()})],
         ["Table 6", "BM25 (stage 1)", "rank of the disclosure",
          *agreement(bm25[5], {i: r["bm25_disc_rank"] for i, r in pub.items()}, rank="anchor_rank")],
         ["Table 6", "Dense (MiniLM)", "rank of the patch note",
@@ -357,7 +366,8 @@ def table8(run: Runner) -> tuple[str, list[list[Any]]]:
         rows.append([domain, style, mean_of(found_at_k(bm25), s1), prop(bm25.tca_at_k, b, n),
                      prop(two.tca_at_k, t, n)])
     agree = []
-    for name, file in (("cve-synth", "cve_synthetic_twostage_results.json"), ("legal-synth", "legal_twostage_results.json")):
+    for name, file in (("cve-synth", "cve_synthetic_twostage_results.json"),
+                       ("legal-synth", "legal_twostage_results.json")):
         pub = by_id(published(run.data_dir, file)["per_example"])
         bm25, two = run.run(name, "bm25"), run.run(name, "two_stage")
         agree += [["Table 8", f"{name} BM25 (stage 1)", "rank of the anchor",
@@ -384,7 +394,8 @@ def table11(run: Runner) -> tuple[str, list[list[Any]]]:
             ["Dense (MiniLM) direct", "—", prop(dense.tca_at_k, 0.064, 500)],
             ["Two-Stage (BM25 anchor)", mean_of(found_at_k(bm25), 0.774), prop(two.tca_at_k, 0.774, 500)]]
     pub = by_id(published(run.data_dir, "fda_recall_results.json")["per_example"])
-    agree = [["Table 11", "BM25", "rank of the recall notice", *agreement(bm25, {i: r["bm25_rank"] for i, r in pub.items()})],
+    agree = [["Table 11", "BM25", "rank of the recall notice",
+              *agreement(bm25, {i: r["bm25_rank"] for i, r in pub.items()})],
              ["Table 11", "Dense (MiniLM)", "rank of the recall notice",
               *agreement(dense, {i: r["dense_rank"] for i, r in pub.items()})],
              ["Table 11", "Two-Stage", "rank of the recall notice",
@@ -580,10 +591,10 @@ NOTES_T7 = """
 Only the MiniLM row runs: the E5 and BGE weights are not in the data, and this machine reaches only package
 registries. The one PyPI wrapper of E5 downloads its weights at run time; packages that bundle bge-small-en-v1.5 do
 exist on PyPI, but no other encoder is wired into the dense retriever yet, so those rows are left for later. The
-release's own figures for these models are in `ghsa_scale_results.json`. Our MiniLM row is the Table 6 run (free-form questions over the 2,318-document
-corpus). Its figures are the paper's Table 6 ones (Disc@5 0.937, TCA@5 0.270), not Table 7's 0.962 and 0.283: the
-release does not record the corpus of the scale run, and its 0.283 matches the dense retrieval of the Table 12 run
-instead, so the scale study evidently used another corpus."""
+release's own figures for these models are in `ghsa_scale_results.json`. Our MiniLM row is the Table 6 run
+(free-form questions over the 2,318-document corpus). Its figures are the paper's Table 6 ones (Disc@5 0.937, TCA@5
+0.270), not Table 7's 0.962 and 0.283: the release does not record the corpus of the scale run, and its 0.283 matches
+the dense retrieval of the Table 12 run instead, so the scale study evidently used another corpus."""
 
 NOTES_T12 = """
 
@@ -625,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     data_dir = (args.data_dir or default_data_dir()).resolve()
     started = time.perf_counter()
-    text = write_tables(Runner(data_dir, args.cache_dir), args.out)
+    write_tables(Runner(data_dir, args.cache_dir), args.out)
     inside = sum(c[0] for c in TALLY.counts.values())
     total = sum(c[1] for c in TALLY.counts.values())
     print(f"wrote {args.out} in {time.perf_counter() - started:.0f}s: {inside} of {total} checked cells inside the "

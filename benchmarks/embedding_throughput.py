@@ -18,8 +18,14 @@ import time
 from pathlib import Path
 
 from srag_core import load_corpus
-from srag_core.embeddings import (DEFAULT_ENCODER, chunk_spans, coarse_spans, encode_texts, load_encoder,
-                                  max_chunk_tokens)
+from srag_core.embeddings import (
+    DEFAULT_ENCODER,
+    chunk_spans,
+    coarse_spans,
+    encode_texts,
+    load_encoder,
+    max_chunk_tokens,
+)
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
 
@@ -30,7 +36,7 @@ def chunk_texts(texts: list[str], chunking: str, encoder: str) -> tuple[list[str
         spans = coarse_spans(texts, encoder)
     else:
         spans = [chunk_spans(t, 900, 0.5) for t in texts]
-    chunks = [t[s:e] for t, doc_spans in zip(texts, spans) for s, e in doc_spans]
+    chunks = [t[s:e] for t, doc_spans in zip(texts, spans, strict=True) for s, e in doc_spans]
     return chunks, time.perf_counter() - started
 
 

@@ -5,9 +5,9 @@ The endpoint answers every question after one to three tool calls (as many as a 
 reports the tokens it really read (the scripted server counts a request's text, about one token per four
 characters), so the spend per episode varies as on a real run: with the number of steps, the question, the landscape
 the agent is shown and the observations its tool calls return. A real model varies more (its steps and replies are
-its own), so read these errors as a floor. Prices are GPT-4.1's ($2 and $8 per million prompt and completion tokens). For each pilot size the table
-gives the mean absolute error of the projected cost against the full run's, the worst one, and how many of the
-pilots' 95% intervals held the full run's cost.
+its own), so read these errors as a floor. Prices are GPT-4.1's ($2 and $8 per million prompt and completion
+tokens). For each pilot size the table gives the mean absolute error of the projected cost against the full run's,
+the worst one, and how many of the pilots' 95% intervals held the full run's cost.
 
 Run: `.venv/bin/python -m benchmarks.estimate_accuracy [--datasets twowiki-sample musique] [--limit 100]
 [--seeds 5]`. Prints a markdown table.
@@ -22,10 +22,10 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from benchmarks._scripted import markdown_table, scripted_endpoint
 from pipelines.config import validate_run
 from pipelines.engine import lifecycle
 from pipelines.engine.estimate import estimate_run
-from benchmarks._scripted import markdown_table, scripted_endpoint
 from pipelines.engine.ray_utils import init_ray
 
 PRICES = {"prompt": 2.0, "completion": 8.0}

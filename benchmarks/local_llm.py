@@ -93,7 +93,7 @@ def episode_table(slots: list[int], episodes: int) -> str:
             with LLMClient(config) as llm, ThreadPoolExecutor(n) as pool:
                 agent = Agent(corpus, llm, DEMO_AGENT)
                 started = time.monotonic()
-                done = list(pool.map(lambda q: agent.run(q["question"], q["id"]), questions))
+                done = list(pool.map(agent.run, [q["question"] for q in questions], [q["id"] for q in questions]))
                 wall = time.monotonic() - started
         calls = sum(e.llm_calls for e in done)
         tools = [sum(1 for t in e.trace if t["type"] == "tool" and t["tool"]) for e in done]

@@ -118,7 +118,8 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
         "export_cpu_per_trace_s": round(export.get("cpu_s", 0.0) / max(1, export.get("exported", 1)), 4),
         "export_actors": export.get("actors", 1),
         # the export actors work from the first episode until the drain ends: actor-seconds per trace
-        "export_wall_per_trace_s": round(((meta.episodes_wall_s or 0.0) + (tail["drain_s"] or 0.0)) * export.get("actors", 1)
+        "export_wall_per_trace_s": round(((meta.episodes_wall_s or 0.0) + (tail["drain_s"] or 0.0))
+                                         * export.get("actors", 1)
                                          / max(1, export.get("exported", 1)), 4),
         "last_episode_to_finished_s": round(finished_at - (meta.episodes_ended_at or finished_at), 1), "tail": tail,
         "traces_in_mlflow": len(exported(run_dir)), "worker_startup_s": meta.worker_startup_s,

@@ -84,7 +84,8 @@ def main() -> int:
     ap.add_argument("--data-root", type=Path, default=DATA_ROOT)
     args = ap.parse_args()
     failed = 0
-    print(f"data root: {args.data_root}\n\n| dataset | documents | questions | seconds | result |\n|---|---|---|---|---|")
+    print(f"data root: {args.data_root}\n\n"
+          "| dataset | documents | questions | seconds | result |\n|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as cache:
         for name, (n_docs, n_questions, types) in EXPECTED.items():
             started = time.perf_counter()

@@ -41,7 +41,8 @@ import regex
 from srag_core import Corpus, Workspace, load_corpus, run_tool
 from srag_core.corpus import Budget, compile_untrusted, re2_plan, split_literals
 
-SHARED = Path(os.environ.get("SRAG_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")) / "data" / "2wikimultihopqa"
+SHARED = (Path(os.environ.get("SRAG_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
+          / "data" / "2wikimultihopqa")
 QUESTION = "Where was the composer of song Back In The U.S.A. born?"
 # Every timed call comes after the same short idle pause, as a tool call comes after the model's reply: without it,
 # whichever side ran right after ripgrep's subprocess started from an idle CPU and paid for it (a cold apply_filter
@@ -68,7 +69,8 @@ def tool_calls(corpus: Corpus) -> dict[str, list[dict]]:
         "explore_patterns": [{"patterns": words[i:i + 3]} for i in range(0, 9, 3)],
         "extract_field": [{"pattern": r"\((?:born )?(\d{1,2} \w+ \d{4})", "as_type": "date", "save_as": "dates"},
                           {"pattern": r"in (\d{4})", "target_set": "f1_pos", "save_as": "years"}],
-        "extract_list": [{"pattern": r"\b([A-Z][a-z]+ [A-Z][a-z]+)\b", "target_set": "f2_pos_and_f0_pos", "save_as": "names"}],
+        "extract_list": [{"pattern": r"\b([A-Z][a-z]+ [A-Z][a-z]+)\b", "target_set": "f2_pos_and_f0_pos",
+                          "save_as": "names"}],
         "extract_from_filename": [{"pattern": r"^(\w)", "save_as": "initial"}],
         "aggregate": [{"value_set": "dates", "operation": "min"}, {"value_set": "names", "operation": "count_unique"},
                       {"value_set": "initial", "operation": "value_counts"}],
@@ -205,16 +207,17 @@ def shape_table(label: str, texts: dict[str, str], repeats: int, tmp: Path) -> d
             for p in SCAN_PATTERNS:
                 compiled = compile_untrusted(p, case_sensitive=case_sensitive)
                 naive = re.compile(p, re.MULTILINE | (0 if case_sensitive else re.IGNORECASE))
+                # each side binds this round's pattern as a default argument (a closure would see the loop's latest)
                 sides = {
-                    "apply_filter": lambda: run_tool(ws, "apply_filter", {"pattern": p, "output_prefix": "b",
-                                                                          "case_sensitive": case_sensitive}),
-                    "scan": lambda: corpus.search.filter(compiled, None, Budget(600)),
-                    "re_loop": lambda: [i for i, t in enumerate(norms) if naive.search(t)],
+                    "apply_filter": lambda p=p, cs=case_sensitive: run_tool(
+                        ws, "apply_filter", {"pattern": p, "output_prefix": "b", "case_sensitive": cs}),
+                    "scan": lambda compiled=compiled: corpus.search.filter(compiled, None, Budget(600)),
+                    "re_loop": lambda naive=naive: [i for i, t in enumerate(norms) if naive.search(t)],
                 }
                 if shutil.which("rg"):
-                    sides["rg"] = lambda: rg_count(p, case_sensitive, folder)
+                    sides["rg"] = lambda p=p, cs=case_sensitive: rg_count(p, cs, folder)
                 if translations := floor_translations(p, case_sensitive):
-                    sides["floor"] = lambda: kernel_floor(column, translations)
+                    sides["floor"] = lambda translations=translations: kernel_floor(column, translations)
                 for side, fn in sides.items():
                     corpus.search.forget(keep=after_start)  # no answer kept from the previous round
                     time.sleep(PAUSE_S)

@@ -10,17 +10,54 @@ built-in retriever. This package never imports Ray or MLflow; `srag car` (pipeli
 The public surface is `__all__` below; the `_x.py` modules are private and may change.
 """
 
-from ._authority import (FINSUPERQA_RULES, LEGAL_RULES, MEDICAL_RULES, SECURITY_RULES, AuthorityGraph, Rule,
-                         rssg, rule_edges)
-from ._datasets import (DATASETS, dataset_available, dataset_names, default_data_dir, load_dataset,
-                        load_overruling_pairs, make_example, subset)
+from ._authority import (
+    FINSUPERQA_RULES,
+    LEGAL_RULES,
+    MEDICAL_RULES,
+    SECURITY_RULES,
+    AuthorityGraph,
+    Rule,
+    rssg,
+    rule_edges,
+)
+from ._datasets import (
+    DATASETS,
+    dataset_available,
+    dataset_names,
+    default_data_dir,
+    load_dataset,
+    load_overruling_pairs,
+    make_example,
+    subset,
+)
 from ._domains import finance_domain, legal_domain, medical_domain, security_domain
-from ._metrics import (bootstrap_mean_interval, controlling_rank, no_ignored_superseder, rank_of, ranks_from_scores,
-                       recall_at_k, reciprocal_rank, tca_at_k, wilson_interval)
+from ._metrics import (
+    bootstrap_mean_interval,
+    controlling_rank,
+    no_ignored_superseder,
+    rank_of,
+    ranks_from_scores,
+    recall_at_k,
+    reciprocal_rank,
+    tca_at_k,
+    wilson_interval,
+)
 from ._model import Corpus, Dataset, Doc, Domain, Example, LexicalProfile
-from ._retrievers import (RETRIEVER_NAMES, BM25Retriever, CorpusRetriever, DenseReRankRetriever, DenseRetriever,
-                          OracleRetriever, Ranking, RegexNERRetriever, Retriever, TfidfRetriever, TwoStageRetriever,
-                          build_retriever, load_custom_retriever)
+from ._retrievers import (
+    RETRIEVER_NAMES,
+    BM25Retriever,
+    CorpusRetriever,
+    DenseReRankRetriever,
+    DenseRetriever,
+    OracleRetriever,
+    Ranking,
+    RegexNERRetriever,
+    Retriever,
+    TfidfRetriever,
+    TwoStageRetriever,
+    build_retriever,
+    load_custom_retriever,
+)
 from ._scorer import EvalResult, ExampleScore, evaluate
 
 __all__ = [

@@ -16,10 +16,26 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ._authority import FINSUPERQA_RULES, AuthorityGraph, rule_edges
-from ._distractors import (Disclosure, DisclosureRewriter, FinanceCase, Ruling, fda_distractors,
-                           finsuperqa_distractors, opinion_boilerplate, ruling_distractors, templated_disclosures)
-from ._domains import (CaseNameEntities, CitationEntities, case_slug, finance_domain, legal_domain, medical_domain,
-                       security_domain)
+from ._distractors import (
+    Disclosure,
+    DisclosureRewriter,
+    FinanceCase,
+    Ruling,
+    fda_distractors,
+    finsuperqa_distractors,
+    opinion_boilerplate,
+    ruling_distractors,
+    templated_disclosures,
+)
+from ._domains import (
+    CaseNameEntities,
+    CitationEntities,
+    case_slug,
+    finance_domain,
+    legal_domain,
+    medical_domain,
+    security_domain,
+)
 from ._model import Corpus, Dataset, Doc, Example, LexicalProfile
 
 FINSUPERQA = "finsuperqa_v1.jsonl"
@@ -44,7 +60,8 @@ FDA_LEXICAL = LexicalProfile(token_pattern=r"\b[a-z]{2,}\b", stopwords=frozenset
     "a an and are as at be been by for from has have in is it its may not of on or that the this to was were "
     "which with".split()))
 
-GHSA_QUERY = "Is {product} still affected by {cve_id}? Has this security flaw been addressed and is the system still at risk?"
+GHSA_QUERY = ("Is {product} still affected by {cve_id}? Has this security flaw been addressed and is the system still "
+              "at risk?")
 SCOTUS_QUERY = "Is {case} still good law and controlling precedent?"
 
 
@@ -402,7 +419,8 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in (
                 "159 GHSA advisories, templated questions, 2,318 documents (Table 5)"),
     DatasetSpec("ghsa-freeform", _files(GHSA_PAIRS, GHSA_FREEFORM),
                 lambda d: load_ghsa(d, freeform=True), "159 GHSA advisories, free-form questions (Tables 6, 8, 13)"),
-    DatasetSpec("fda", _files(FDA_PAIRS), lambda d: load_fda(d), "500 FDA label/recall pairs, 3,000 documents (Table 11)"),
+    DatasetSpec("fda", _files(FDA_PAIRS), lambda d: load_fda(d),
+                "500 FDA label/recall pairs, 3,000 documents (Table 11)"),
     DatasetSpec("cve-synth", _files(CVEPATCHQA, CVE_FREEFORM), load_cve_synth,
                 "CVEPatchQA T1, free-form questions (Table 8)"),
     DatasetSpec("cve-synth-hint", _files(CVEPATCHQA, CVE_FREEFORM), lambda d: load_cve_synth(d, hint=True),

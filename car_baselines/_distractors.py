@@ -11,8 +11,8 @@ import json
 import random
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from datetime import datetime, timedelta
+from functools import lru_cache
 from importlib import resources
 from typing import Iterable, Sequence
 
@@ -218,8 +218,8 @@ _CONDITIONS = ("high blood pressure", "elevated cholesterol", "gastric reflux", 
                "generalized anxiety", "seasonal allergies")
 _DOSAGE_FORMS = ("immediate-release", "extended-release", "delayed-release", "chewable")
 _DEFECTS = ("Tablets below labeled potency", "Dissolution results outside specification",
-            "Visible particles found in some units", "Stability data outside specification", "Incorrect label on bottle",
-            "Possible cross-contamination with another product")
+            "Visible particles found in some units", "Stability data outside specification",
+            "Incorrect label on bottle", "Possible cross-contamination with another product")
 
 
 def fda_distractors(n: int, seed: int) -> list[Doc]:

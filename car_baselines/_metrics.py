@@ -90,7 +90,8 @@ def reciprocal_rank(rank: int | None) -> float:
     return 0.0 if rank is None else 1.0 / rank
 
 
-def no_ignored_superseder(retrieved: Collection[Hashable], superseders: Mapping[Hashable, Collection[Hashable]]) -> bool:
+def no_ignored_superseder(retrieved: Collection[Hashable],
+                          superseders: Mapping[Hashable, Collection[Hashable]]) -> bool:
     """Every retrieved document that has a superseder has at least one of its superseders retrieved too.
 
     `superseders` maps a document to the documents that can witness its supersession: its direct superseders

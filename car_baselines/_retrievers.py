@@ -260,7 +260,7 @@ class DenseReRankRetriever(_ExampleAware):
 
     def rank_examples(self, examples: Sequence[Example]) -> list[Ranking]:
         orders = self.base.orders([ex.query for ex in examples])
-        return [Ranking(self._rerank(order, ex)) for order, ex in zip(orders, examples)]
+        return [Ranking(self._rerank(order, ex)) for order, ex in zip(orders, examples, strict=True)]
 
     def _rerank(self, order: np.ndarray, ex: Example) -> np.ndarray:
         pos = self.corpus.position
@@ -304,7 +304,7 @@ class TwoStageRetriever(CorpusRetriever):
 
     def rank_examples(self, examples: Sequence[Example]) -> list[Ranking]:
         orders = self.stage1.orders([ex.query for ex in examples])
-        return [self._second_stage(ex.query, order) for ex, order in zip(examples, orders)]
+        return [self._second_stage(ex.query, order) for ex, order in zip(examples, orders, strict=True)]
 
     def _second_stage(self, query: str, order: np.ndarray) -> Ranking:
         domain, docs = self.dataset.domain, self.corpus.docs
@@ -353,7 +353,7 @@ class TwoStageRetriever(CorpusRetriever):
         if key not in self._judged:
             members = [self.corpus.docs[p] for p in bucket]
             ids = rssg_graph(members, self.dataset.domain.rules).superseded_nodes()
-            self._judged[key] = frozenset(p for p, d in zip(bucket, members) if d.doc_id in ids)
+            self._judged[key] = frozenset(p for p, d in zip(bucket, members, strict=True) if d.doc_id in ids)
         return self._judged[key]
 
 
@@ -392,7 +392,7 @@ class RegexNERRetriever(CorpusRetriever):
 
     def rank_examples(self, examples: Sequence[Example]) -> list[Ranking]:
         orders = self.fallback.orders([ex.query for ex in examples])
-        return [self._probe(ex.query, order) for ex, order in zip(examples, orders)]
+        return [self._probe(ex.query, order) for ex, order in zip(examples, orders, strict=True)]
 
     def _probe(self, query: str, order: np.ndarray) -> Ranking:
         named = self.dataset.domain.extract_entities(query)

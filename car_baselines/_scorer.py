@@ -9,8 +9,17 @@ from typing import Any, Sequence
 import numpy as np
 
 from ._authority import AuthorityGraph
-from ._metrics import (Witness, _check_k, bootstrap_mean_interval, dedupe, mean_or_none, median_or_none,
-                       no_ignored_superseder, reciprocal_rank, wilson_interval)
+from ._metrics import (
+    Witness,
+    _check_k,
+    bootstrap_mean_interval,
+    dedupe,
+    mean_or_none,
+    median_or_none,
+    no_ignored_superseder,
+    reciprocal_rank,
+    wilson_interval,
+)
 from ._model import Dataset, Example
 from ._retrievers import CorpusRetriever, Ranking, Retriever
 
@@ -78,7 +87,7 @@ def evaluate(dataset: Dataset, retriever: Retriever, k: int = 5, split: str = "a
     if not examples:
         raise ValueError(f"dataset {dataset.name!r} has no examples in split {split!r}")
     rankings = _rankings(dataset, retriever, examples, depth)
-    rows = [_score(dataset, ex, ranking, k, witness) for ex, ranking in zip(examples, rankings)]
+    rows = [_score(dataset, ex, ranking, k, witness) for ex, ranking in zip(examples, rankings, strict=True)]
     label = name or getattr(retriever, "name", None) or type(retriever).__name__
     return _aggregate(dataset, label, split, k, witness, rows)
 

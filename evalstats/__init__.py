@@ -8,8 +8,16 @@ c = only B right, d = neither; every difference is B minus A.
 
 from ._intervals import MIN_BOOTSTRAP_N, bca_interval, mean_interval_clt, mean_se, wilson_interval
 from ._multiplicity import benjamini_hochberg, holm, tie_groups
-from ._paired import (mcnemar_asymptotic_p, mcnemar_exact_odds_ratio_interval, mcnemar_exact_p, mcnemar_midp_p,
-                      newcombe_paired_interval, paired_mean_interval, paired_mean_p, tango_paired_interval)
+from ._paired import (
+                      mcnemar_asymptotic_p,
+                      mcnemar_exact_odds_ratio_interval,
+                      mcnemar_exact_p,
+                      mcnemar_midp_p,
+                      newcombe_paired_interval,
+                      paired_mean_interval,
+                      paired_mean_p,
+                      tango_paired_interval,
+)
 from ._power import min_detectable_effect_paired, min_detectable_effect_paired_binary, questions_needed
 
 __all__ = [

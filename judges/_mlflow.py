@@ -33,7 +33,9 @@ def mlflow_scorer(judge: LLMJudge | None = None, *, name: str = "srag_correctnes
         result = score_answer(str(question), None if answer is None else str(answer),
                               str(expectations["expected_answer"]), aliases=gold.get("aliases") or (),
                               answer_kind=gold.get("answer_kind") or "text", llm=judge, fallback=fallback)
-        metadata = {"method": result.score_source, "em": result.em, "f1": result.f1}
+        # MLflow keeps assessment metadata as strings (it stores str(value)); None is left out, as the pipeline does
+        metadata = {k: str(v) for k, v in (("method", result.score_source), ("em", result.em), ("f1", result.f1))
+                    if v is not None}
         if result.pending:
             return Feedback(name=name, source=source, metadata=metadata, error=AssessmentError(
                 error_code="PENDING", error_message=result.judge_error or "no verdict"))

@@ -132,7 +132,7 @@ def _candidates(m: re.Match[str]) -> frozenset[DateValue]:
     if groups.get("a"):
         # 03/04/2020 is read both day-first and month-first; either reading may match the gold.
         a, b = int(groups["a"]), int(groups["b"])
-        pairs = [(b, a), (a, b)]
+        pairs: list[tuple[int | None, int | None]] = [(b, a), (a, b)]
     else:
         month = groups.get("m") or (_MONTHS[groups["month"].lower()] if groups.get("month") else None)
         pairs = [(int(month) if month else None, int(groups["d"]) if groups.get("d") else None)]

@@ -117,7 +117,7 @@ def yes_no_rule(answer: str, gold: str) -> RuleOutcome | None:
 
 def _compatible(a: DateValue, b: DateValue) -> bool:
     """Same date up to the coarser of the two precisions ("June 1982" vs "1982-06-15")."""
-    return all(x is None or y is None or x == y for x, y in zip(a, b))
+    return all(x is None or y is None or x == y for x, y in zip(a, b, strict=True))
 
 
 def date_rule(answer: str, gold: str) -> RuleOutcome | None:
@@ -223,7 +223,8 @@ def apply_rules(question: str, answer: str, gold: str, aliases: Sequence[str], k
     if not gold.strip():
         return RuleOutcome(0.0, "no gold answer exists, but the system gave one")
     golds = [gold, *aliases]
-    # Only for free text: SQuAD normalization drops "%", "-" and "." and would equate 83 with 83%, -5 with 5, 5.5 with 55.
+    # Only for free text: SQuAD normalization drops "%", "-" and "." and would equate 83 with 83%, -5 with 5, 5.5
+    # with 55.
     if kind == "text" and best_em_f1(answer, golds)[0] == 1.0:
         return RuleOutcome(1.0, "exact match after normalization")
     if kind == "count":

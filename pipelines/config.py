@@ -331,9 +331,9 @@ class SweepConfig(_Strict):
         runs = []
         for values in itertools.product(*(self.grid[k] for k in keys)) if keys else [()]:
             data = json.loads(json.dumps(self.base))
-            for key, value in zip(keys, values):
+            for key, value in zip(keys, values, strict=True):
                 set_dotted(data, key, value)
-            label = "-".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in zip(keys, values)) or "base"
+            label = "-".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in zip(keys, values, strict=True)) or "base"
             data["name"] = f"{self.name}/{label}"
             runs.append(validate_run(data, f"{source} [{label}]"))
         return runs

@@ -156,7 +156,8 @@ def musique_question(rec: dict, paragraph_file: dict[tuple[str, str], str], hipp
         if p.get("is_supporting"):
             key = (p["title"], p["paragraph_text"])
             if key not in paragraph_file:
-                raise ValueError(f"MuSiQue question {rec['id']}: supporting paragraph {p['title']!r} is not in the corpus")
+                raise ValueError(f"MuSiQue question {rec['id']}: supporting paragraph {p['title']!r} is not in the "
+                                 "corpus")
             gold.add(paragraph_file[key])
     answer = str(rec["answer"])
     return {"id": rec["id"], "question": rec["question"], "answer": answer,
@@ -173,7 +174,7 @@ def convert_musique(dev_jsonl: Path, corpus_json: Path, hipporag_ids_txt: Path, 
     """
     records = json.loads(corpus_json.read_text(encoding="utf-8"))
     passages = hipporag_passages(records)
-    paragraph_file = {(rec["title"], rec["text"]): name for rec, (_, name, _) in zip(records, passages)}
+    paragraph_file = {(rec["title"], rec["text"]): name for rec, (_, name, _) in zip(records, passages, strict=True)}
     hipporag_ids = set(hipporag_ids_txt.read_text(encoding="utf-8").split())
     rows = _read_jsonl(dev_jsonl)
     return write_benchmark(out, ((name, text) for _, name, text in passages),

@@ -336,7 +336,7 @@ def _sources_match(target: Path, manifest: dict | None, sources: list[Path]) -> 
     if manifest is None or len(manifest.get("sources", [])) != len(sources):
         return False
     refreshed = False
-    for recorded, source in zip(manifest["sources"], sources):
+    for recorded, source in zip(manifest["sources"], sources, strict=True):
         st = source.stat()
         if recorded["file"] != source.name:
             return False

@@ -197,7 +197,8 @@ class LocalModelServer:
         model_path = self.model_path or smollm2_gguf_path()
         if not model_path.is_file():
             raise LocalModelError(f"no model file at {model_path}")
-        return [self.python, "-m", f"{__package__}.llama_server", "--model", str(model_path), "--alias", self.model_alias,
+        return [self.python, "-m", f"{__package__}.llama_server", "--model", str(model_path),
+                "--alias", self.model_alias,
                 "--host", host, "--port", str(port), "--ctx-size", str(self.n_ctx), "--threads", str(self.n_threads),
                 "--parallel", str(self.n_parallel), "--cache-ram-mib", str(self.cache_ram_mib),
                 "--flash-attn", self.flash_attn]

@@ -57,7 +57,10 @@ def runs_dir() -> Path:
     return Path(os.environ.get(RUNS_ENV) or "runs")
 
 
-def source_checkout(package: Path = Path(__file__).resolve().parent) -> Path | None:
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def source_checkout(package: Path = _PACKAGE) -> Path | None:
     """The git checkout `package` (this one) runs from, as in an editable install, else None: an installed package
     never asks git about the folders around site-packages, which may be the user's own repository."""
     root = package.parent

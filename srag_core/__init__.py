@@ -18,13 +18,32 @@ Other packages import those rooms' public names, or the names this file re-expor
 """
 
 from srag_core.agent import FAILED, FINISHED, STATUSES, Agent, AgentConfig, Episode, Status, utc_now
-from srag_core.corpus import (Budget, Corpus, CorpusError, Document, RegexError, RegexTimeout, compile_untrusted,
-                              filename_for_title, load_corpus, normalize_sections, unique_name)
+from srag_core.corpus import (
+                              Budget,
+                              Corpus,
+                              CorpusError,
+                              Document,
+                              RegexError,
+                              RegexTimeout,
+                              compile_untrusted,
+                              filename_for_title,
+                              load_corpus,
+                              normalize_sections,
+                              unique_name,
+)
 from srag_core.llm import ChatResult, LLMClient, LLMConfig, LLMError, Usage, Window
 from srag_core.tools import REGISTRY, run_tool
 from srag_core.vanilla import VanillaRAG
-from srag_core.workspace import (Budgets, DocSet, Modules, ValueSet, Workspace, WorkspaceError, anchor_tokens,
-                                 question_landscape)
+from srag_core.workspace import (
+                              Budgets,
+                              DocSet,
+                              Modules,
+                              ValueSet,
+                              Workspace,
+                              WorkspaceError,
+                              anchor_tokens,
+                              question_landscape,
+)
 
 __all__ = ["FAILED", "FINISHED", "STATUSES", "Agent", "AgentConfig", "Budget", "Budgets", "ChatResult", "Corpus",
            "CorpusError", "DocSet", "Document", "Episode", "LLMClient", "LLMConfig", "LLMError", "Modules", "REGISTRY",

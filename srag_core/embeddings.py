@@ -106,7 +106,7 @@ def estimate_chars_per_token(texts: Sequence[str], encoder: str = DEFAULT_ENCODE
     with encoder_lock(encoder):
         ids = load_encoder(encoder).tokenizer(picked, add_special_tokens=False, truncation=False,
                                               verbose=False)["input_ids"]
-    ratios = [len(t) / max(1, len(i)) for t, i in zip(picked, ids)]
+    ratios = [len(t) / max(1, len(i)) for t, i in zip(picked, ids, strict=True)]
     return float(np.quantile(ratios, quantile))
 
 
@@ -221,7 +221,7 @@ class ChunkIndex:
         else:
             spans_per_doc = [chunk_spans(t, chunk_chars, overlap) for t in texts_of_docs]
         docs, starts, ends, texts = [], [], [], []
-        for i, (text, spans) in enumerate(zip(texts_of_docs, spans_per_doc)):
+        for i, (text, spans) in enumerate(zip(texts_of_docs, spans_per_doc, strict=True)):
             for s, e in spans:
                 docs.append(i), starts.append(s), ends.append(e), texts.append(text[s:e])
         vectors = encode_texts(texts, encoder, batch_size)
@@ -234,7 +234,8 @@ class ChunkIndex:
     @classmethod
     def build_coarse(cls, corpus: Corpus, *, encoder: str = DEFAULT_ENCODER,
                      unit: Literal["tokens", "chars"] = "tokens", chars_per_token: float | None = None,
-                     overlap: float = 0.0, cache_dir: str | Path | None = None, batch_size: int = EMBED_BATCH) -> "ChunkIndex":
+                     overlap: float = 0.0, cache_dir: str | Path | None = None,
+                     batch_size: int = EMBED_BATCH) -> "ChunkIndex":
         """Chunks as large as the encoder allows, cut by tokens (exact) or by a characters-per-token estimate."""
         if unit == "tokens":
             return cls.build(corpus, encoder=encoder, chunk_tokens=max_chunk_tokens(encoder), overlap=overlap,

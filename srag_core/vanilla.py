@@ -8,11 +8,10 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 
-from srag_core.llm import LLMError, first_json_object
-
 from srag_core.agent import Episode, utc_now
 from srag_core.corpus import Corpus
 from srag_core.embeddings import ChunkIndex
+from srag_core.llm import LLMError, first_json_object
 
 ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 _INSTRUCTIONS = """Answer the question from the passages below and nothing else. If they do not contain the answer,

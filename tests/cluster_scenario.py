@@ -16,8 +16,8 @@ import ray
 import yaml
 from ray.cluster_utils import Cluster
 
-from pipelines.engine import lifecycle
 from pipelines.config import validate_run
+from pipelines.engine import lifecycle
 from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 

@@ -43,7 +43,7 @@ def test_ask_prints_steps_as_they_happen(fake_llm, sample_dir, capsys):
 
 def test_ask_reads_a_config_and_flags_override_it(fake_llm, sample_dir, tmp_path, capsys):
     cfg = tmp_path / "run.yaml"
-    cfg.write_text(f"llm:\n  base_url: http://127.0.0.1:9/v1\n  model: from-config\nagent:\n  max_steps: 1\n")
+    cfg.write_text("llm:\n  base_url: http://127.0.0.1:9/v1\n  model: from-config\nagent:\n  max_steps: 1\n")
     fake_llm.script([call("count_set", set_name="all"), answer("300")])
     code = main(["ask", "--corpus", str(sample_dir / "corpus"), "--config", str(cfg), "--base-url",
                  fake_llm.base_url, "--json", "How many documents?"])

@@ -20,11 +20,13 @@ def test_expressions_functions_and_steps(ws):
     assert calc(ws, expr="39-34") == {"name": "result", "expr": "39-34", "result": 5, "display": "5"}
     assert calc(ws, expr="sqrt(16) + cbrt(-27) + log(e) + log(8, 2) + ln(1) + log10(1000)")["result"] == 8
     assert calc(ws, expr="factorial(5) + gcd(12, 18) + max(1, 7, 3) + min([4, 2]) + sum(1, 2, 3)")["result"] == 141
-    assert calc(ws, expr="round(2.675, 2) + ceil(1.2) + floor(-1.2) + abs(-3) + pow(2, 10)")["result"] == pytest.approx(1029.67)
+    assert (calc(ws, expr="round(2.675, 2) + ceil(1.2) + floor(-1.2) + abs(-3) + pow(2, 10)")["result"]
+            == pytest.approx(1029.67))
     assert calc(ws, expr="2 ** 0.5")["display"] == format(2 ** 0.5, ".10g")
     assert calc(ws, expr="(revenue - cost) / revenue * 100",
                 variables={"revenue": 5400, "cost": 3200})["result"] == pytest.approx(40.74074074)
-    obs = calc(ws, expressions=[{"name": "margin", "expr": "revenue - cost"}, {"name": "pct", "expr": "margin / revenue"}],
+    obs = calc(ws, expressions=[{"name": "margin", "expr": "revenue - cost"},
+                                {"name": "pct", "expr": "margin / revenue"}],
                variables={"revenue": 5400, "cost": 3200})
     assert [s["name"] for s in obs["steps"]] == ["margin", "pct"] and obs["result"] == pytest.approx(2200 / 5400)
 

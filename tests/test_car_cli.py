@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
-
 from tests.test_car_datasets import write_data  # tiny CAR data files shared with the loader tests
 
 

@@ -24,7 +24,8 @@ FINSUPERQA_ROWS = [
      "ticker": "MSFT", "kb": [
          _event("b1", "pre_clearance_approved", 5, "EMP002-Patel received pre-clearance to purchase/sell MSFT on "
                                                    "January 05, 2024."),
-         _event("b2", "blackout_announced", 7, "MSFT has been placed under a trading blackout as of January 07, 2024.")]},
+         _event("b2", "blackout_announced", 7, "MSFT has been placed under a trading blackout as of "
+                                               "January 07, 2024.")]},
     {"example_id": "ex-t2", "hop_type": "type2_chain_supersession", "answer": "compliant",
      "query": "Was EMP003-Kim authorized to trade GE on January 12, 2024 given the current compliance state?",
      "employee": "EMP003-Kim", "ticker": "GE", "kb": [

@@ -8,8 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from car_baselines import (bootstrap_mean_interval, controlling_rank, no_ignored_superseder, rank_of,
-                           ranks_from_scores, recall_at_k, reciprocal_rank, tca_at_k, wilson_interval)
+from car_baselines import (
+    bootstrap_mean_interval,
+    controlling_rank,
+    no_ignored_superseder,
+    rank_of,
+    ranks_from_scores,
+    recall_at_k,
+    reciprocal_rank,
+    tca_at_k,
+    wilson_interval,
+)
 from car_baselines._metrics import dedupe, median_or_none
 
 

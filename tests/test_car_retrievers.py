@@ -8,9 +8,20 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from car_baselines import (Corpus, Dataset, DenseReRankRetriever, DenseRetriever, Doc, LexicalProfile,
-                           build_retriever, evaluate, finance_domain, load_custom_retriever, make_example,
-                           security_domain)
+from car_baselines import (
+    Corpus,
+    Dataset,
+    DenseReRankRetriever,
+    DenseRetriever,
+    Doc,
+    LexicalProfile,
+    build_retriever,
+    evaluate,
+    finance_domain,
+    load_custom_retriever,
+    make_example,
+    security_domain,
+)
 
 FINANCE_WORDS = LexicalProfile(token_pattern=r"[a-z0-9]+", unique_query_terms=False)
 

@@ -6,14 +6,12 @@ from statistics import fmean
 import pytest
 
 from pipelines.config import ConfigError, load_run, load_sweep, validate_run
-from pipelines.engine.report import plot_accuracy_intervals, question_rows, summarize
-from pipelines.engine.scoring import bootstrap_ci, compare, mcnemar_exact, mean_interval, share_interval
-from pipelines.engine.results import QuestionState
-from pipelines.engine.placement import limiter_can_bind
 from pipelines.datasets import Question
-from pipelines.engine.records import ExecutionPlan, validate_record
-from pipelines.engine.report import LabelledRun
-from pipelines.engine.records import RunMeta
+from pipelines.engine.placement import limiter_can_bind
+from pipelines.engine.records import ExecutionPlan, RunMeta, validate_record
+from pipelines.engine.report import LabelledRun, plot_accuracy_intervals, question_rows, summarize
+from pipelines.engine.results import QuestionState
+from pipelines.engine.scoring import bootstrap_ci, compare, mcnemar_exact, mean_interval, share_interval
 
 BASE = {"dataset": "twowiki-sample", "llm": {"model": "m"}}
 
@@ -112,7 +110,8 @@ def _questions(rows):
 
 def test_failed_episodes_are_not_scored_as_wrong():
     questions = _questions({"id": f"q{i}", "question": "?", "answer": "a", "type": t} for i, t in enumerate("xxyy"))
-    states = {("q0", 1): _state("q0", "ok", 1.0), ("q1", 1): _state("q1", "llm_error"), ("q2", 1): _state("q2", "max_steps", 0.0)}
+    states = {("q0", 1): _state("q0", "ok", 1.0), ("q1", 1): _state("q1", "llm_error"),
+              ("q2", 1): _state("q2", "max_steps", 0.0)}
     s = summarize(question_rows(questions, states))
     assert s.accuracy == 0.5 and s.scored == 2 and s.failed == 1 and s.missing == 1
     assert s.status_counts["llm_error"] == 1 and s.finished == 2
@@ -127,7 +126,8 @@ def test_the_accuracy_interval_describes_the_mean_score_with_partial_scores(tmp_
     runs = []
     for label, scores in (("flat", [0.6] * 12), ("mixed", [0.6, 0.8, 0.3, 1.0, 0.0, 0.7] * 2),
                           ("binary", [1.0] * 9 + [0.0] * 3)):
-        s = summarize(question_rows(questions, {(q.id, 1): _state(q.id, "ok", x) for q, x in zip(questions, scores)}))
+        s = summarize(question_rows(questions, {(q.id, 1): _state(q.id, "ok", x)
+                                                for q, x in zip(questions, scores, strict=True)}))
         lo, hi = s.accuracy_ci95
         assert lo <= s.accuracy <= hi, (label, s.accuracy, s.accuracy_ci95)
         for t, (t_lo, t_hi) in s.accuracy_ci95_by_type.items():
@@ -153,7 +153,7 @@ def test_the_text_report_shows_spent_and_final_answer_tokens_and_cost():
               **summarize(question_rows(questions, {("q0", 1): st})).to_json()}
     header, rule, row = summary_table([result]).splitlines()
     starts = [0] + [i + 2 for i in range(len(rule)) if rule.startswith("  -", i)]  # columns, empty cells included
-    cells = {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, starts[1:] + [None])}
+    cells = {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, starts[1:] + [None], strict=True)}
     assert cells["spent_tokens"] == "17" and cells["spent_cost_usd"] == "0.75"  # both attempts
     assert cells["final_tokens"] == "7" and cells["final_cost_usd"] == "0.25"  # the answer that counts
     assert "tokens" not in cells and "cost_usd" not in cells
@@ -252,7 +252,8 @@ def test_a_complete_run_is_complete_and_its_three_figures_agree():
 
 def test_an_exact_match_fallback_is_counted_as_such():
     questions = _questions({"id": f"q{i}", "question": "?", "answer": "a"} for i in range(3))
-    states = {("q0", 1): _state("q0", "ok", 1.0, source="llm"), ("q1", 1): _state("q1", "ok", 1.0, source="em_fallback"),
+    states = {("q0", 1): _state("q0", "ok", 1.0, source="llm"),
+              ("q1", 1): _state("q1", "ok", 1.0, source="em_fallback"),
               ("q2", 1): _state("q2", "ok", 0.0, source="em_fallback")}
     s = summarize(question_rows(questions, states))
     assert s.em_fallback == 2 and s.score_sources == {"em_fallback": 2, "llm": 1} and s.scored == 3

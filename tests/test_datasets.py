@@ -20,10 +20,9 @@ import pytest
 from pipelines import converters, datasets, paths
 from pipelines.cli import main
 from pipelines.converters import complextr_page_title, infer_answer_kind, write_benchmark
-from srag_core.corpus import unique_name
 from pipelines.datasets import DATASETS, QuestionsError, list_datasets, load_questions, resolve
 from srag_core import load_corpus
-
+from srag_core.corpus import unique_name
 
 # -- tiny sources in the staged formats -------------------------------------------------------------------------------
 

@@ -317,8 +317,8 @@ def test_agent_sees_the_profile_routing_and_pat_sets(witness_index, fake_llm):
     corpus, index = witness_index
     fake_llm.script([
         json.dumps({"thought": "use the index", "tool": "pattern_search",
-                    "args": {"pattern": "field_witness", "params": {"value": "smith"}, "target_set": "pat_field_witness",
-                             "create_set": "smith"}}),
+                    "args": {"pattern": "field_witness", "params": {"value": "smith"},
+                             "target_set": "pat_field_witness", "create_set": "smith"}}),
         json.dumps({"thought": "two", "answer": "2"}),
     ])
     llm = LLMClient(LLMConfig(base_url=fake_llm.base_url, model="fake", max_retries=0))

@@ -5,7 +5,6 @@ import json
 import re
 import time
 
-
 from srag_core import Corpus
 from srag_core.discovery import DiscoveryConfig, LocalProcessMap, ValidationConfig, discover
 from srag_core.discovery.curation import CURATION_SYSTEM, curate, kept
@@ -270,7 +269,8 @@ def test_llm_calls_do_not_grow_with_the_corpus(fake_llm):
 
 
 def test_a_pattern_with_the_template_of_an_accepted_one_is_dropped(fake_llm):
-    twins = [{**PROPOSAL, "regex_template": BOTH_HEADINGS}, {**PROPOSAL, "name": "twin", "regex_template": BOTH_HEADINGS}]
+    twins = [{**PROPOSAL, "regex_template": BOTH_HEADINGS},
+             {**PROPOSAL, "name": "twin", "regex_template": BOTH_HEADINGS}]
     fake_llm.respond_with(DiscoveryLLM(proposals=twins))
     index = discover(hotels(), client(fake_llm), sample_size=3)
     assert [p.name for p in index.patterns] == ["facilities_section"]

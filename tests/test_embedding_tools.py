@@ -16,12 +16,19 @@ import pytest
 
 from srag_core.agent import Agent, AgentConfig
 from srag_core.corpus import Corpus
-from srag_core.embeddings import (CONSERVATIVE_CHARS_PER_TOKEN, ChunkIndex, chunk_spans, coarse_chunk_chars,
-                                  estimate_chars_per_token, load_encoder, max_chunk_tokens, token_spans)
+from srag_core.embeddings import (
+    CONSERVATIVE_CHARS_PER_TOKEN,
+    ChunkIndex,
+    chunk_spans,
+    coarse_chunk_chars,
+    estimate_chars_per_token,
+    load_encoder,
+    max_chunk_tokens,
+    token_spans,
+)
 from srag_core.llm import LLMClient, LLMConfig
 from srag_core.tools import REGISTRY, run_tool
-from srag_core.tools.embedding_tools import (LabelBatch, embedding_modules, install, parse_labels,
-                                             workspace_state)
+from srag_core.tools.embedding_tools import LabelBatch, embedding_modules, install, parse_labels, workspace_state
 from srag_core.workspace import Workspace
 
 ASTRONOMY = [
@@ -62,7 +69,8 @@ COOKING = [
     "Chocolate chip cookies come out chewier when the dough is chilled before baking.",
 ]
 # Topics alternate so that filename order (and spread sampling) mixes them.
-TEXTS = {f"doc_{k:02d}.txt": text for k, text in enumerate(t for pair in zip(ASTRONOMY, COOKING) for t in pair)}
+TEXTS = {f"doc_{k:02d}.txt": text
+         for k, text in enumerate(t for pair in zip(ASTRONOMY, COOKING, strict=True) for t in pair)}
 IS_ASTRONOMY = {name: text in ASTRONOMY for name, text in TEXTS.items()}
 CONDITION = "is about astronomy or outer space"
 
@@ -143,7 +151,7 @@ def test_coarse_index_fills_the_window_and_loses_no_text(tmp_path):
     index = ChunkIndex.build_coarse(corpus, cache_dir=tmp_path)
     tokenizer = load_encoder().tokenizer
     long_i = corpus.index_of(corpus.docs[[d.filename for d in corpus.docs].index("long.txt")].id)
-    spans = [(int(s), int(e)) for d, s, e in zip(index.doc, index.start, index.end) if d == long_i]
+    spans = [(int(s), int(e)) for d, s, e in zip(index.doc, index.start, index.end, strict=True) if d == long_i]
     counts = [len(tokenizer(long_text[s:e], add_special_tokens=False)["input_ids"]) for s, e in spans]
     total = len(tokenizer(long_text, add_special_tokens=False, verbose=False)["input_ids"])
     assert max(counts) <= 254 and sum(counts) == total  # nothing truncated, nothing dropped, nothing repeated
@@ -232,7 +240,8 @@ def test_label_docs_through_the_scripted_server(fake_llm, corpus, index):
     truth = [int(IS_ASTRONOMY[corpus.docs[i].filename]) for i in batch.docs]
     assert batch.labels[CONDITION] == truth and batch.labels["mentions a recipe"] == [0] * 11
     assert obs["counts"][CONDITION] == {"positive": sum(truth), "negative": 11 - sum(truth)}
-    assert set(obs["positive_docs"][CONDITION]) == {corpus.docs[i].filename for i, t in zip(batch.docs, truth) if t}
+    assert set(obs["positive_docs"][CONDITION]) == {corpus.docs[i].filename
+                                                    for i, t in zip(batch.docs, truth, strict=True) if t}
     assert "'mentions a recipe' has fewer than 3" in obs["notes"][0] and "label_0" in obs["result"]
     requests = fake_llm.requests
     assert len(requests) == 12

@@ -18,8 +18,14 @@ from pipelines.datasets import Question
 from pipelines.engine.records import validate_record
 from pipelines.engine.report import episode_rows, question_rows, summarize
 from pipelines.engine.results import QuestionState, RunDir
-from pipelines.engine.scoring import (compare, mean_interval, paired_permutation_p, pass_at_k, reduce_scores,
-                                      share_interval)
+from pipelines.engine.scoring import (
+    compare,
+    mean_interval,
+    paired_permutation_p,
+    pass_at_k,
+    reduce_scores,
+    share_interval,
+)
 from tests.pipeline_helpers import QUESTION, CliCapture, run_and_kill, run_config, write_benchmark
 
 cli = CliCapture().cli
@@ -63,7 +69,8 @@ def _states(scores: dict[tuple[str, int], float | None], statuses: dict | None =
         status = (statuses or {}).get((qid, epoch), "ok")
         st = QuestionState(qid, epoch, attempts=[validate_record({
             "question_id": qid, "epoch": epoch, "attempt": 1, "status": status, "steps": 1,
-            "answer": f"{qid}-{score}", "wall_s": 1.0, "usage": {"total_tokens": 10 * epoch, "cost_usd": 0.1 * epoch}})])
+            "answer": f"{qid}-{score}", "wall_s": 1.0,
+            "usage": {"total_tokens": 10 * epoch, "cost_usd": 0.1 * epoch}})])
         if status == "ok":
             st.judgements[1] = validate_record({"type": "judgement", "question_id": qid, "epoch": epoch, "attempt": 1,
                                                 "score": score, "score_source": "rule"})
@@ -206,7 +213,8 @@ def test_every_question_runs_k_times_and_a_rerun_redoes_only_the_failed_epochs(r
         Counter({(f"q{i:03d}", e): 1 for i in range(N) for e in range(1, K + 1)})  # K records, distinct epochs
     assert {r.epoch for r in episodes if r.status == "llm_error"} == {2, 3}
     assert first["failed"] == 2 and first["scored"] == N - 2 and first["n_episodes"] == N * K
-    assert (run_dir.path / "traces" / "q000.e2.1.json").is_file() and (run_dir.path / "traces" / "q000.1.json").is_file()
+    traces = run_dir.path / "traces"
+    assert (traces / "q000.e2.1.json").is_file() and (traces / "q000.1.json").is_file()
 
     agent.healed = True
     before = Counter(agent.calls)
@@ -275,7 +283,7 @@ def test_a_sweep_with_epochs_compares_its_runs_over_questions(ray_local, fake_ll
     _, compared = cli("compare", out["runs"][0]["run_id"], out["runs"][1]["run_id"], "--runs-dir", runs)
     assert compared["test"] == "paired_permutation" and compared["p_value"] == 1.0
     table = json.loads((tmp_path / "runs" / "sweeps" / out["sweep_id"] / "tables" / "pairwise.json").read_text())
-    row = dict(zip(table["columns"], table["data"][0]))  # what the parent run logs to MLflow
+    row = dict(zip(table["columns"], table["data"][0], strict=True))  # what the parent run logs to MLflow
     assert row["test"] == "paired_permutation" and row["p_value"] == 1.0
 
 
@@ -299,7 +307,7 @@ def test_mlflow_holds_the_epochs_per_question_and_per_episode(ray_local, mlflow_
     assert metrics["accuracy"] == result["accuracy"] == 1.0  # pass@2 of 2 right in 3: every pair of draws holds one
     client = MlflowClient(tracking_uri=mlflow_server)
     table = json.loads(open(client.download_artifacts(meta.mlflow_run_id, "per_question.json")).read())
-    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
+    rows = [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
     assert len(rows) == N and all(len(r["epoch_scores"]) == K for r in rows)
     traces = client.search_traces(locations=[meta.mlflow_experiment_id], run_id=meta.mlflow_run_id)
     assert Counter(t.info.tags["srag.epoch"] for t in traces) == Counter({"1": N, "2": N, "3": N})

@@ -262,4 +262,5 @@ def test_score_answer_rejects_unknown_kind():
 def test_to_dict_round_trip():
     d = score_answer("How many?", "5", "5", answer_kind="count").to_dict()
     assert d["score"] == 1.0 and d["score_source"] == "rule" and d["answer_kind"] == "count"
-    assert {"em", "f1", "rule_score", "llm_score", "verdict", "rationale", "extracted_answer", "judge_error"} <= d.keys()
+    assert {"em", "f1", "rule_score", "llm_score", "verdict", "rationale", "extracted_answer",
+            "judge_error"} <= d.keys()

@@ -19,11 +19,11 @@ import openai
 import pytest
 from pydantic import ValidationError
 
-from tests.conformance_server import ConformanceLLM
-from tests.fake_llm import FakeLLM, count_tokens, last_user_message
 from srag_core.llm import ANY_JSON_OBJECT, MAX_SERVER_WAIT_S, ChatResult, LLMClient, LLMConfig, LLMError, Usage
 from srag_core.llm._retry import backoff_delay, retry_after_seconds
 from srag_core.llm._wire import wire_response_format
+from tests.conformance_server import ConformanceLLM
+from tests.fake_llm import FakeLLM, count_tokens, last_user_message
 
 SECRET = "sk-test-SECRET-4f1c9e2a7b"
 KEY_ENV = "SRAG_TEST_LLM_KEY"

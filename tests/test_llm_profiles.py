@@ -11,8 +11,18 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from srag_core.llm import (SHIPPED, FunctionSpec, LLMClient, LLMConfig, LLMError, Profile, auto_profile,
-                           from_strict_args, strict_schema, write_profile)
+from srag_core.llm import (
+    SHIPPED,
+    FunctionSpec,
+    LLMClient,
+    LLMConfig,
+    LLMError,
+    Profile,
+    auto_profile,
+    from_strict_args,
+    strict_schema,
+    write_profile,
+)
 from srag_core.tools import REGISTRY
 from tests.conformance_server import PROFILES, ConformanceLLM, check_request
 from tests.fake_llm import FakeLLM

@@ -175,7 +175,7 @@ def test_launch_failure_is_a_clear_error(tmp_path):
 
 def test_base_url_before_start_is_an_error():
     with pytest.raises(LocalModelError, match="not been started"):
-        LocalModelServer().base_url
+        LocalModelServer().base_url  # noqa: B018 - reading the property is what must raise
 
 
 def test_missing_xllamacpp_names_the_install_script(monkeypatch):

@@ -77,7 +77,8 @@ def test_params_are_the_effective_config_of_each_variant(sweep):
         run_dir, run = _child(sweep, variant)
         params, tags = _params(run), _tags(run)
         assert params["variant"] == variant and tags["srag.variant"] == variant
-        assert tags["srag.model"] == "scripted" and tags["srag.dataset"] == "bench" and tags["srag.profile"] == "auto"  # the provider profile the config names
+        # srag.profile: the provider profile the config names
+        assert tags["srag.model"] == "scripted" and tags["srag.dataset"] == "bench" and tags["srag.profile"] == "auto"
         assert params["llm.max_tokens"] == "1024" and "llm.context_tokens" in params  # not taken for secrets
         assert tags["mlflow.source.git.commit"] and tags["mlflow.runName"].startswith(f"{variant} · bench")
         names.add(tags["mlflow.runName"])
@@ -132,7 +133,7 @@ def test_a_rerun_replaces_the_table_and_updates_metrics_and_the_parent(sweep):
     report = sweep["report"]
     client = MlflowClient(tracking_uri=sweep["uri"])
     table = json.loads(Path(client.download_artifacts(run["info"]["run_id"], "per_question.json")).read_text())
-    rows = [dict(zip(table["columns"], r)) for r in table["data"]]
+    rows = [dict(zip(table["columns"], r, strict=True)) for r in table["data"]]
     assert sorted(r["question_id"] for r in rows) == [f"q{i:03d}" for i in range(N)]  # one row per question
     assert all(isinstance(r["score"], (int, float)) and isinstance(r["tokens"], int) for r in rows)  # typed
     q3 = next(r for r in rows if r["question_id"] == "q003")
@@ -160,11 +161,11 @@ def test_a_rerun_replaces_the_table_and_updates_metrics_and_the_parent(sweep):
         assert aggregates[f"tokens/{metric_label(child['label'])}"] == child["tokens"]
     assert aggregates["accuracy/variant_zero_ingestion"] == pytest.approx(report["accuracy"])
     pairwise = json.loads(Path(client.download_artifacts(parent_id, "pairwise.json")).read_text())
-    pairs = [dict(zip(pairwise["columns"], r)) for r in pairwise["data"]]
+    pairs = [dict(zip(pairwise["columns"], r, strict=True)) for r in pairwise["data"]]
     assert len(pairs) == 3 and all(p["n_paired"] >= N - 1 for p in pairs)
     assert all(p["both_right"] + p["only_a_right"] + p["only_b_right"] + p["neither_right"] == p["n_paired"]
                for p in pairs)
-    for logged, reported in zip(pairs, sweep["sweep_report"]["pairwise"]):  # what `srag compare` computes
+    for logged, reported in zip(pairs, sweep["sweep_report"]["pairwise"], strict=True):  # what `srag compare` computes
         assert (logged["run_a"], logged["run_b"]) == (reported["run_a"], reported["run_b"])
         assert 0 < logged["mcnemar_p"] <= 1 and logged["mcnemar_p"] == pytest.approx(reported["mcnemar_p"])
         assert logged["difference_ci95_low"] <= logged["difference"] <= logged["difference_ci95_high"]
@@ -310,7 +311,7 @@ def _table(page) -> tuple[list[dict[str, str]], bool]:
             on_top = cells.nth(headers.index("correctness")).evaluate(
                 "c => { const r = c.getBoundingClientRect();"
                 " return c.contains(document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2)); }")
-        rows.append(dict(zip(headers, cells.all_inner_texts())))
+        rows.append(dict(zip(headers, cells.all_inner_texts(), strict=True)))
     return rows, on_top
 
 

@@ -6,8 +6,17 @@ import regex
 from hypothesis import example, given, reject, settings
 from hypothesis import strategies as st
 
-from srag_core.corpus import (Budget, Corpus, RegexError, RegexTimeout, compile_untrusted, pure_literal, re2_plan,
-                              required_literals, search)
+from srag_core.corpus import (
+    Budget,
+    Corpus,
+    RegexError,
+    RegexTimeout,
+    compile_untrusted,
+    pure_literal,
+    re2_plan,
+    required_literals,
+    search,
+)
 from srag_core.corpus import _scanner as scanner
 from srag_core.corpus._regex import literal_language, re2_superset
 
@@ -161,7 +170,7 @@ def test_re2_translation_is_a_superset_and_exact_when_it_says_so(docs, pattern, 
     re2, exact = translated
     compiled = compile_untrusted(pattern, case_sensitive=case_sensitive)
     hits = pc.match_substring_regex(pa.array(docs, pa.large_string()), re2).to_pylist()
-    for text, hit in zip(docs, hits):
+    for text, hit in zip(docs, hits, strict=True):
         found = bool(found_by_regex(compiled, [text]))
         assert hit or not found, (pattern, re2, text)
         assert not exact or hit == found, (pattern, re2, text)
@@ -206,6 +215,7 @@ def test_re2_ascii_translation_is_exact_on_ascii(ascii_docs, docs, pattern, case
     """The ASCII translation agrees with the regex module on ASCII texts, and its hits are real matches on any."""
     import pyarrow as pa
     import pyarrow.compute as pc
+
     from srag_core.corpus import re2_plan
 
     plan = re2_plan(pattern, case_sensitive)
@@ -214,7 +224,7 @@ def test_re2_ascii_translation_is_exact_on_ascii(ascii_docs, docs, pattern, case
     compiled = compile_untrusted(pattern, case_sensitive=case_sensitive)
     for group, equal in ((ascii_docs, True), (docs, False)):
         hits = pc.match_substring_regex(pa.array(group, pa.large_string()), plan.ascii).to_pylist()
-        for text, hit in zip(group, hits):
+        for text, hit in zip(group, hits, strict=True):
             found = compiled.search(text) is not None
             assert found == hit if equal else (found or not hit), (pattern, plan.ascii, text)
 

@@ -63,7 +63,8 @@ def echo_workers(ray_local):
 
 def test_every_question_reaches_every_sink_once(echo_workers):
     questions = [Question(id=f"q{i}", question=f"question {i}", answer="") for i in range(12)]
-    questions += [Question(id="q-raises", question="x", answer=""), Question(id="q-judge-fails", question="y", answer="")]
+    questions += [Question(id="q-raises", question="x", answer=""),
+                  Question(id="q-judge-fails", question="y", answer="")]
     sinks = [CollectingSink(), CollectingSink()]
     stats = RunStats(total=len(questions))
     Scheduler(WorkerPool(echo_workers, max_failures=2), ThreadJudge(), sinks, stats, capacity=3,

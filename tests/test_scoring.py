@@ -119,7 +119,8 @@ def unreachable_judge(ray_local, mlflow_server, tmp_path_factory, sample_dir):
         base = _llm_judged_config(tmp, sample_dir, llm.base_url, f"http://127.0.0.1:{free_port('127.0.0.1')}/v1",
                                   mlflow_server, name="unreachable", **{"tracking.experiment": "rejudge"})
         sweep_file = tmp / "sweep.yaml"
-        sweep_file.write_text(yaml.safe_dump({"name": "rejudge", "base": base, "grid": {"variant": ["zero_ingestion"]}}))
+        sweep_file.write_text(yaml.safe_dump({"name": "rejudge", "base": base,
+                                              "grid": {"variant": ["zero_ingestion"]}}))
         runs = tmp / "runs"
         _, sweep = cli("sweep", str(sweep_file), "--runs-dir", str(runs))
     run_dir = RunDir.open(runs, sweep["runs"][0]["run_id"])

@@ -45,9 +45,11 @@ def test_apply_filter_partitions_the_target_and_reports_diagnostics(ws):
     assert obs["keyword_intersection"] == {"keywords": ["HOUSE", "REPRESENTATIVES"], "both_match": 6}
     assert "6 documents matched in text and 0 filenames" in obs["scope_check"]
     assert obs["auto"]["filename_counts"] == {"HOUSE": 0, "REPRESENTATIVES": 0}
-    assert len(obs["snippets"]["positive"]) == 3 and "HOUSE OF REPRESENTATIVES" in obs["snippets"]["positive"][0]["text"]
+    positives = obs["snippets"]["positive"]
+    assert len(positives) == 3 and "HOUSE OF REPRESENTATIVES" in positives[0]["text"]
     # Filtering is relative to the target set, and the new set is compared with the previous one.
-    obs = run_tool(ws, "apply_filter", {"pattern": "armed services", "target_set": "house_pos", "output_prefix": "hasc"})
+    obs = run_tool(ws, "apply_filter",
+                   {"pattern": "armed services", "target_set": "house_pos", "output_prefix": "hasc"})
     assert obs["positive_count"] == 2 and obs["total_filtered"] == 6
     assert names(ws, "hasc_pos") == HOUSE & ARMED
     comp = obs["auto"]["set_compositions"]
@@ -252,7 +254,7 @@ def test_a_snippet_is_the_first_match_wherever_it_lies_in_a_long_document(before
     """A snippet decodes the document's first 5,000 bytes; past them, the stretch from where RE2 first finds the
     pattern's superset translation (or ever longer heads when RE2 cannot express the pattern). Whichever it takes,
     the match is the regex module's first match of the whole document."""
-    from srag_core.workspace.diagnostics import HEAD_CHARS, HEAD_GROWTH, HEAD_MARGIN, first_match
+    from srag_core.workspace.diagnostics import HEAD_CHARS, HEAD_MARGIN, first_match
 
     text = before + "Code 1234567890123 " + "x" * 20_000 + " Code 99"
     ws = Workspace(Corpus.from_texts({"long.txt": text, "short.txt": "nothing here"}))

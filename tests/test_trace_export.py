@@ -14,8 +14,14 @@ import pytest
 
 from pipelines.engine.records import EpisodeRecord, RunMeta, validate_record
 from pipelines.engine.results import RunDir, RunFolderSink
-from pipelines.engine.trace_export import (MARKERS, ExportPool, TraceExporter, export_missing, missing_traces,
-                                         whole_traces_only)
+from pipelines.engine.trace_export import (
+    MARKERS,
+    ExportPool,
+    TraceExporter,
+    export_missing,
+    missing_traces,
+    whole_traces_only,
+)
 from pipelines.engine.tracking import Tracker, episode_trace
 
 

@@ -8,8 +8,17 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from pipelines.cli import CliError
-from pipelines.config import (PROFILE_HELP, VARIANTS, IngestionSettings, JudgeSettings, RetrievalSettings,
-                              endpoint_from, read_yaml, section, with_profile)
+from pipelines.config import (
+    PROFILE_HELP,
+    VARIANTS,
+    IngestionSettings,
+    JudgeSettings,
+    RetrievalSettings,
+    endpoint_from,
+    read_yaml,
+    section,
+    with_profile,
+)
 from srag_core import AgentConfig
 
 if TYPE_CHECKING:

@@ -21,7 +21,6 @@ from pipelines.cli import CliError
 from pipelines.engine.ray_utils import DEFAULT_TASK_TIMEOUT_S, RayMapFn, ensure_ray
 
 
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("discover", help="discover regex and semantic patterns in a corpus and build its pattern index")
     p.add_argument("--corpus", required=True, help="folder of .txt files, .jsonl or HippoRAG .json")
@@ -30,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", help="YAML with an llm section (and optionally local_model); a run config works")
     p.add_argument("--sample-size", type=int, default=20, help="documents the LLM reads (default 20)")
     p.add_argument("--seed", type=int, default=0, help="seed of the document sample (default 0)")
-    p.add_argument("--cache-dir", type=Path, help=f"where indexes are cached (default: patterns/ in {paths.CACHE_HELP})")
+    p.add_argument("--cache-dir", type=Path,
+                   help=f"where indexes are cached (default: patterns/ in {paths.CACHE_HELP})")
     p.add_argument("--rebuild", action="store_true", help="ignore a cached index and build it again")
     p.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT_S,
                    help=f"hard timeout of one validation task in seconds (default {DEFAULT_TASK_TIMEOUT_S:g})")

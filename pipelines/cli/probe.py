@@ -22,8 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from srag_core.llm import ProbeError, capability_table, probe  # loads the openai SDK: not for --help
-    from srag_core.llm import write_profile
+    from srag_core.llm import ProbeError, capability_table, probe, write_profile  # loads the openai SDK: not for --help
 
     try:
         result = probe(args.base_url, args.model, api_key_env=args.api_key_env)

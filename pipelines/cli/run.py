@@ -14,8 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.cli import CliError, add_data_root, add_runs_dir
-from pipelines.config import (PROFILE_HELP, VARIANTS, RunConfig, load_run, load_sweep, set_dotted, validate_run,
-                              with_profile)
+from pipelines.config import (
+    PROFILE_HELP,
+    VARIANTS,
+    RunConfig,
+    load_run,
+    load_sweep,
+    set_dotted,
+    validate_run,
+    with_profile,
+)
 from pipelines.engine.records import RunResult, StopRecord, SweepSummary
 from pipelines.engine.report import accuracy_label, table
 from pipelines.engine.results import RunDir, check_run_id
@@ -260,7 +268,8 @@ def _print_plan(plan: dict, args: argparse.Namespace) -> int:
         return 0
     rows = [{"label": r["label"], "questions": r["n_questions"] if r["n_questions"] is not None else "?",
              "episodes": r["episodes"] if r["episodes"] is not None else "?",
-             "differs": ", ".join(f"{k}={json.dumps(v)}" for k, v in r["differs"].items()) or "-"} for r in plan["runs"]]
+             "differs": ", ".join(f"{k}={json.dumps(v)}" for k, v in r["differs"].items()) or "-"}
+            for r in plan["runs"]]
     print(table(rows, ["label", "questions", "episodes", "differs"]))
     print("questions counted from: " + "; ".join(dict.fromkeys(r["counted"] for r in plan["runs"])))
     episodes = plan["episodes"] if plan["episodes"] is not None else f"at least {plan['episodes_known']}"

@@ -9,7 +9,6 @@ from typing import Callable, Iterator
 from pipelines.config import LocalModel
 from srag_core import LLMConfig
 
-
 # Parallel slots by default: one per two cores, at most 4. On 2 cores one slot ran the demo's episodes fastest (3.2,
 # 2.8 and 1.8 episodes a minute with 1, 2 and 4 slots, benchmarks/local_llm.py): every slot reads the 2,600-token
 # system prompt into its own cache, and on a CPU decoding slots together does not make up for it.

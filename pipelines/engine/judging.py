@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from typing import Literal
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Literal
 
 from pipelines.config import JudgeSettings, RunConfig
 from pipelines.datasets import Question

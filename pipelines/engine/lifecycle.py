@@ -23,18 +23,40 @@ from pipelines.datasets import Question, load_questions, resolve
 from pipelines.engine.endpoints import open_endpoint
 from pipelines.engine.guards import EndpointGuard, SpendLimit, Stop
 from pipelines.engine.judging import JudgeStage, needs_verdict
-from pipelines.engine.placement import (adapts, corpus_replicas, describe_plan, execution_plan, limiter_can_bind,
-                                        pool_target, worker_spawner)
+from pipelines.engine.placement import (
+    adapts,
+    corpus_replicas,
+    describe_plan,
+    execution_plan,
+    limiter_can_bind,
+    pool_target,
+    worker_spawner,
+)
 from pipelines.engine.progress import ConsoleProgress, RunStats
 from pipelines.engine.ray_utils import RayMapFn, init_ray
-from pipelines.engine.records import (BudgetChange, EpisodeRecord, IngestionInfo,
-                                      RequestLimitState, RunMeta, RunResult, StopRecord, WorkersUsage)
+from pipelines.engine.records import (
+    BudgetChange,
+    EpisodeRecord,
+    IngestionInfo,
+    RequestLimitState,
+    RunMeta,
+    RunResult,
+    StopRecord,
+    WorkersUsage,
+)
 from pipelines.engine.report import attempt_rows, plot_accuracy_by_type, run_summary
 from pipelines.engine.results import RunDir, RunFolderSink, git_revision, new_run_id, package_versions
 from pipelines.engine.scheduler import Scheduler, Work, WorkerPool
 from pipelines.engine.systems import VariantResources, effective_config, prepare_resources
-from pipelines.engine.tracking import (MlflowSink, TraceContext, Tracker, run_name, source_tags, tracking_uri,
-                                       write_table)
+from pipelines.engine.tracking import (
+    MlflowSink,
+    TraceContext,
+    Tracker,
+    run_name,
+    source_tags,
+    tracking_uri,
+    write_table,
+)
 from srag_core import FINISHED, Corpus, LLMClient, LLMConfig, load_corpus, utc_now
 from srag_core.llm import check_transport
 

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from pipelines.config import Execution, RunConfig
 from pipelines.engine.judging import JUDGE_THREADS
+from pipelines.engine.ray_utils import actor
 from pipelines.engine.records import CorpusReplicas, ExecutionPlan
 from srag_core import LLMConfig
 
@@ -118,7 +119,7 @@ def worker_spawner(cfg: RunConfig, plan: ExecutionPlan, llm_cfg: LLMConfig, corp
     placed: Counter = Counter()  # workers started per node
 
     def spawn() -> tuple[Any, Any]:
-        worker = EpisodeWorker.options(
+        worker = actor(EpisodeWorker).options(
             max_restarts=ex.max_actor_restarts, max_concurrency=plan.episodes_per_actor,
             num_cpus=ex.cpus_per_actor, scheduling_strategy=next_placement(ex, placed)).remote(
             corpus_ref, resources_ref, cfg.variant, llm_cfg, cfg.agent, cfg.retrieval, limiter,

@@ -73,9 +73,10 @@ class RunStats:
 
     def metrics(self) -> dict[str, float | int]:
         failed = sum(self.statuses[s] for s in FAILED)
-        out: dict[str, float | int] = {"done": self.done, "errors": failed, "pending": self.pending, "tokens": self.tokens,
-               "cost_usd": self.cost, "judge_cost_usd": self.judge_cost, "projected_cost_usd": self.projected_cost(),
-               "mean_steps": self.steps / self.done if self.done else 0.0}
+        out: dict[str, float | int] = {
+            "done": self.done, "errors": failed, "pending": self.pending, "tokens": self.tokens, "cost_usd": self.cost,
+            "judge_cost_usd": self.judge_cost, "projected_cost_usd": self.projected_cost(),
+            "mean_steps": self.steps / self.done if self.done else 0.0}
         if self.judged:
             out.update(accuracy=self.score_sum / self.judged, em=self.em_sum / self.judged,
                        f1=self.f1_sum / self.judged)

@@ -189,6 +189,12 @@ def driver_log_reason() -> str | None:
     return f"Ray authentication failed (this driver's RAY_AUTH_MODE={mode}); Ray's log: {lines[-1].strip()[-200:]}"
 
 
+def actor(cls: type) -> Any:
+    """A class decorated with `ray.remote`, as Ray made it: an actor class with `.options` and `.remote`, which the
+    decorator's annotations cannot say (so a type checker sees the plain class)."""
+    return cls
+
+
 def ensure_ray() -> float:
     """Connect to RAY_ADDRESS or start a local Ray instance, unless connected already; returns the seconds it took."""
     started = time.monotonic()
@@ -210,7 +216,7 @@ class RayMapFn:
         self.task_timeout_s = task_timeout_s
         self.max_in_flight = max_in_flight
         self.memory_limit_mb = memory_limit_mb
-        self._remote = None
+        self._remote: Any = None  # the sandboxed task, a Ray remote function once Ray is up
 
     def __call__(self, func: Callable[[Any], Any], chunks: Sequence[Any]) -> list[Any]:
         ensure_ray()  # before importing Ray: a local instance must start on loopback

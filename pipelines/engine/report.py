@@ -211,8 +211,8 @@ def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
         return "" if v is None else str(v)
 
     widths = [max(len(c), *(len(cell(r.get(c))) for r in rows)) if rows else len(c) for c in columns]
-    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths))
-    body = ["  ".join(cell(r.get(c)).ljust(w) for c, w in zip(columns, widths)) for r in rows]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))
+    body = ["  ".join(cell(r.get(c)).ljust(w) for c, w in zip(columns, widths, strict=True)) for r in rows]
     return "\n".join([line, "  ".join("-" * w for w in widths), *body])
 
 
@@ -224,7 +224,7 @@ def plot_accuracy_by_type(summary: RunSummary, title: str, path: Path) -> Path |
     fig, ax = plt.subplots(figsize=(6, 3.5))
     coverage = summary.coverage_by_type
     bars = ax.bar(list(by_type), list(by_type.values()), color="#4c72b0")
-    for bar, t in zip(bars, by_type):
+    for bar, t in zip(bars, by_type, strict=True):
         ax.annotate(f"cov {coverage.get(t, 0):.0%}", (bar.get_x() + bar.get_width() / 2, 0.02), ha="center",
                     fontsize=7, color="white")
     ax.set_ylim(0, 1)

@@ -41,7 +41,8 @@ from srag_core import FAILED
 Figures = dict[str, Any]
 
 OUTCOMES: tuple[Outcome, ...] = ("scored", "failed", "pending", "not_run", "missing")
-NOT_SCORED: tuple[Outcome, ...] = OUTCOMES[1:]  # in this order, the outcome a question takes from the worst of its epochs
+# in this order, the outcome a question takes from the worst of its epochs
+NOT_SCORED: tuple[Outcome, ...] = OUTCOMES[1:]
 DENOMINATORS = {"accuracy": "scored", "coverage": "n_questions", "accuracy_all": "n_questions"}
 RIGHT = 0.5  # a score at or above this is a right answer (McNemar's test, the trace tags)
 

@@ -18,7 +18,7 @@ def sweep_plan(name: str, runs: list[RunConfig], *, max_cost_usd: float | None =
     episodes) and the totals, with the sweep's budget if it has one."""
     built: dict[str, int | str] = {}
     rows = []
-    for cfg, differs in zip(runs, differences(runs)):
+    for cfg, differs in zip(runs, differences(runs), strict=True):
         n, counted = question_count(cfg, built)
         rows.append({"label": cfg.name.split("/", 1)[-1], "name": cfg.name, "fingerprint": cfg.fingerprint(),
                      "differs": differs, "n_questions": n, "epochs": cfg.limits.epochs,

@@ -12,8 +12,8 @@ from pipelines.config import RunConfig
 from pipelines.engine.lifecycle import load_run_config, open_tracker, run_one
 from pipelines.engine.records import PairwiseRow, RunComparison, RunResult, SweepInfo, SweepSummary
 from pipelines.engine.report import LabelledRun, plot_accuracy_intervals, plot_sweep, read_run, run_summary
-from pipelines.engine.scoring import compare
 from pipelines.engine.results import RunDir, git_revision, new_run_id
+from pipelines.engine.scoring import compare
 from pipelines.engine.tracking import source_tags
 from srag_core import utc_now
 

@@ -37,6 +37,7 @@ from typing import Any, TypedDict
 
 import ray
 
+from pipelines.engine.ray_utils import actor
 from pipelines.engine.records import EpisodeRecord, Judgement, RunMeta
 from pipelines.engine.results import RunDir, episode_key
 from pipelines.engine.tracking import TraceContext, attach_verdict, episode_trace, mlflow_client
@@ -390,11 +391,11 @@ class ExportPool:
 
     def add(self, items: list[tuple[Key, str]], verdicts: Sequence[Judgement] = ()) -> None:
         n = len(self.actors)
-        for i, actor in enumerate(self.actors):
+        for i, exporter in enumerate(self.actors):
             mine = [item for item in items if shard(item[0][0], n) == i]
             judged = [v for v in verdicts if shard(v.question_id, n) == i]
             if mine or judged:
-                self.pending.append(actor.add.remote(mine, judged))
+                self.pending.append(exporter.add.remote(mine, judged))
         self.pending = ray.wait(self.pending, num_returns=len(self.pending), timeout=0)[1] if self.pending else []
 
     def drain(self, timeout_s: float | None = None) -> dict[str, Any]:
@@ -404,15 +405,15 @@ class ExportPool:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         ray.get(self.pending, timeout=timeout_s)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())  # one timeout for the whole drain
-        results = ray.get([actor.drain.remote(left) for actor in self.actors])
+        results = ray.get([exporter.drain.remote(left) for exporter in self.actors])
         errors = [e for r in results for e in r["errors"]]
         return {"actors": len(results), "exported": sum(r["exported"] for r in results),
                 "queued": sum(r["queued"] for r in results), "errors": errors[-5:],
                 "n_errors": sum(r["n_errors"] for r in results), "cpu_s": round(sum(r["cpu_s"] for r in results), 3)}
 
     def kill(self) -> None:
-        for actor in self.actors:
-            ray.kill(actor)
+        for exporter in self.actors:
+            ray.kill(exporter)
 
 
 def start_exporter(run_dir: RunDir, meta: RunMeta, context: TraceContext | None = None,
@@ -423,7 +424,7 @@ def start_exporter(run_dir: RunDir, meta: RunMeta, context: TraceContext | None 
 
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     unmarked = missing_traces(run_dir)
-    return ExportPool([TraceExportActor.options(scheduling_strategy=here).remote(
+    return ExportPool([actor(TraceExportActor).options(scheduling_strategy=here).remote(
         str(run_dir.path.resolve()), meta.mlflow_uri, meta.mlflow_experiment_id, meta.mlflow_run_id,
         {k: f for k, f in unmarked.items() if shard(k[0], actors) == i}, context) for i in range(actors)])
 
@@ -467,8 +468,8 @@ def export_missing(run_dir: RunDir, client, meta: RunMeta, context: TraceContext
     if not missing and all(_is_attached(attached.get(k := episode_key(v)), traces.get(k), v)
                            for v in verdicts):
         return 0
-    exporter = TraceExporter(run_dir.path, str(meta.mlflow_uri), str(meta.mlflow_experiment_id), str(meta.mlflow_run_id),
-                             context, client=client)
+    exporter = TraceExporter(run_dir.path, str(meta.mlflow_uri), str(meta.mlflow_experiment_id),
+                             str(meta.mlflow_run_id), context, client=client)
     try:
         left = exporter.export_all(exporter.reconcile(missing))
         exporter.attach_verdicts(verdicts)

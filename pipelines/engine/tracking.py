@@ -4,8 +4,8 @@ the end summary metrics, the per-question table, traces, the resolved config and
 All MLflow writes happen off the driver loop, so it never waits on the tracking server: run metadata, metrics and
 artifacts on one writer thread (in order). Episode traces and the judge's verdicts on them are exported by
 `trace_export` (its own process, batched, exactly once across a killed driver), with the content built here.
-`close()` waits for the writer. Params are the flattened effective config; it never contains secrets (only the *name* of the
-variable holding an API key), and a key named like a secret is dropped anyway.
+`close()` waits for the writer. Params are the flattened effective config; it never contains secrets (only the *name*
+of the variable holding an API key), and a key named like a secret is dropped anyway.
 
 What a trace holds (`episode_trace`): a root AGENT span for the question; a CHAT_MODEL span per LLM call with the
 messages as sent (after redaction and compression), the reply, the model and the token usage in MLflow's standard
@@ -164,8 +164,9 @@ class Tracker:
         self._queue.put(fn)
 
     def log_metrics(self, run_id: str, metrics: dict[str, float], step: int) -> None:
-        from mlflow.entities import Metric
         import time
+
+        from mlflow.entities import Metric
 
         ts = int(time.time() * 1000)
         batch = [Metric(k, float(v), ts, step) for k, v in metrics.items() if v is not None]
@@ -406,8 +407,8 @@ def attach_verdict(client, trace_id: str, verdict: Judgement, overrides: str | N
 
 
 def _ns(iso: str | None) -> int:
-    from datetime import datetime
     import time
+    from datetime import datetime
 
     if not iso:
         return time.time_ns()

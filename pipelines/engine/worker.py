@@ -21,6 +21,7 @@ import ray
 
 from pipelines.config import RetrievalSettings
 from pipelines.datasets import Question
+from pipelines.engine.ray_utils import actor
 from pipelines.engine.records import EpisodeRecord
 from pipelines.engine.systems import VariantResources, build_system
 from srag_core import AgentConfig, LLMClient, LLMConfig, Window
@@ -71,7 +72,7 @@ def start_limiter(max_concurrent: int | None, per_minute: int | None, tokens_per
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-    return RequestLimiter.options(max_restarts=-1, max_task_retries=-1, scheduling_strategy=here).remote(
+    return actor(RequestLimiter).options(max_restarts=-1, max_task_retries=-1, scheduling_strategy=here).remote(
         max_concurrent, per_minute, tokens_per_minute, adaptive=adaptive)
 
 

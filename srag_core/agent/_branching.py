@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from srag_core.llm import first_json_object
-
 from srag_core.tools import run_tool
 from srag_core.workspace import Workspace
 from srag_core.workspace.diagnostics import regex_tokens

@@ -45,7 +45,8 @@ HOW TO WORK (for each sub-question)
    anchored on the structure you saw (headings, labels), and apply it inside your working set. If some negatives use
    another format, filter them separately and take the union."""
 
-_AGGREGATION = """4. Numbers across documents (average, total, smallest, largest): first narrow to exactly the documents the
+_AGGREGATION = """\
+4. Numbers across documents (average, total, smallest, largest): first narrow to exactly the documents the
    question is about. Read a few to learn how the value is written. Then run extract_field with a capture group over
    the whole set (never estimate extremes from a sample) and check that "extracted" is what you expect. Finish with
    aggregate. To learn more about the document holding an extreme value, use create_set with min/max and read it.
@@ -54,7 +55,8 @@ _AGGREGATION = """4. Numbers across documents (average, total, smallest, largest
    document (extract_field keeps one). Learn the line format first, capture each item, then aggregate with
    unique_values, count_unique, value_counts or group_by_value (which documents share a value)."""
 
-_VERIFY = """6. Check and answer. Before a count, read two or three documents from the excluded (negative) set to make sure
+_VERIFY = """\
+6. Check and answer. Before a count, read two or three documents from the excluded (negative) set to make sure
    your filter did not miss a format; if it did, add a filter and take the union. Then count_set the refined set (a
    broad set's size is an upper bound, not the answer). For facts, quote the document's own words and include every
    relevant field."""

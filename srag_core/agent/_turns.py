@@ -19,14 +19,21 @@ import json
 from dataclasses import dataclass
 from typing import Any, Collection, Iterable, Mapping
 
-from srag_core.llm import (ROOT_KEY, ChatResult, FunctionSpec, first_json_object, from_strict_args, loads_bounded,
-                           unwrap_root)
+from srag_core.llm import (
+    ROOT_KEY,
+    ChatResult,
+    FunctionSpec,
+    first_json_object,
+    from_strict_args,
+    loads_bounded,
+    unwrap_root,
+)
 
 FINAL_ANSWER = "final_answer"
 _THOUGHT = {"type": "string", "description": "what you will do and why; the facts you will need later"}
 
-# The placeholder answer in the prompt's reply format (srag_core/agent/_prompts.py). A small model that copies it has not
-# answered anything, so a reply whose answer is this text is a malformed turn.
+# The placeholder answer in the prompt's reply format (srag_core/agent/_prompts.py). A small model that copies it has
+# not answered anything, so a reply whose answer is this text is a malformed turn.
 EXAMPLE_ANSWER = "the precise answer"
 FIRST_THOUGHT_CHARS = 200  # the thought's bound in a tool-call-only turn when the caller sets none
 

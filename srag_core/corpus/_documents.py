@@ -22,7 +22,7 @@ import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Callable
 
@@ -215,7 +215,8 @@ class Corpus:
         h = hashlib.sha256()
         names, texts = self.docs.column("filename"), self.docs.column("text")
         for start in range(0, len(self.docs), 10_000):
-            for name, text in zip(names.slice(start, 10_000).to_pylist(), texts.slice(start, 10_000).to_pylist()):
+            for name, text in zip(names.slice(start, 10_000).to_pylist(), texts.slice(start, 10_000).to_pylist(),
+                                  strict=True):
                 h.update(name.encode("utf-8") + b"\0" + text.encode("utf-8") + b"\0")
         return h.hexdigest()[:16]
 
@@ -461,7 +462,7 @@ def cached_load(p: Path, max_doc_bytes: int, cache_dir: Path, build: Callable[[]
     corpus = build()
     data = cache_dir / f"{corpus.content_hash}.arrow"
     if not data.exists():
-        _write_atomically(data, lambda f: _write_table(corpus, f))
+        _write_atomically(data, partial(_write_table, corpus))
     info = {"content_hash": corpus.content_hash, "source": corpus.source, "warnings": list(corpus.warnings)}
     _write_atomically(index, lambda f: f.write(json.dumps(info).encode("utf-8")))
     source, warnings = corpus.source, corpus.warnings

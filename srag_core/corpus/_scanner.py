@@ -40,8 +40,8 @@ import os
 import re
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable, Literal, Protocol, Sequence
 
@@ -49,8 +49,18 @@ import numpy as np
 import regex
 
 from srag_core.corpus._memory import release_unused, return_large_blocks
-from srag_core.corpus._regex import (Budget, BudgetSpent, RE2Plan, RegexTimeout, ScanIncomplete, blob_safe,
-                                     literal_language, re2_plan, search, warm_translations)
+from srag_core.corpus._regex import (
+    Budget,
+    BudgetSpent,
+    RE2Plan,
+    RegexTimeout,
+    ScanIncomplete,
+    blob_safe,
+    literal_language,
+    re2_plan,
+    search,
+    warm_translations,
+)
 
 TextField = Literal["norm", "text", "filename", "spaced_filename"]
 CHUNK_CHARS = 4_000_000  # documents joined for the regex module's blob search
@@ -231,8 +241,6 @@ class CorpusSearch:
 
     def arrow(self, field: TextField):
         """The field as one Arrow large_string column (UTF-8, offsets per document): the corpus's own column."""
-        import pyarrow.compute as pc
-
         if field == "spaced_filename":
             return self._memo(("arrow", field), lambda: _released(_spaced(self.arrow("filename"))))
         return self.corpus.docs.column(field)
@@ -699,7 +707,7 @@ def _cut(offsets: np.ndarray, lo: int, hi: int, size: int) -> list[tuple[int, in
     """Documents [lo, hi) cut into [start, stop) ranges of about `size` bytes of text each (at least one document)."""
     cuts = np.searchsorted(offsets, np.arange(int(offsets[lo]) + size, int(offsets[hi]), size)).tolist()
     bounds = sorted({lo, hi, *[c for c in cuts if lo < c < hi]})
-    return list(zip(bounds[:-1], bounds[1:]))
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
 _EXECUTOR: ThreadPoolExecutor | None = None

@@ -18,7 +18,8 @@ from typing import Any
 _EXPORTS = {
     "GapCluster": "index", "IndexConfig": "index", "PatternIndex": "index", "cluster_gaps": "index",
     "Dropped": "model", "RegexPattern": "model", "SemanticPattern": "model", "Validation": "model",
-    "DETERMINISTIC_NOTE": "run", "DiscoveryConfig": "run", "build_or_load": "run", "cache_key": "run", "discover": "run",
+    "DETERMINISTIC_NOTE": "run", "DiscoveryConfig": "run", "build_or_load": "run", "cache_key": "run",
+    "discover": "run",
     "LocalProcessMap": "sandbox", "MapFn": "sandbox", "ScanJob": "sandbox", "ScanResult": "sandbox",
     "inline_map": "sandbox", "scan_chunk": "sandbox", "ValidationConfig": "validation",
 }

@@ -29,8 +29,16 @@ import regex
 from srag_core.corpus import fold
 from srag_core.discovery.model import FORMAT_VERSION, RegexPattern, SemanticPattern
 from srag_core.discovery.sandbox import MapFn, Match, ScanResult, chunk_jobs, inline_map, scan_chunk
-from srag_core.discovery.text import (DEFAULT_WINDOW_CHARS, STOPWORDS, VALUE_TOKEN, clip, line_template, outside,
-                                      scan_window, value_tokens)
+from srag_core.discovery.text import (
+    DEFAULT_WINDOW_CHARS,
+    STOPWORDS,
+    VALUE_TOKEN,
+    clip,
+    line_template,
+    outside,
+    scan_window,
+    value_tokens,
+)
 
 if TYPE_CHECKING:
     from srag_core.corpus import Corpus
@@ -195,7 +203,7 @@ class PatternIndex:
             for doc, matches in sorted(per_doc.items()):
                 for k, m in enumerate(matches):
                     for group, value, start, end in m:
-                        for col, v in zip(cols, (name, doc, k, group, value, start, end)):
+                        for col, v in zip(cols, (name, doc, k, group, value, start, end), strict=True):
                             cols[col].append(v)
         return pa.table({"pattern": pa.array(cols["pattern"], pa.string()), "doc": pa.array(cols["doc"], pa.int32()),
                          "match": pa.array(cols["match"], pa.int32()), "group": pa.array(cols["group"], pa.string()),
@@ -242,7 +250,7 @@ def _read_matches(path: Path) -> dict[str, dict[int, list[Match]]]:
         lambda: defaultdict(lambda: defaultdict(list)))
     for name, doc, k, group, value, start, end in zip(*(table[c] for c in
                                                          ("pattern", "doc", "match", "group", "value", "start",
-                                                          "end"))):
+                                                          "end")), strict=True):
         grouped[name][doc][k].append((group, value, start, end))
     return {name: {doc: [tuple(per_match[k]) for k in sorted(per_match)] for doc, per_match in per_doc.items()}
             for name, per_doc in grouped.items()}
@@ -253,7 +261,7 @@ def _read_gaps(path: Path) -> dict[str, dict[str, list[tuple[int, str]]]]:
 
     table = pq.read_table(path).to_pydict()
     out: dict[str, dict[str, list[tuple[int, str]]]] = defaultdict(lambda: defaultdict(list))
-    for name, tok, doc, template in zip(table["pattern"], table["token"], table["doc"], table["template"]):
+    for name, tok, doc, template in zip(table["pattern"], table["token"], table["doc"], table["template"], strict=True):
         out[name][tok].append((doc, template))
     return {name: dict(per_tok) for name, per_tok in out.items()}
 

@@ -14,15 +14,31 @@ from typing import Any
 from srag_core.llm._client import LLMClient
 from srag_core.llm._config import DEFAULT_CONTEXT_TOKENS, LLMConfig, Prices
 from srag_core.llm._jsontext import first_json_object, loads_bounded
-from srag_core.llm._profiles import (SHIPPED, Profile, ResponseFormatMode, TurnProtocol, auto_profile, load_profile,
-                                     resolve_profile, write_profile)
+from srag_core.llm._profiles import (
+    SHIPPED,
+    Profile,
+    ResponseFormatMode,
+    TurnProtocol,
+    auto_profile,
+    load_profile,
+    resolve_profile,
+    write_profile,
+)
 from srag_core.llm._ratelimit import LocalLimiter, Window
 from srag_core.llm._response import estimate_tokens
 from srag_core.llm._retry import MAX_SERVER_WAIT_S
 from srag_core.llm._strict_schema import ROOT_KEY, from_strict_args, strict_schema, unwrap_root
 from srag_core.llm._transport import TransportError, check_transport
-from srag_core.llm._types import (AttemptOutcome, ChatResult, FunctionSpec, Limiter, LLMError, SlotTicket, ToolCall,
-                                  Usage)
+from srag_core.llm._types import (
+    AttemptOutcome,
+    ChatResult,
+    FunctionSpec,
+    Limiter,
+    LLMError,
+    SlotTicket,
+    ToolCall,
+    Usage,
+)
 from srag_core.llm._wire import ANY_JSON_OBJECT
 
 _LAZY = {"probe": "srag_core.llm._probe", "ProbeError": "srag_core.llm._probe",

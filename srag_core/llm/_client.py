@@ -33,8 +33,14 @@ import httpx2
 from srag_core.llm._cache import _completion_from_cache, _ResponseCache
 from srag_core.llm._config import PLACEHOLDER_API_KEY, LLMConfig
 from srag_core.llm._profiles import TurnProtocol, resolve_profile, sends_parallel_tool_calls
-from srag_core.llm._response import (_BadResponse, _Completion, _message_text, _parse_completion, decode_tool_call,
-                                    estimate_tokens)
+from srag_core.llm._response import (
+    _BadResponse,
+    _Completion,
+    _message_text,
+    _parse_completion,
+    decode_tool_call,
+    estimate_tokens,
+)
 from srag_core.llm._retry import _classify, _Failure, backoff_delay
 from srag_core.llm._transport import _deadline_http_client, _Oversize, bounded_attempt, read_body
 from srag_core.llm._types import ChatResult, FunctionSpec, Limiter, LLMError, Message, SlotTicket, Usage

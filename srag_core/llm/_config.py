@@ -115,7 +115,8 @@ class LLMConfig(BaseModel):
     @classmethod
     def _pair_to_prices(cls, value: Any) -> Any:
         if isinstance(value, (list, tuple)) and len(value) in (2, 3):
-            return dict(zip(("prompt", "completion", "cached_prompt"), value))
+            # a pair names no cached-prompt price: the zip stops at the shorter
+            return dict(zip(("prompt", "completion", "cached_prompt"), value, strict=False))
         return value
 
     @field_validator("profile", mode="before")

@@ -33,8 +33,8 @@ import openai
 
 from srag_core.llm._config import PLACEHOLDER_API_KEY
 from srag_core.llm._jsontext import loads_bounded
-from srag_core.llm._transport import _deadline_http_client, _Oversize, bounded_attempt, read_body
 from srag_core.llm._profiles import Profile
+from srag_core.llm._transport import _deadline_http_client, _Oversize, bounded_attempt, read_body
 
 LIMIT = 16
 CAP, REASONING_CAP = 256, 4096

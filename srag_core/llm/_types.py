@@ -32,7 +32,7 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(*(a + b for a, b in zip(astuple(self), astuple(other))))
+        return Usage(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
     def __radd__(self, other: object) -> Usage:
         if other == 0:  # lets sum() start from its default 0

@@ -4,9 +4,17 @@ Importing this package registers every tool in REGISTRY; `run_tool(workspace, na
 returns an observation dict (errors included, under "error").
 """
 
-from srag_core.tools import calculator, extraction, filters, meta, reading  # noqa: F401  (registers the tools)
-from srag_core.tools import patterns  # noqa: F401  (family "pattern_search")
-from srag_core.tools import embedding_tools  # noqa: F401  (family "embeddings")
+# Imported for what importing them does: each registers its tools in REGISTRY (patterns: the family
+# "pattern_search", embedding_tools: the family "embeddings").
+from srag_core.tools import (  # noqa: F401
+    calculator,
+    embedding_tools,
+    extraction,
+    filters,
+    meta,
+    patterns,
+    reading,
+)
 from srag_core.tools._base import REGISTRY, Args, Tool, ToolError, run_tool, tool
 
 __all__ = ["REGISTRY", "Args", "Tool", "ToolError", "run_tool", "tool"]

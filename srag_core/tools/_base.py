@@ -18,8 +18,8 @@ Each call gets one wall-time budget (`Workspace.regex_budget_s`, 10 s by default
 
 - regex matching (apply_filter, search_filenames, explore_patterns, create_regex, find_in_doc, table_lookup,
   extract_*, filter_values, pattern_search): RE2 (linear time) where a pattern translates to it, else the `regex`
-  module for a short slice in-process and then a forked child that is killed at the deadline (`srag_core.corpus._regex`);
-  scans check the deadline between slices of the corpus;
+  module for a short slice in-process and then a forked child that is killed at the deadline
+  (`srag_core.corpus._regex`); scans check the deadline between slices of the corpus;
 - query scoring (read_docs excerpts, find_in_doc query mode): at most 32 query words, each one linear pass over the
   document, with the deadline checked between words;
 - LLM calls made by tools (label_docs, create_regex with a condition): bounded not by this budget but by the

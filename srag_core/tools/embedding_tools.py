@@ -192,11 +192,11 @@ def label_docs(a: LabelDocsArgs, ws: Workspace) -> dict:
         raise ToolError(f"no document could be labelled ({len(sample)} tried); first problem: {failures[0]}")
     state = workspace_state(ws)
     batch = LabelBatch(f"label_{len(state.batches)}", target.name, conditions,
-                       docs=[i for i, (got, _) in zip(sample, answers) if got is not None],
+                       docs=[i for i, (got, _) in zip(sample, answers, strict=True) if got is not None],
                        labels={c: [] for c in conditions}, failed=len(failures))
     for got, _ in answers:
         if got is not None:
-            for c, v in zip(conditions, got):
+            for c, v in zip(conditions, got, strict=True):
                 batch.labels[c].append(v)
     state.batches[batch.batch_id] = batch
     return _label_observation(ws, batch, len(sample), failures)
@@ -262,7 +262,7 @@ def _label_observation(ws: Workspace, batch: LabelBatch, sampled: int, failures:
     for c in batch.conditions:
         pos = sum(batch.labels[c])
         counts[c] = {"positive": pos, "negative": len(batch.docs) - pos}
-        positives[c] = [ws.corpus.docs[i].filename for i, v in zip(batch.docs, batch.labels[c]) if v][:10]
+        positives[c] = [ws.corpus.docs[i].filename for i, v in zip(batch.docs, batch.labels[c], strict=True) if v][:10]
         if min(pos, len(batch.docs) - pos) < MIN_PER_CLASS:
             notes.append(f"{c!r} has fewer than {MIN_PER_CLASS} examples of one class, too few to train on; label "
                          "a set where the condition is more mixed (cosine_search can supply likely positives)")
@@ -397,8 +397,8 @@ def classifier_filter(a: Any, ws: Workspace) -> dict:
     previous = ws.sets.get(ws.last_created) if ws.last_created else None
     members = target.sorted()
     proba = positive_proba(clf, index.doc_vectors[members])
-    pos = [m for m, p in zip(members, proba) if p >= 0.5]
-    neg = [m for m, p in zip(members, proba) if p < 0.5]
+    pos = [m for m, p in zip(members, proba, strict=True) if p >= 0.5]
+    neg = [m for m, p in zip(members, proba, strict=True) if p < 0.5]
     prefix = a.output_prefix or f"{clf.classifier_id}_{slug(clf.label_key, 30)}"
     kw = dict(tool="apply_filter", pattern=f"classifier {clf.classifier_id}: {clf.label_key}", source=target.name,
               refined=True)
@@ -406,7 +406,7 @@ def classifier_filter(a: Any, ws: Workspace) -> dict:
     ps = ws.add_set(f"{prefix}_pos", pos, **kw)
     borderline = int(((proba > BORDERLINE[0]) & (proba < BORDERLINE[1])).sum())
     # The negatives the classifier was least sure about are where missed positives hide.
-    neg_proba = {m: p for m, p in zip(members, proba) if p < 0.5}
+    neg_proba = {m: p for m, p in zip(members, proba, strict=True) if p < 0.5}
     closest_negatives = sorted(neg, key=lambda m: -neg_proba[m])[:3]
     obs = {"positive_set": ps.name, "positive_count": len(pos), "negative_set": ns.name, "negative_count": len(neg),
            "total_filtered": len(target), "sample_positive_docs": dx.sample_refs(ws, pos),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from srag_core.corpus import Budget, compile_untrusted
 from srag_core.tools._base import Args, Mode, ToolError, tool
 from srag_core.workspace import ALL, Workspace, check_name, intersect_ids

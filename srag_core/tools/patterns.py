@@ -59,7 +59,7 @@ def pattern_search(a: PatternSearchArgs, ws: Workspace) -> dict:
     confirmed = index.confirmed(p.name, params, members)
     pattern_docs = set(index.docs_matched(p.name)).intersection(members)
     clusters, gap_docs = [], set()
-    for group, keyword in params.items():
+    for keyword in params.values():
         rows, _ = index.gap_rows(p.name, keyword, members, ws.corpus)
         rows = [(d, t) for d, t in rows if d not in confirmed]  # gaps are the documents not already confirmed
         gap_docs.update(d for d, _ in rows)

@@ -50,7 +50,7 @@ class LLMRegexProposer:
         try:
             reply = self.llm.chat(messages, json_schema=_SCHEMA).text
         except LLMError as e:  # the tool call fails, the episode goes on
-            raise ToolError(f"the LLM could not propose a regex ({e.kind}); write one and pass it as 'pattern'")
+            raise ToolError(f"the LLM could not propose a regex ({e.kind}); write one and pass it as 'pattern'") from e
         obj = parse_reply(reply or "") or {}
         pattern = obj.get("pattern")
         if not isinstance(pattern, str) or not pattern.strip():

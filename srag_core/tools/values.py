@@ -17,7 +17,8 @@ import regex
 
 from srag_core.tools._base import ToolError
 
-_NUMBER = regex.compile(r"(\()?\s*([-\u2212\u2013+])?\s*[$\u20ac\u00a3\u00a5]?\s*(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\s*(\))?")
+_NUMBER = regex.compile(r"(\()?\s*([-\u2212\u2013+])?\s*[$\u20ac\u00a3\u00a5]?\s*"
+                        r"(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\s*(\))?")
 _MONTHS = {m: i for i, names in enumerate(
     [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
      ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),

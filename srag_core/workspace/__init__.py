@@ -8,8 +8,17 @@ It imports the corpus and LLM rooms only; the tools and the agent build on it.
 
 from srag_core.workspace._landscape import TOKEN, anchor_tokens, question_keywords, question_landscape
 from srag_core.workspace._modules import MISSING, ChatModel, Modules, check_module_names
-from srag_core.workspace._workspace import (ALL, MAX_REFERENCE_CHARS, DocSet, ValueSet, Workspace, WorkspaceError,
-                                            check_name, doc_ids, intersect_ids)
+from srag_core.workspace._workspace import (
+    ALL,
+    MAX_REFERENCE_CHARS,
+    DocSet,
+    ValueSet,
+    Workspace,
+    WorkspaceError,
+    check_name,
+    doc_ids,
+    intersect_ids,
+)
 from srag_core.workspace.context import Budgets
 
 __all__ = ["ALL", "MAX_REFERENCE_CHARS", "MISSING", "TOKEN", "Budgets", "ChatModel", "DocSet", "Modules", "ValueSet",

@@ -216,7 +216,8 @@ def _decomposition(ws: Workspace, tokens: list[str], target: DocSet, n_pos: int,
     counts = [r["matches"] for r in rows]
     if n_pos < min(counts):
         out["selectivity_note"] = (f"The whole pattern matched {n_pos}; its keywords alone match "
-                                   f"{min(counts)} to {max(counts)} documents each. Consider starting from one keyword.")
+                                   f"{min(counts)} to {max(counts)} documents each. "
+                                   "Consider starting from one keyword.")
     a, b = tokens[0], tokens[1]
     both = len(intersect_ids(hits[a], hits[b]))
     out["keyword_intersection"] = {"keywords": [a, b], "both_match": both}

@@ -8,13 +8,39 @@
 - the rows of the run's tables: `EpisodeRow`, `QuestionRow`, `AttemptRow`.
 """
 
-from pipelines.engine.records._compare import (Comparison, PairedTest, PairwiseRow, RunComparison, SweepInfo,
-                                               SweepSummary)
-from pipelines.engine.records._lines import (RECORD, BadRecord, EpisodeRecord, Judgement, Record, UsageCounts,
-                                             WorkerInfo, parse_line, problem, validate_record)
-from pipelines.engine.records._meta import (BudgetChange, CorpusReplicas, ExecutionPlan, IngestionInfo,
-                                            Rejudging, RequestLimitState, RunMeta, RunStatus, StopKind, StopRecord,
-                                            WorkersUsage)
+from pipelines.engine.records._compare import (
+                                               Comparison,
+                                               PairedTest,
+                                               PairwiseRow,
+                                               RunComparison,
+                                               SweepInfo,
+                                               SweepSummary,
+)
+from pipelines.engine.records._lines import (
+                                               RECORD,
+                                               BadRecord,
+                                               EpisodeRecord,
+                                               Judgement,
+                                               Record,
+                                               UsageCounts,
+                                               WorkerInfo,
+                                               parse_line,
+                                               problem,
+                                               validate_record,
+)
+from pipelines.engine.records._meta import (
+                                               BudgetChange,
+                                               CorpusReplicas,
+                                               ExecutionPlan,
+                                               IngestionInfo,
+                                               Rejudging,
+                                               RequestLimitState,
+                                               RunMeta,
+                                               RunStatus,
+                                               StopKind,
+                                               StopRecord,
+                                               WorkersUsage,
+)
 from pipelines.engine.records._rows import AttemptRow, EpisodeRow, Outcome, QuestionRow
 from pipelines.engine.records._summary import Interval, RunResult, RunSummary, Show
 

@@ -13,12 +13,10 @@ import json
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal, Union, get_args
 
-from pydantic import (BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError,
-                      field_validator)
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
 from srag_core import STATUSES, Episode, Status, utc_now
-
 
 
 class _Stored(BaseModel):
@@ -29,7 +27,7 @@ class UsageCounts(_Stored):
     """What an episode's LLM calls used, every call it made (its tools' included): `srag_core.llm.Usage` as
     stored. Other keys are counts too."""
 
-    __pydantic_extra__: dict[str, int | float] = Field(init=False)
+    __pydantic_extra__: dict[str, int | float]
 
     prompt_tokens: int = 0
     """Prompt tokens, over every call."""
