@@ -58,8 +58,8 @@ def test_differences_name_only_the_settings_that_vary():
         {"variant": "stateless", "llm.temperature": 0.5, "limits.limit": None},
         {"variant": "stateless", "llm.temperature": 0.0, "limits.limit": 3}]
     plan = sweep_plan("s", runs)
-    assert [r["n_questions"] for r in plan["runs"]] == [20, 20, 3] and plan["episodes"] == 43  # the sample: 20
-    assert plan["runs"][2]["counted"] == "limits.limit of the 20 questions of twowiki-sample in the dataset registry"
+    assert [r.n_questions for r in plan.runs] == [20, 20, 3] and plan.episodes == 43  # the sample: 20
+    assert plan.runs[2].counted == "limits.limit of the 20 questions of twowiki-sample in the dataset registry"
 
 
 PROBE = """

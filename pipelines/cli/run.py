@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.cli import CliError, add_data_root, add_runs_dir
 from pipelines.config import (
@@ -28,6 +28,9 @@ from pipelines.engine.records import RunResult, StopRecord, SweepSummary
 from pipelines.engine.report import accuracy_label, table
 from pipelines.engine.results import RunDir, check_run_id
 from srag_core import FAILED, STATUSES
+
+if TYPE_CHECKING:
+    from pipelines.engine.sweep_plan import SweepPlan
 
 SUMMARY_COLUMNS = ["run_id", "variant", "model", "n_questions", "scored", "failed", "pending", "missing", "accuracy",
                    "coverage", "accuracy_all", "complete", "em", "f1", "mean_steps", "spent_tokens", "spent_cost_usd",
@@ -262,19 +265,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return _print_sweep(out, args)
 
 
-def _print_plan(plan: dict, args: argparse.Namespace) -> int:
+def _print_plan(plan: SweepPlan, args: argparse.Namespace) -> int:
     if args.json:
-        print(json.dumps(plan))
+        print(plan.model_dump_json())
         return 0
-    rows = [{"label": r["label"], "questions": r["n_questions"] if r["n_questions"] is not None else "?",
-             "episodes": r["episodes"] if r["episodes"] is not None else "?",
-             "differs": ", ".join(f"{k}={json.dumps(v)}" for k, v in r["differs"].items()) or "-"}
-            for r in plan["runs"]]
+    rows = [{"label": r.label, "questions": r.n_questions if r.n_questions is not None else "?",
+             "episodes": r.episodes if r.episodes is not None else "?",
+             "differs": ", ".join(f"{k}={json.dumps(v)}" for k, v in r.differs.items()) or "-"} for r in plan.runs]
     print(table(rows, ["label", "questions", "episodes", "differs"]))
-    print("questions counted from: " + "; ".join(dict.fromkeys(r["counted"] for r in plan["runs"])))
-    episodes = plan["episodes"] if plan["episodes"] is not None else f"at least {plan['episodes_known']}"
-    budget = f"; sweep budget ${plan['max_cost_usd']:,.2f}" if plan["max_cost_usd"] is not None else ""
-    print(f"\n{plan['n_runs']} runs, {episodes} episodes in all{budget}. Dry run: nothing was started "
+    print("questions counted from: " + "; ".join(dict.fromkeys(r.counted for r in plan.runs)))
+    episodes = plan.episodes if plan.episodes is not None else f"at least {plan.episodes_known}"
+    budget = f"; sweep budget ${plan.max_cost_usd:,.2f}" if plan.max_cost_usd is not None else ""
+    print(f"\n{plan.n_runs} runs, {episodes} episodes in all{budget}. Dry run: nothing was started "
           "(`srag estimate` projects the cost).")
     return 0
 

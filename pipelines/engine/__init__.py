@@ -7,6 +7,7 @@
 - `worker`: the Ray actor holding a corpus replica and running episodes, and the shared request limiter (adaptive);
 - `judging`: the judge stage on driver threads, and `rejudge` (`srag judge`);
 - `scoring`: one outcome per question, the run's figures and intervals, the paired comparison;
+- `records`: what a run writes, as typed models (episode and judgement lines, run.json, the summary and its views);
 - `results`: run folders and the append-only results store (`RunFolderSink`);
 - `tracking`: MLflow (`Tracker`, `MlflowSink`);
 - `trace_export`: episode traces into MLflow, off the driver, exactly once (`TraceExportActor`, `export_missing`);

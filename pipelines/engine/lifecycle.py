@@ -381,6 +381,8 @@ def _drain(run_dir: RunDir, exporter, sinks: list) -> None:
     """Wait for the export actors to write every trace handed to them, then stop them."""
     import ray
 
+    from pipelines.engine.trace_export import ExportReport
+
     for sink in sinks:
         if hasattr(sink, "flush"):
             sink.flush()
@@ -388,9 +390,10 @@ def _drain(run_dir: RunDir, exporter, sinks: list) -> None:
     try:
         result = exporter.drain(TRACE_DRAIN_TIMEOUT_S)
     except ray.exceptions.RayError as e:  # an exporter died: `finish` exports what is missing
-        result = {"error": f"{type(e).__name__}: {e}"[:300]}
+        result = ExportReport(error=f"{type(e).__name__}: {e}"[:300])
     exporter.kill()
-    run_dir.update_meta(trace_export={**result, "drain_s": round(time.monotonic() - started, 3)})
+    result["drain_s"] = round(time.monotonic() - started, 3)
+    run_dir.update_meta(trace_export=result)
 
 
 def trace_context(run_dir: RunDir, cfg: RunConfig) -> TraceContext:

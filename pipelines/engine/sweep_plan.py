@@ -9,27 +9,76 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from pipelines.config import RunConfig
+
+# A resolved config's settings by dotted key (`llm.model`, ...): config values, free-form.
+Settings = dict[str, Any]
+
+
+class PlannedRun(BaseModel):
+    """One run a sweep would make."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    label: str
+    """Its label in the sweep (what its grid varies)."""
+    name: str
+    """Its config's name."""
+    fingerprint: str
+    """`RunConfig.fingerprint` of its resolved config."""
+    differs: Settings
+    """The settings whose values are not the same in every run of the sweep."""
+    n_questions: int | None
+    """Questions it would run (after `limits.limit`); None when they cannot be counted (`counted` says why)."""
+    epochs: int
+    """`limits.epochs`."""
+    episodes: int | None
+    """`n_questions` x `epochs`."""
+    counted: str
+    """Where the question count comes from, or why it cannot be counted."""
+
+
+class SweepPlan(BaseModel):
+    """`srag sweep FILE --dry-run`: the runs and their totals, with the sweep's budget if it has one."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    sweep: str
+    """The sweep's name."""
+    dry_run: bool = True
+    """Always true: nothing was started."""
+    n_runs: int
+    runs: list[PlannedRun]
+    episodes: int | None
+    """Episodes over every run; None when some run's questions cannot be counted."""
+    episodes_known: int
+    """Episodes over the runs that can be counted."""
+    max_cost_usd: float | None
+    """The sweep's budget in dollars."""
+    max_tokens: int | None
+    """The sweep's budget in tokens."""
 
 
 def sweep_plan(name: str, runs: list[RunConfig], *, max_cost_usd: float | None = None,
-               max_tokens: int | None = None) -> dict[str, Any]:
+               max_tokens: int | None = None) -> SweepPlan:
     """The dry run's report: one entry per run (label, fingerprint, the settings that differ, questions, epochs,
     episodes) and the totals, with the sweep's budget if it has one."""
     built: dict[str, int | str] = {}
     rows = []
     for cfg, differs in zip(runs, differences(runs), strict=True):
         n, counted = question_count(cfg, built)
-        rows.append({"label": cfg.name.split("/", 1)[-1], "name": cfg.name, "fingerprint": cfg.fingerprint(),
-                     "differs": differs, "n_questions": n, "epochs": cfg.limits.epochs,
-                     "episodes": None if n is None else n * cfg.limits.epochs, "counted": counted})
-    known = [r["episodes"] for r in rows if r["episodes"] is not None]
-    return {"sweep": name, "dry_run": True, "n_runs": len(rows), "runs": rows,
-            "episodes": sum(known) if len(known) == len(rows) else None, "episodes_known": sum(known),
-            "max_cost_usd": max_cost_usd, "max_tokens": max_tokens}
+        rows.append(PlannedRun(label=cfg.name.split("/", 1)[-1], name=cfg.name, fingerprint=cfg.fingerprint(),
+                               differs=differs, n_questions=n, epochs=cfg.limits.epochs,
+                               episodes=None if n is None else n * cfg.limits.epochs, counted=counted))
+    known = [r.episodes for r in rows if r.episodes is not None]
+    return SweepPlan(sweep=name, n_runs=len(rows), runs=rows,
+                     episodes=sum(known) if len(known) == len(rows) else None, episodes_known=sum(known),
+                     max_cost_usd=max_cost_usd, max_tokens=max_tokens)
 
 
-def differences(runs: list[RunConfig]) -> list[dict[str, Any]]:
+def differences(runs: list[RunConfig]) -> list[Settings]:
     """Per run, the dotted settings of its resolved config whose values are not the same in every run (the name
     left out: it always differs)."""
     flat = [_flatten(cfg.model_dump(mode="json", exclude={"name"})) for cfg in runs]
@@ -38,8 +87,8 @@ def differences(runs: list[RunConfig]) -> list[dict[str, Any]]:
     return [{k: f.get(k) for k in varying} for f in flat]
 
 
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _flatten(data: Settings, prefix: str = "") -> Settings:
+    out: Settings = {}
     for key, value in data.items():
         if isinstance(value, dict) and value:
             out.update(_flatten(value, f"{prefix}{key}."))

@@ -51,6 +51,19 @@ ATTEMPTS = 3  # per trace and invocation; a trace that still fails is left for `
 Key = tuple[str, int, int]  # (question id, epoch, attempt): one episode
 
 
+class ExportReport(TypedDict, total=False):
+    """What the export actors report when drained (run.json's `trace_export`, with `drain_s` and `error`)."""
+
+    actors: int
+    exported: int  # traces written and marked
+    queued: int  # traces still waiting when the drain timed out
+    errors: list[str]  # the last few errors
+    n_errors: int
+    cpu_s: float  # the export processes' CPU: the cost of the export
+    error: str  # an export actor died: `finish` exports what it left
+    drain_s: float  # how long the drain took (lifecycle)
+
+
 class VerdictMark(TypedDict, total=False):
     """A line of mlflow_verdicts.jsonl beside its key: the feedback last attached to an episode's trace."""
 
@@ -339,16 +352,16 @@ class TraceExportActor:
             self.fresh_verdicts = self.fresh_verdicts or bool(verdicts)
             self.changed.notify_all()
 
-    def drain(self, timeout_s: float | None = None) -> dict[str, Any]:
+    def drain(self, timeout_s: float | None = None) -> ExportReport:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self.changed:
             while self.queue or self.busy:
                 if deadline is not None and time.monotonic() > deadline:
                     break
                 self.changed.wait(timeout=1.0)
-            return {"exported": self.exporter.exported, "queued": len(self.queue),
-                    "errors": self.exporter.errors[-5:], "n_errors": len(self.exporter.errors),
-                    "cpu_s": round(time.process_time(), 3)}  # this process's CPU: the cost of the export
+            return ExportReport(exported=self.exporter.exported, queued=len(self.queue),
+                                errors=self.exporter.errors[-5:], n_errors=len(self.exporter.errors),
+                                cpu_s=round(time.process_time(), 3))  # this process's CPU: the cost of the export
 
     def _loop(self) -> None:
         try:
@@ -398,7 +411,7 @@ class ExportPool:
                 self.pending.append(exporter.add.remote(mine, judged))
         self.pending = ray.wait(self.pending, num_returns=len(self.pending), timeout=0)[1] if self.pending else []
 
-    def drain(self, timeout_s: float | None = None) -> dict[str, Any]:
+    def drain(self, timeout_s: float | None = None) -> ExportReport:
         """Wait for every actor; their results summed (CPU is the export's whole cost, errors the last few)."""
         # An actor runs its calls in several threads, so a `drain` sent after an `add` may run first: wait for the
         # adds, or the drain could find an empty queue and the actor be stopped in the middle of a trace.
@@ -407,9 +420,10 @@ class ExportPool:
         left = None if deadline is None else max(0.0, deadline - time.monotonic())  # one timeout for the whole drain
         results = ray.get([exporter.drain.remote(left) for exporter in self.actors])
         errors = [e for r in results for e in r["errors"]]
-        return {"actors": len(results), "exported": sum(r["exported"] for r in results),
-                "queued": sum(r["queued"] for r in results), "errors": errors[-5:],
-                "n_errors": sum(r["n_errors"] for r in results), "cpu_s": round(sum(r["cpu_s"] for r in results), 3)}
+        return ExportReport(actors=len(results), exported=sum(r["exported"] for r in results),
+                            queued=sum(r["queued"] for r in results), errors=errors[-5:],
+                            n_errors=sum(r["n_errors"] for r in results),
+                            cpu_s=round(sum(r["cpu_s"] for r in results), 3))
 
     def kill(self) -> None:
         for exporter in self.actors:

@@ -27,6 +27,8 @@ from pipelines.engine.systems import VariantResources, build_system
 from srag_core import AgentConfig, LLMClient, LLMConfig, Window
 from srag_core.llm import AttemptOutcome, SlotTicket
 
+LimiterState = dict[str, int | None]  # `Window.state`: limit, ceiling, lowest, in_flight, rate_limited, cuts
+
 
 @ray.remote(num_cpus=0)
 class RequestLimiter:
@@ -61,7 +63,7 @@ class RequestLimiter:
         async with self.changed:
             self.window.pause(time.monotonic(), seconds)
 
-    async def state(self) -> dict[str, int | None]:
+    async def state(self) -> LimiterState:
         return self.window.state()
 
 
@@ -81,9 +83,10 @@ class LimiterGauge:
     call's question if it has come (else the last known state) and asks again."""
 
     def __init__(self, handle):
-        self.handle, self.asked, self.last = handle, None, {}
+        self.handle, self.asked = handle, None
+        self.last: LimiterState = {}
 
-    def __call__(self) -> dict[str, Any]:
+    def __call__(self) -> LimiterState:
         if self.asked is not None and ray.wait([self.asked], timeout=0)[0]:
             try:
                 self.last = ray.get(self.asked)
@@ -94,7 +97,7 @@ class LimiterGauge:
             self.asked = self.handle.state.remote()
         return self.last
 
-    def final(self, timeout_s: float = 10.0) -> dict[str, Any]:
+    def final(self, timeout_s: float = 10.0) -> LimiterState:
         """The state at the end of the run (the last known one if the limiter does not answer in time)."""
         try:
             return ray.get(self.handle.state.remote(), timeout=timeout_s)
@@ -145,10 +148,11 @@ class EpisodeWorker:
         self.where = {"node": socket.gethostname(), "pid": os.getpid(),
                       "node_id": ray.get_runtime_context().get_node_id()}
 
-    def ready(self) -> dict[str, Any]:
+    def ready(self) -> dict[str, str | int | float]:
+        """Where the worker runs, and how long its start took (its replica's search structures warmed)."""
         return {**self.where, "startup_s": round(time.time() - self.started, 3)}
 
-    def usage(self) -> dict[str, float]:
+    def usage(self) -> dict[str, float]:  # run.json's WorkersUsage, summed over the workers
         """This worker process's CPU seconds and peak memory so far (run.json's `workers` entry)."""
         import resource
 
