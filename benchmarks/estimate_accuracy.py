@@ -56,16 +56,16 @@ def measure(dataset: str, base_url: str, limit: int | None, seeds: int) -> list[
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         full = lifecycle.run_one(config(dataset, base_url, workdir, limit), workdir / "full", quiet=True)
-        actual = full["cost_usd"]
+        actual = full.cost_usd
         for size in (4, 8, 16):
             errors, held = [], 0
             for seed in range(seeds):
                 runs = workdir / f"pilots-{size}-{seed}"  # a fresh folder: the estimate must run its own pilot
                 est = estimate_run(config(dataset, base_url, workdir, limit, seed), runs, pilot=size, quiet=True)
-                lo, hi = est["cost_usd_ci95"]
-                errors.append(abs(est["cost_usd"] - actual) / actual)
+                lo, hi = est.cost_usd_ci95 or (float("nan"), float("nan"))
+                errors.append(abs((est.cost_usd or 0.0) - actual) / actual)
                 held += lo <= actual <= hi
-            rows.append({"dataset": dataset, "questions": full["n_questions"], "pilot": size,
+            rows.append({"dataset": dataset, "questions": full.n_questions, "pilot": size,
                          "full_run_cost_usd": round(actual, 4),
                          "mean_abs_error_pct": round(100 * sum(errors) / seeds, 1),
                          "worst_error_pct": round(100 * max(errors), 1), "intervals_holding": f"{held}/{seeds}"})

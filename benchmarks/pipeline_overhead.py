@@ -52,11 +52,11 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
     total = time.monotonic() - started
     meta = run_dir.read_meta()
     ideal = episodes * CALLS_PER_EPISODE * delay / concurrency
-    return {"concurrency": concurrency, "actors": actors, "limiter": meta["execution"]["limiter"], "episodes": episodes,
-            "ok": summary["status_counts"]["ok"],
-            "ideal_s": round(ideal, 2), "episodes_wall_s": meta["episodes_wall_s"],
-            "overhead_pct": round(100 * (meta["episodes_wall_s"] / ideal - 1), 1),
-            "worker_startup_s": meta["worker_startup_s"], "total_s": round(total, 1)}
+    wall = meta.episodes_wall_s or 0.0
+    return {"concurrency": concurrency, "actors": actors, "limiter": bool(meta.execution and meta.execution.limiter),
+            "episodes": episodes, "ok": summary.episodes_by_status["ok"], "ideal_s": round(ideal, 2),
+            "episodes_wall_s": wall, "overhead_pct": round(100 * (wall / ideal - 1), 1),
+            "worker_startup_s": meta.worker_startup_s, "total_s": round(total, 1)}
 
 
 def main() -> None:

@@ -106,7 +106,7 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
     llm_ideal = calls * delay / plan.concurrency
     cpu_ideal = per_episode_cpu * episodes / cores
     return {
-        "episodes": episodes, "ok": summary.status_counts["ok"], "llm_calls": calls, "cores": cores,
+        "episodes": episodes, "ok": summary.episodes_by_status["ok"], "llm_calls": calls, "cores": cores,
         "actors": plan.actors, "concurrency": plan.concurrency, "delay_s": delay,
         "llm_bound_ideal_s": round(llm_ideal, 1), "cpu_bound_ideal_s": round(cpu_ideal, 1),
         "wall_s": round(wall, 1), "episodes_wall_s": meta.episodes_wall_s,

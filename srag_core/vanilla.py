@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
+from typing import Callable
 
 from srag_core.agent import Episode, utc_now
 from srag_core.corpus import Corpus
 from srag_core.embeddings import ChunkIndex
-from srag_core.llm import LLMError, first_json_object
+from srag_core.llm import LLMError, Usage, first_json_object
 
 ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 _INSTRUCTIONS = """Answer the question from the passages below and nothing else. If they do not contain the answer,
@@ -30,7 +31,8 @@ class VanillaRAG:
             out.append({"chunk": int(chunk), "filename": doc.filename, "score": round(score, 4), "text": text})
         return out
 
-    def run(self, question: str, question_id: str = "q") -> Episode:
+    def run(self, question: str, question_id: str = "q", on_usage: Callable[[Usage], None] | None = None) -> Episode:
+        """Retrieve, then answer in one LLM call; `on_usage` is told that call's usage (as `Agent.run` does)."""
         started = time.monotonic()
         ep = Episode(question_id=question_id, question=question, started_at=utc_now())
         try:
@@ -42,6 +44,8 @@ class VanillaRAG:
             messages = [{"role": "system", "content": _INSTRUCTIONS},
                         {"role": "user", "content": f"Passages:\n{context}\n\nQuestion: {question}"}]
             result = self.llm.chat(messages, json_schema=ANSWER_SCHEMA)
+            if on_usage is not None:
+                on_usage(result.usage)
             obj = first_json_object(result.text) or {}
             ep.answer = str(obj.get("answer", result.text)).strip()
             ep.status, ep.llm_calls, ep.llm_s = "ok", 1, result.latency_s

@@ -103,7 +103,7 @@ def test_a_run_under_429s_records_its_limit_in_run_json_the_summary_and_mlflow(r
     code = main(["run", str(cfg), "--runs-dir", str(tmp_path / "runs"), "--json"])
     captured = capsys.readouterr()
     out = json.loads(captured.out)
-    assert code == 0 and out["status_counts"]["ok"] == 40
+    assert code == 0 and out["episodes_by_status"]["ok"] == 40
     # 16 episodes in flight under a cap of 32 that never bound: the limiter ran because the cap adapts
     assert "adapt to 429s, between 1 and 32" in captured.err and "× 429" in captured.err
 

@@ -120,7 +120,7 @@ def test_episode_timeout(fake_llm):
     fake_llm.script([{"content": call("count_set", set_name="all"), "delay": 0.3}, answer("late")])
     ep = make_agent(fake_llm, episode_timeout_s=0.2).run(QUESTION)
     # the deadline cuts the slow call itself: the episode ends at its limit, not after the reply arrives
-    assert ep.status == "timeout" and "0.2s limit" in ep.error and "LLM call of step 1" in ep.error
+    assert ep.status == "time_limit" and "0.2s limit" in ep.error and "LLM call of step 1" in ep.error
     assert ep.steps == 0 and ep.wall_s < 0.3
 
 
@@ -241,7 +241,7 @@ def test_the_branch_choice_call_ends_by_the_episodes_deadline(fake_llm):
                      {"drip": 1.0, "content": '{"choice": 1}' + " " * 60}])
     started = time.monotonic()
     ep = make_agent(fake_llm, branch_and_select=True, episode_timeout_s=2, timeout_s=30.0).run(QUESTION)
-    assert ep.status == "timeout" and time.monotonic() - started < 6
+    assert ep.status == "time_limit" and time.monotonic() - started < 6
 
 
 def test_compression_keeps_head_and_recent_messages(fake_llm):

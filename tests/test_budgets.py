@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pipelines.cli import Exit
 from pipelines.datasets import Question
 from pipelines.engine.estimate import pilot_questions
 from pipelines.engine.guards import EndpointGuard, SpendLimit, hopeless
@@ -66,14 +67,14 @@ def test_the_pilot_sample_spreads_over_the_question_types_by_their_share():
 def test_a_budget_stops_before_one_more_episode_would_pass_it():
     stats = RunStats(total=100)
     limit = SpendLimit(max_cost_usd=1.0)
-    assert limit.check(stats, 16) is None  # nothing known yet: only what was spent can stop it
+    assert limit.check(stats, [0.0] * 16) is None  # nothing known yet, and no prior bound: only what was spent stops
     stats.done, stats.cost = 4, 0.4  # 0.1 an episode
-    assert limit.check(stats, 4) is None  # 0.4 + 5 x 0.1 = 0.9
-    stop = limit.check(stats, 6)  # 0.4 + 7 x 0.1 = 1.1
+    assert limit.check(stats, [0.0] * 4) is None  # 0.4 + 5 x 0.1 = 0.9
+    stop = limit.check(stats, [0.0] * 6)  # 0.4 + 7 x 0.1 = 1.1
     assert stop.kind == "budget" and "$1.0000" in stop.reason and "6 episode(s) in flight" in stop.reason
     stats.judge_cost = 0.7  # the judge's calls count too
-    assert SpendLimit(max_cost_usd=1.0).check(stats, 0).kind == "budget"
-    assert SpendLimit(max_tokens=10).check(RunStats(total=1, tokens=10), 0) is not None
+    assert SpendLimit(max_cost_usd=1.0).check(stats, []).kind == "budget"
+    assert SpendLimit(max_tokens=10).check(RunStats(total=1, tokens=10), []) is not None
 
 
 def _llm_error(kind: str, status: int | None, error: str = "x") -> EpisodeRecord:
@@ -165,7 +166,7 @@ def test_a_run_budget_stops_within_one_wave_and_resume_with_more_finishes_it(ray
     code = main(["run", cfg, "--max-cost", str(budget), "--runs-dir", runs, "--json", "--quiet"])
     out, err = capsys.readouterr()
     stopped = json.loads(out)
-    assert code == 1 and stopped["stopped"]["kind"] == "budget" and stopped["not_run"] > 0
+    assert code == Exit.BUDGET and stopped["stopped"]["kind"] == "budget" and stopped["not_run"] > 0
     assert [line for line in err.splitlines() if "stopped" in line] == [err.strip().splitlines()[-1]]
     assert f"--resume {stopped['run_id']} --max-cost USD" in err
     spent = stopped["cost_usd"]
@@ -199,7 +200,7 @@ def test_a_sweep_budget_stops_the_sweep_across_runs(ray_local, fake_llm, tmp_pat
                                      "grid": {"variant": ["zero_ingestion", "no_diagnostics", "no_landscape"]}}))
     code, out = cli("sweep", str(sweep), "--runs-dir", runs)
     first, second, third = out["runs"]
-    assert code == 1 and first["complete"] and first["stopped"] is None
+    assert code == Exit.BUDGET and first["complete"] and first["stopped"] is None
     assert second["stopped"]["kind"] == "budget" and 0 < second["not_run"] < n
     # the third gets what the second left of the sweep's budget, and stops too
     assert third["stopped"]["kind"] == "budget" and third["not_run"] > n / 2 and third["n_episodes"] == n

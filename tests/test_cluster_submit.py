@@ -236,7 +236,9 @@ def test_a_sweep_submitted_to_a_two_node_cluster_lands_in_run_folders_and_mlflow
         code, state = cli_json(capsys, "status", job_id, "--address", cluster.address, "--wait")
         assert main(["logs", job_id, "--address", cluster.address]) == 0
         logs = capsys.readouterr().out
-        assert code == 0 and state["status"] == "SUCCEEDED", logs[-4000:]
+        # one question of each run failed: the sweep is incomplete, so its job exits 1 and Ray says FAILED
+        assert code == 1 and state["status"] == "FAILED", logs[-4000:]
+        assert [(r["complete"], r["failed"]) for r in state["runs"]] == [(False, 1), (False, 1)]
         assert state["sweep"] == "cluster-smoke" and len(state["run_ids"]) == 2
         assert main(["logs", job_id, "--address", cluster.address, "--follow"]) == 0  # ends with the finished job
         assert state["sweep_id"] in logs and state["sweep_id"] in capsys.readouterr().out
@@ -252,7 +254,7 @@ def test_a_sweep_submitted_to_a_two_node_cluster_lands_in_run_folders_and_mlflow
     code, report = cli_json(capsys, "report", state["sweep_id"], "--runs-dir", str(runs), "--quiet")
     assert code == 0 and report["n_runs"] == 2 and report["n_questions"] == 2 * N
     for run in report["runs"]:
-        assert run["status_counts"]["ok"] == N - 1 and run["status_counts"]["llm_error"] == 1, run
+        assert run["episodes_by_status"]["ok"] == N - 1 and run["episodes_by_status"]["llm_error"] == 1, run
         assert run["accuracy"] == 1.0 and run["missing"] == 0
     for run_id in state["run_ids"]:
         run_dir = RunDir.open(runs, run_id)
@@ -264,7 +266,7 @@ def test_a_sweep_submitted_to_a_two_node_cluster_lands_in_run_folders_and_mlflow
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
     rerun_id = state["run_ids"][0]
     code, rerun = cli_json(capsys, "rerun", rerun_id, "--runs-dir", str(runs), "--quiet")
-    assert code == 0 and rerun["status_counts"]["ok"] == N and rerun["failed"] == 0
+    assert code == 0 and rerun["episodes_by_status"]["ok"] == N and rerun["failed"] == 0 and rerun["complete"]
 
     _check_mlflow(mlflow_server, state["sweep_id"], runs, state["run_ids"], rerun_id)
 

@@ -114,7 +114,7 @@ def test_failed_episodes_are_not_scored_as_wrong():
               ("q2", 1): _state("q2", "max_steps", 0.0)}
     s = summarize(question_rows(questions, states))
     assert s.accuracy == 0.5 and s.scored == 2 and s.failed == 1 and s.missing == 1
-    assert s.status_counts["llm_error"] == 1 and s.finished == 2
+    assert s.episodes_by_status["llm_error"] == 1 and s.episodes_finished == 2
     assert s.accuracy_by_type == {"x": 1.0, "y": 0.0}
     assert s.tokens == 30 and s.cost_usd == 1.5
 
@@ -221,7 +221,7 @@ def test_every_question_counts_and_each_figure_names_its_denominator():
     questions, states = _issue_run()
     rows = question_rows(questions, states)
     s = summarize(rows)
-    assert s.n_questions == 82 and s.scored == 77 and s.failed == 5 and s.no_answer == 10
+    assert s.n_questions == 82 and s.scored == 77 and s.failed == 5 and s.episodes_no_answer == 10
     assert s.accuracy == round(62 / 77, 4)  # was 62/72 when the empty answers vanished from the mean
     assert s.coverage == round(77 / 82, 4) and s.accuracy_all == round(62 / 82, 4)
     assert s.denominators == {"accuracy": "scored", "coverage": "n_questions", "accuracy_all": "n_questions"}
@@ -256,7 +256,7 @@ def test_an_exact_match_fallback_is_counted_as_such():
               ("q1", 1): _state("q1", "ok", 1.0, source="em_fallback"),
               ("q2", 1): _state("q2", "ok", 0.0, source="em_fallback")}
     s = summarize(question_rows(questions, states))
-    assert s.em_fallback == 2 and s.score_sources == {"em_fallback": 2, "llm": 1} and s.scored == 3
+    assert s.episodes_em_fallback == 2 and s.episodes_by_score_source == {"em_fallback": 2, "llm": 1} and s.scored == 3
 
 
 def test_compare_pairs_empty_answers_and_counts_what_it_leaves_out():

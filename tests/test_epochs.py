@@ -123,15 +123,18 @@ def test_the_summary_carries_mean_pass_at_1_pass_at_k_and_the_spread_between_epo
     assert rows[0]["epoch_scores"] == [1.0, 1.0, 0.0] and rows[0]["epoch_statuses"] == ["ok"] * 3
 
 
-def test_a_question_is_scored_only_when_every_epoch_is():
+def test_a_question_is_scored_over_its_scored_epochs_and_its_lost_epochs_are_counted():
     states = _states({("q0", 1): 1.0, ("q0", 2): None, ("q1", 1): 1.0, ("q1", 2): 1.0},
                      statuses={("q0", 2): "llm_error"})
     episodes = episode_rows(_questions(3), states, 2)
     rows = question_rows(_questions(3), states, 2, "mean", episodes)
-    assert [r["outcome"] for r in rows] == ["failed", "scored", "missing"]
+    assert [r["outcome"] for r in rows] == ["scored", "scored", "missing"] and rows[0]["epochs_lost"] == 1
     s = summarize(rows, episodes)
-    assert s.scored == 1 and s.coverage == round(1 / 3, 4) and s.episodes_scored == 3
-    assert s.failed == 1 and s.missing == 2  # episodes: one failed, q2's two never ran
+    assert s.scored == 2 and s.coverage == round(2 / 3, 4) and s.episodes_scored == 3 and s.episodes_lost == 1
+    assert s.missing == 1 and s.episodes_failed == 1 and s.episodes_missing == 2  # q2's two epochs never ran
+    # with pass_at_2, q0's one scored epoch is not enough: it stays failed
+    rows = question_rows(_questions(3), states, 2, "pass_at_2", episodes)
+    assert [r["outcome"] for r in rows] == ["failed", "scored", "missing"]
 
 
 def test_compare_over_epochs_uses_a_paired_test_for_fractional_scores():

@@ -363,7 +363,7 @@ def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_quest
     code = main(["run", "--resume", run_dir.run_id, "--runs-dir", str(runs), "--json", "--quiet"])
     out, err = capsys.readouterr()
     result = json.loads(out)
-    assert code == 0 and result["missing"] == 0 and result["status_counts"]["ok"] == n
+    assert code == 0 and result["missing"] == 0 and result["episodes_by_status"]["ok"] == n
     episodes = [r for r in run_dir.store().records() if r.type == "episode"]
     assert Counter(r.question_id for r in episodes) == Counter({f"q{i:03d}": 1 for i in range(n)})
     assert run_dir.read_meta().status == "finished"
@@ -374,7 +374,7 @@ def test_a_run_stopped_early_is_failed_and_resumes_from_elsewhere_once_per_quest
     assert main(["report", run_dir.run_id, "--runs-dir", str(runs), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["store_problems"] == problems
     assert main(["rerun", run_dir.run_id, "--runs-dir", str(runs), "--json", "--quiet"]) == 0
-    assert json.loads(capsys.readouterr().out)["status_counts"]["ok"] == n
+    assert json.loads(capsys.readouterr().out)["episodes_by_status"]["ok"] == n
 
 
 @pytest.mark.slow
@@ -635,7 +635,7 @@ def test_srag_run_against_the_hostile_model_in_every_mode(ray_local, fake_llm, t
                                                 **{"agent.episode_timeout_s": limit, "llm.timeout_s": 30.0})
     assert set(latest) == set(MODES) and summary["missing"] == 0
     assert run_dir.read_meta().status == "finished"
-    assert latest["drip"].status == "timeout" and latest["drip"].wall_s < limit + 5, latest["drip"]
+    assert latest["drip"].status == "time_limit" and latest["drip"].wall_s < limit + 5, latest["drip"]
     assert latest["huge"].status == "llm_error" and latest["huge"].error.startswith("oversize"), latest["huge"]
     assert latest["loop"].status == "max_steps" and latest["obey"].status == "ok"
     assert seconds < 180

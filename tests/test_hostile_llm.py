@@ -25,7 +25,7 @@ def test_a_server_dripping_a_byte_every_20_s_ends_the_episode_as_timeout_in_time
         started = time.monotonic()
         episode = agent_for(server, episode_timeout_s=3, timeout_s=600, max_retries=2).run(QUESTION)
         elapsed = time.monotonic() - started
-    assert episode.status == "timeout" and "3s limit" in episode.error
+    assert episode.status == "time_limit" and "3s limit" in episode.error
     assert elapsed < 3 + 5
 
 

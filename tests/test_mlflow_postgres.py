@@ -139,14 +139,14 @@ def test_a_run_logs_to_the_postgres_backed_server_and_reads_back(ray_local, fake
         monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
         code = main(["run", str(cfg), "--runs-dir", str(tmp_path / "runs"), "--json", "--quiet"])
         out = json.loads(capsys.readouterr().out)
-        assert code == 0 and out["status_counts"]["ok"] == N and out["accuracy"] == 1.0
+        assert code == 0 and out["episodes_by_status"]["ok"] == N and out["accuracy"] == 1.0
 
         meta = RunDir.open(tmp_path / "runs", out["run_id"]).read_meta()
         assert meta.mlflow_uri == uri
         client = MlflowClient(tracking_uri=uri)
         run = client.get_run(meta.mlflow_run_id)
         assert run.info.status == "FINISHED" and run.data.tags["srag.run_id"] == out["run_id"]
-        assert run.data.metrics["accuracy"] == 1.0 and run.data.metrics["finished"] == N
+        assert run.data.metrics["accuracy"] == 1.0 and run.data.metrics["episodes_finished"] == N
         assert run.data.params["variant"] == "zero_ingestion"
         assert "summary.json" in {a.path for a in client.list_artifacts(run.info.run_id)}
 

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 import yaml
 
-from pipelines.cli import main
+from pipelines.cli import Exit, main
 from pipelines.engine.results import RunDir
 from tests.pipeline_helpers import ScriptedAgent, ScriptedJudge, run_config, write_benchmark
 
@@ -44,9 +44,9 @@ def test_faults_are_recorded_once_each_and_rerun_fills_them(ray_local, mlflow_se
     runs = tmp_path / "runs"
 
     code, out = cli_json(capsys, "run", str(cfg_file), "--runs-dir", str(runs))
-    assert code == 0 and out["n_questions"] == N
+    assert code == Exit.INCOMPLETE and out["n_questions"] == N
     failing = len(agent.failing)
-    assert out["status_counts"]["llm_error"] == failing and out["status_counts"]["ok"] == N - failing
+    assert out["episodes_by_status"]["llm_error"] == failing and out["episodes_by_status"]["ok"] == N - failing
     assert out["scored"] == N - failing and out["accuracy"] == 1.0 and out["missing"] == 0
 
     run_dir = RunDir.open(runs, out["run_id"])
@@ -62,7 +62,7 @@ def test_faults_are_recorded_once_each_and_rerun_fills_them(ray_local, mlflow_se
 
     agent.healed = True
     code, again = cli_json(capsys, "rerun", out["run_id"], "--runs-dir", str(runs))
-    assert code == 0 and again["status_counts"]["ok"] == N and again["failed"] == 0 and again["accuracy"] == 1.0
+    assert code == 0 and again["episodes_by_status"]["ok"] == N and again["failed"] == 0 and again["accuracy"] == 1.0
     records = [r for r in run_dir.store().records() if r.type == "episode"]
     assert len(records) == N + failing  # the failed attempts are kept beside the new ones
     attempts = Counter((r.question_id, r.attempt) for r in records)
@@ -78,7 +78,7 @@ def _check_mlflow(uri: str, run_dir: RunDir) -> None:
     meta = run_dir.read_meta()
     client = MlflowClient(tracking_uri=uri)
     run = client.get_run(meta.mlflow_run_id)
-    assert run.data.metrics["finished"] == N and run.data.metrics["accuracy"] == 1.0
+    assert run.data.metrics["episodes_finished"] == N and run.data.metrics["accuracy"] == 1.0
     assert run.data.params["llm.model"] == "scripted" and run.data.params["llm.api_key_env"] == "OPENAI_API_KEY"
     assert run.data.tags["srag.run_id"] == run_dir.run_id
     history = client.get_metric_history(run.info.run_id, "live/done")
@@ -100,7 +100,7 @@ def test_limiter_caps_concurrent_requests_across_workers(ray_local, fake_llm, tm
                                              **{"execution.max_concurrent_requests": 3,
                                                 "tracking.uri": f"sqlite:///{tmp_path / 'm.db'}"})))
     code, out = cli_json(capsys, "run", str(cfg), "--runs-dir", str(tmp_path / "runs"))
-    assert code == 0 and out["status_counts"]["ok"] == 24
+    assert code == 0 and out["episodes_by_status"]["ok"] == 24
     assert agent.peak_active == 3  # 16 episodes at once, never more than 3 requests at the server
 
 
@@ -113,7 +113,8 @@ def test_quick_run_from_flags_and_report(ray_local, fake_llm, tmp_path, sample_d
                          fake_llm.base_url, "--model", "m", "--concurrency", "4", "--limit", "5", "--runs-dir", runs)
     assert code == 0 and out["n_questions"] == 5 and out["accuracy"] == 1.0
     code, rep = cli_json(capsys, "report", out["run_id"], "--runs-dir", runs)
-    assert rep["status_counts"] == out["status_counts"] and rep["accuracy_by_type"] == {"even": 1.0, "odd": 1.0}
+    assert rep["episodes_by_status"] == out["episodes_by_status"]
+    assert rep["accuracy_by_type"] == {"even": 1.0, "odd": 1.0}
     assert (tmp_path / "runs" / out["run_id"] / "plots" / "accuracy_by_type.png").is_file()
     config = yaml.safe_load((tmp_path / "runs" / out["run_id"] / "config.yaml").read_text())
     assert config["execution"]["concurrency"] == 4 and config["limits"]["limit"] == 5
@@ -131,8 +132,8 @@ def test_sweep_logs_parent_and_children_and_compare(ray_local, mlflow_server, fa
                                      "grid": {"variant": ["zero_ingestion", "no_diagnostics"]}}))
     runs = str(tmp_path / "runs")
     code, out = cli_json(capsys, "sweep", str(sweep), "--runs-dir", runs)
-    assert code == 0 and out["n_runs"] == 2 and [r["variant"] for r in out["runs"]] == ["zero_ingestion",
-                                                                                        "no_diagnostics"]
+    assert code == Exit.INCOMPLETE and out["n_runs"] == 2  # a question of each run failed
+    assert [r["variant"] for r in out["runs"]] == ["zero_ingestion", "no_diagnostics"]
     assert all(r["failed"] == 1 and r["accuracy"] == 1.0 for r in out["runs"])
 
     from mlflow import MlflowClient
@@ -179,7 +180,7 @@ def test_list_and_number_answers_run_and_are_judged_by_their_rules(ray_local, fa
     cfg.write_text(yaml.safe_dump(run_config(corpus, questions, fake_llm.base_url,
                                              tracking_uri=f"sqlite:///{tmp_path / 'm.db'}")))
     code, out = cli_json(capsys, "run", str(cfg), "--runs-dir", str(tmp_path / "runs"))
-    assert code == 0 and out["status_counts"]["ok"] == 6 and out["scored"] == 6
+    assert code == 0 and out["episodes_by_status"]["ok"] == 6 and out["scored"] == 6
     verdicts = {r.question_id: r for r in RunDir.open(tmp_path / "runs", out["run_id"]).store().records()
                 if r.type == "judgement"}
     assert {q: (v.answer_kind, v.score_source, v.score) for q, v in verdicts.items()} == {

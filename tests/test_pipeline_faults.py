@@ -53,7 +53,7 @@ def test_a_killed_driver_resumes_without_redoing_finished_questions(ray_local, m
 
     code = main(["run", "--resume", run_id, "--runs-dir", str(runs), "--json", "--quiet"])
     out = json.loads(capsys.readouterr().out)
-    assert code == 0 and out["status_counts"]["ok"] == n and out["missing"] == 0
+    assert code == 0 and out["episodes_by_status"]["ok"] == n and out["missing"] == 0
     records = [r for r in RunDir.open(runs, run_id).store().records() if r.type == "episode"]
     assert Counter(r.question_id for r in records) == Counter({f"q{i:03d}": 1 for i in range(n)})
     assert all(agent.calls[i] == c for i, c in calls_before.items())  # finished questions were not asked again

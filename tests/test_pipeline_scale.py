@@ -13,7 +13,7 @@ from tests.pipeline_helpers import run_scenario
 def test_auto_actors_follow_the_cluster_and_share_one_corpus_replica_per_node(tmp_path, sample_dir):
     n = 40
     result = run_scenario("scale_scenario", tmp_path, sample_dir / "corpus", n)
-    assert result["alive"] and result["summary"]["status_counts"]["ok"] == n
+    assert result["alive"] and result["summary"]["episodes_by_status"]["ok"] == n
     before, after, meta = result["before"], result["after"], result["meta"]
     # one actor per CPU: 4 CPUs on 3 nodes, then 5 on 4 once a node joined mid-run
     assert before["cpus"] == 4 and len(before["actors"]) == 4 and len(set(before["actors"])) == 3

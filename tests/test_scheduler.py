@@ -78,3 +78,44 @@ def test_every_question_reaches_every_sink_once(echo_workers):
         assert all(v.score == 1.0 for v in sink.verdicts)
         assert sink.ticks[-1] == len(questions)  # a last progress tick when all is done
     assert stats.done == len(questions) and stats.judged == 12 and stats.tokens == 130
+
+
+def test_an_episode_the_driver_gives_up_on_keeps_what_it_spent_and_a_dead_workers_says_it_is_unknown(ray_local):
+    """Spend that is not counted moves the cost column: a reclaimed episode carries what its worker reported it had
+    spent (asked on the worker's control thread, which its stuck episode threads do not hold); an episode whose
+    worker died is recorded with its spend unknown."""
+    import os
+    import time
+
+    ray = ray_local
+
+    @ray.remote(num_cpus=0, max_restarts=0, concurrency_groups={"control": 1})
+    class Spender:
+        def __init__(self):
+            self.running = {}
+
+        def run_episode(self, question, attempt, epoch=1):
+            self.running[(question.id, epoch, attempt)] = {"total_tokens": 123, "cost_usd": 0.5}
+            if question.id == "stuck":
+                time.sleep(3600)
+            if question.id == "dies":
+                os._exit(1)
+            return validate_record({"question_id": question.id, "attempt": attempt, "status": "ok", "answer": "a"})
+
+        @ray.method(concurrency_group="control")
+        def spent(self, key):
+            return self.running.get(tuple(key))
+
+    sink = CollectingSink()
+    for qid in ("stuck", "dies"):  # each after one that works: the worker is known to have started
+        worker = Spender.options(max_concurrency=2).remote()
+        ray.get(worker.__ray_ready__.remote())
+        Scheduler(WorkerPool([worker], max_failures=0), ThreadJudge(), [sink], RunStats(total=2), capacity=1,
+                  retries_on_death=0, episode_timeout_s=1.0, grace_s=1.0).run(
+            [(Question(id=q, question="?", answer=""), 1, 1) for q in ("fine", qid)])
+        ray.kill(worker)
+    by_id = {r.question_id: r for r in sink.episodes}
+    stuck, dead = by_id["stuck"], by_id["dies"]
+    assert stuck.status == "timeout" and stuck.spend_known and stuck.usage.total_tokens == 123
+    assert stuck.usage.cost_usd == 0.5
+    assert dead.status == "crashed" and not dead.spend_known and dead.usage.cost_usd == 0.0

@@ -58,7 +58,8 @@ def test_every_question_counts_in_the_summary_the_report_and_mlflow(accounting):
     for source in (summary, accounting["report"], accounting["result"], metrics):
         assert {k: source[k] for k in expected} == expected
     assert summary["scored"] == 77 and summary["failed"] == 5 and summary["pending"] == 0
-    assert summary["no_answer"] == 5 and summary["status_counts"]["max_steps"] == 5  # NEVER: answered its JSON
+    # NEVER: answered its JSON at the step limit
+    assert summary["episodes_no_answer"] == 5 and summary["episodes_by_status"]["max_steps"] == 5
     assert not summary["complete"] and tags["srag.complete"] == "false" and metrics["complete"] == 0.0
     assert metrics["scored"] == 77 and metrics["failed"] == 5
     for figure in expected:
@@ -144,8 +145,8 @@ def test_srag_judge_no_llm_scores_every_pending_verdict_everywhere(unreachable_j
     assert unreachable_judge["code"] == 0
     assert after["pending"] == 0 and after["scored"] == N and after["complete"]
     # rules, then exact match: the right answers match the gold by rule, the wrong one falls to exact match
-    assert after["accuracy"] == round((N - 1) / N, 4) and after["score_sources"] == {"em": 1, "rule": N - 1}
-    assert len(after["judge_fingerprints"]) == 1  # every counted verdict from the one rules-only judge
+    assert after["accuracy"] == round((N - 1) / N, 4) and after["episodes_by_score_source"] == {"em": 1, "rule": N - 1}
+    assert len(after["episodes_by_judge"]) == 1  # every counted verdict from the one rules-only judge
     # the MLflow run, read back through the REST API
     run = _mlflow_run(uri, run_dir)
     metrics = _metrics(run)
@@ -189,7 +190,8 @@ def test_a_judge_that_fails_then_recovers_is_judged_again_by_srag_judge_and_resu
         code, judged = cli("judge", first["run_id"], "--runs-dir", runs)
         assert code == 0 and judged["pending"] == 0 and judged["scored"] == N
         # the wrong answer went to the LLM's verdict; the right ones were decided by the rule after extraction
-        assert judged["score_sources"] == {"llm": 1, "rule": N - 1} and judged["accuracy"] == round((N - 1) / N, 4)
+        assert judged["episodes_by_score_source"] == {"llm": 1, "rule": N - 1}
+        assert judged["accuracy"] == round((N - 1) / N, 4)
         # again: pending verdicts only by default, so nothing to do; --all judges every one again
         calls = judge.calls
         _, again = cli("judge", first["run_id"], "--runs-dir", runs)
@@ -219,7 +221,8 @@ def test_the_exact_match_fallback_is_used_only_when_asked_and_says_so(ray_local,
         cfg.write_text(yaml.safe_dump(_llm_judged_config(tmp_path, sample_dir, fake_llm.base_url,
                                                          judge_server.base_url, None, **{"judge.fallback": "em"})))
         _, result = cli("run", str(cfg), "--runs-dir", str(tmp_path / "runs"))
-    assert result["pending"] == 0 and result["em_fallback"] == N and result["score_sources"] == {"em_fallback": N}
+    assert result["pending"] == 0 and result["episodes_em_fallback"] == N
+    assert result["episodes_by_score_source"] == {"em_fallback": N}
     assert result["accuracy"] == round((N - 1) / N, 4)
     rows = _rows(RunDir.open(tmp_path / "runs", result["run_id"]))
     assert {r["score_source"] for r in rows} == {"em_fallback"}
@@ -234,10 +237,10 @@ def test_a_judge_file_names_another_judge(ray_local, fake_llm, tmp_path, sample_
                                              fake_llm.base_url)))
     runs = str(tmp_path / "runs")
     _, result = cli("run", str(cfg), "--runs-dir", runs)
-    fingerprint = next(iter(result["judge_fingerprints"]))
+    fingerprint = next(iter(result["episodes_by_judge"]))
     (tmp_path / "judge.yaml").write_text("judge:\n  use_llm: false\n  fallback: em\n")
     _, judged = cli("judge", result["run_id"], "--all", "--judge", str(tmp_path / "judge.yaml"), "--runs-dir", runs)
-    assert list(judged["judge_fingerprints"]) != [fingerprint] and judged["scored"] == 2
+    assert list(judged["episodes_by_judge"]) != [fingerprint] and judged["scored"] == 2
     (tmp_path / "bad.yaml").write_text("llm: {model: m}\n")
     assert main(["judge", result["run_id"], "--judge", str(tmp_path / "bad.yaml"), "--runs-dir", runs]) == 2
     assert "expected a judge: section" in capsys.readouterr().err

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from enum import IntEnum
 from pathlib import Path
 
 from pipelines import paths
@@ -31,6 +32,20 @@ SUBCOMMAND_MODULES = [
 
 class CliError(ValueError):
     """Bad input from the user: printed as one line, exit status 2."""
+
+
+class Exit(IntEnum):
+    """The exit status of `srag run`, `rerun`, `judge` and `sweep` (the README's table). Where several apply, the first
+    of STOPPED, BUDGET, INCOMPLETE, MLFLOW wins; for a sweep, over all its runs."""
+
+    COMPLETE = 0  # every question of every run is scored (and MLflow took every write)
+    INCOMPLETE = 1  # the run reached its end, but some questions failed, are pending or missing
+    BAD_INPUT = 2  # a config, a flag, a file or a run id that cannot be used: one line says which and why
+    STOPPED = 3  # the run stopped starting episodes: the endpoint cannot answer, or no worker could run
+    MLFLOW = 4  # every question is accounted for, but MLflow did not take every write (`srag run --resume` does)
+    BUDGET = 5  # the run's (or the sweep's) budget stopped it; what never started is not run
+    INTERRUPTED = 130  # Ctrl-C
+    TERMINATED = 143  # SIGTERM (`ray job stop`, kill)
 
 
 def add_data_root(p: argparse.ArgumentParser) -> None:
@@ -58,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("srag: interrupted", file=sys.stderr)
-        return 130
+        return Exit.INTERRUPTED
     except (ValueError, FileNotFoundError, PermissionError) as e:  # bad input (CliError, ConfigError, ...): one line
         print(f"srag {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        return Exit.BAD_INPUT
 

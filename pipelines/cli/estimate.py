@@ -31,14 +31,20 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     runs = load_sweep(args.config).expand(args.config) if "grid" in data or "base" in data else [load_run(args.config)]
     if args.data_root:
         runs = [r.model_copy(update={"data_root": str(args.data_root)}) for r in runs]
-    out = estimate(runs, args.runs_dir, pilot=args.pilot, quiet=args.quiet)
+    out = estimate(runs, args.runs_dir, pilot=args.pilot, quiet=args.quiet).model_dump(mode="json")
     if args.json:
-        print(json.dumps(out, default=str))
+        print(json.dumps(out))
         return 0
     for r in out["runs"]:
         print(f"{r['name']}: {r['episodes']} episodes ({r['n_questions']} questions x {r['epochs']} epochs), "
-              f"from {r['samples']} episodes of {r['source']} ({', '.join(r['sample_runs'])})")
+              f"from {r['samples']} episodes of {r['sample_questions']} questions of {r['source']} "
+              f"({', '.join(r['sample_runs'])})")
         print("  " + "  ·  ".join(line(r, figure) for figure in ("tokens", "cost_usd", "llm_calls", "wall_s")))
+        if r["ingestion_cost_usd"]:
+            print(f"  the per-corpus stage (pattern discovery) cost ${r['ingestion_cost_usd']:,.4f}, paid once by "
+                  "whoever built the index (the pilot or an earlier run), not in cost_usd")
+        if r["interval_note"]:
+            print(f"  {r['interval_note']}")
     print(f"total ({out['total']['runs']} runs, {out['total']['episodes']} episodes): "
           + "  ·  ".join(line(out["total"], figure) for figure in ("tokens", "cost_usd", "llm_calls", "wall_s")))
     return 0
@@ -47,7 +53,9 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 def line(row: dict, figure: str) -> str:
     """One figure with its interval, or why it is unknown."""
     if row.get(figure) is None:
-        return f"{figure} {row.get('cost_note', 'unknown')}"
+        return f"{figure} {row.get('cost_note') or 'unknown'}"
     fmt = {"cost_usd": "${:,.4f}", "wall_s": "{:,.0f} s"}.get(figure, "{:,.0f}")
+    if row.get(f"{figure}_ci95") is None:
+        return f"{figure} {fmt.format(row[figure])} (no interval)"
     lo, hi = row[f"{figure}_ci95"]
     return f"{figure} {fmt.format(row[figure])} [{fmt.format(lo)}, {fmt.format(hi)}]"

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelines.cli import CliError, add_data_root, add_runs_dir
+from pipelines.cli import CliError, Exit, add_data_root, add_runs_dir
 from pipelines.config import (
     PROFILE_HELP,
     VARIANTS,
@@ -25,9 +25,9 @@ from pipelines.config import (
     with_profile,
 )
 from pipelines.engine.records import RunResult, StopRecord, SweepSummary
-from pipelines.engine.report import accuracy_label, table
+from pipelines.engine.report import accuracy_label, incomplete_reason, table
 from pipelines.engine.results import RunDir, check_run_id
-from srag_core import FAILED, STATUSES
+from srag_core import FAILED, FINISHED, STATUSES
 
 if TYPE_CHECKING:
     from pipelines.engine.sweep_plan import SweepPlan
@@ -71,8 +71,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rerun", help="re-run the questions of a run that failed (or are missing)")
     p.add_argument("run_id")
     p.add_argument("--status", action="append", default=None,
-                   help="statuses to re-run: failed (llm_error, timeout, crashed; the default), max_steps, ok, "
-                        "or a single status; repeatable")
+                   help="statuses to re-run: failed (llm_error, timeout, crashed; the default) or one of them; a "
+                        "scored status (ok, max_steps, over_budget, time_limit) needs --replace-scored; repeatable")
+    p.add_argument("--replace-scored", action="store_true",
+                   help="allow re-running scored questions: the later attempt's score counts (best-of-N), and the "
+                        "summary, MLflow and srag compare say how many were replaced")
     _common(p)
     p.set_defaults(func=cmd_rerun)
 
@@ -152,11 +155,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _print_run(result, args)
 
 
-def expand_statuses(values: list[str] | None) -> list[str]:
+def expand_statuses(values: list[str] | None, replace_scored: bool = False) -> list[str]:
+    """The statuses `srag rerun` re-runs. A scored status is refused without `replace_scored`: re-running scored
+    questions and keeping the later score is best-of-N, which moves the accuracy."""
     out: list[str] = []
     for v in values or ["failed"]:
         if v == "failed":
             out += list(FAILED)
+        elif v in FINISHED and not replace_scored:
+            raise CliError(f"status {v} is scored: re-running its questions would keep the later score (best-of-N); "
+                           "pass --replace-scored to do it anyway, and the summary will count the replaced scores")
         elif v in STATUSES:
             out.append(v)
         else:
@@ -165,7 +173,7 @@ def expand_statuses(values: list[str] | None) -> list[str]:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    statuses = expand_statuses(args.status)  # a bad status is reported before the run is looked up
+    statuses = expand_statuses(args.status, args.replace_scored)  # bad input is reported before the run is read
     return _print_run(_continue(RunDir.open(args.runs_dir, args.run_id), statuses, args), args)
 
 
@@ -212,10 +220,31 @@ def _print_run(result: RunResult, args: argparse.Namespace) -> int:
               "to MLflow again", file=sys.stderr)
     if stop := result.stopped:
         print(stop_line(result.run_id, stop), file=sys.stderr)
-        return 3 if stop.kind != "budget" else 1
-    if errors:
-        return 4
-    return 0 if result.missing == 0 else 1
+    elif reason := incomplete_reason(result):
+        print(f"srag: run {result.run_id} is incomplete: {reason} ({next_step(result)})", file=sys.stderr)
+    return exit_code([result])
+
+
+def exit_code(results: list[RunResult]) -> Exit:
+    """The exit status of one run, or of a sweep's runs (`Exit` gives the order)."""
+    stops = {r.stopped.kind for r in results if r.stopped is not None}
+    if stops - {"budget"}:
+        return Exit.STOPPED
+    if stops:
+        return Exit.BUDGET
+    if not all(r.complete for r in results):
+        return Exit.INCOMPLETE
+    return Exit.MLFLOW if any(r.mlflow_errors for r in results) else Exit.COMPLETE
+
+
+def next_step(result: RunResult) -> str:
+    """What fills an incomplete run."""
+    steps = []
+    if result.failed or result.missing:
+        steps.append(f"srag rerun {result.run_id}" if result.failed else f"srag run --resume {result.run_id}")
+    if result.pending:
+        steps.append(f"srag judge {result.run_id}")
+    return " then ".join(steps) or "see srag report"
 
 
 def stop_line(run_id: str, stop: StopRecord) -> str:
@@ -290,18 +319,25 @@ def _print_sweep(out: SweepSummary, args: argparse.Namespace) -> int:
     for r in out.runs:
         if r.stopped:
             print(stop_line(r.run_id, r.stopped), file=sys.stderr)
+        elif reason := incomplete_reason(r):
+            print(f"srag: run {r.run_id} ({r.label}) is incomplete: {reason} ({next_step(r)})", file=sys.stderr)
     if out.mlflow_errors:
         print(f"srag: sweep {out.sweep_id}: MLflow did not take {len(out.mlflow_errors)} write(s) of the "
               f"parent run (first: {out.mlflow_errors[0][:200]})", file=sys.stderr)
-    return 0 if all(r.missing == 0 and not r.stopped for r in out.runs) else 1
+    code = exit_code(out.runs)
+    return Exit.MLFLOW if code == Exit.COMPLETE and out.mlflow_errors else code
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from pipelines.engine.sweeps import is_sweep, run_report, sweep_summary
 
     if is_sweep(args.runs_dir, check_run_id(args.id)):
-        return _print_sweep(sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id), args)
-    _print_summary(run_report(args.runs_dir, args.id), args)
+        _print_sweep(sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id), args)
+        return 0  # a reading: the lines on stderr say what is incomplete
+    result = run_report(args.runs_dir, args.id)
+    _print_summary(result, args)
+    if reason := incomplete_reason(result):  # a report is a reading: it exits 0 either way, and says so
+        print(f"srag: run {result.run_id} is incomplete: {reason} ({next_step(result)})", file=sys.stderr)
     return 0
 
 
@@ -323,6 +359,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         test = {"mcnemar_exact": "McNemar exact", "paired_permutation": "paired permutation"}[result.test]
         print(f"B - A = {result.difference} (95% paired bootstrap CI over questions {result.difference_ci95}), "
               f"{test} p = {result.p_value:.4g}")
+        if result.replaced_scored_a or result.replaced_scored_b:
+            print(f"warning: {result.replaced_scored_a} paired question(s) of A and {result.replaced_scored_b} of B "
+                  "were re-run after they were scored (srag rerun --replace-scored): their scores are the later "
+                  "attempts', a best-of-N")
     return 0
 
 
@@ -342,8 +382,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
               file=sys.stderr)
     result = lifecycle.refinish(run_dir)
     refresh_after(run_dir, args.runs_dir)
-    _print_summary(result, args)
-    return 0 if result.pending == 0 else 1
+    return _print_run(result, args)
 
 
 def judge_settings(cfg: RunConfig, args: argparse.Namespace):

@@ -225,7 +225,8 @@ def sweep_result(logs: str) -> dict[str, Any]:
         except json.JSONDecodeError:
             continue
         if isinstance(data, dict) and "sweep_id" in data:
-            runs = [{k: r.get(k) for k in ("run_id", "label", "n_questions", "missing", "accuracy")}
+            runs = [{k: r.get(k) for k in ("run_id", "label", "n_questions", "complete", "failed", "pending",
+                                            "missing", "accuracy")}
                     for r in data.get("runs", [])]
             return {"sweep_id": data["sweep_id"], "run_ids": [r["run_id"] for r in runs], "runs": runs}
     return {}

@@ -13,44 +13,128 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from pathlib import Path
-from statistics import fmean
-from typing import Any
+from typing import NamedTuple
+
+from pydantic import BaseModel, ConfigDict
 
 from pipelines.config import RunConfig
 from pipelines.datasets import Question
+from pipelines.engine.records import Interval
 from pipelines.engine.results import RunDir
-from srag_core import FINISHED
 
 FIGURES = ("tokens", "cost_usd", "llm_calls")
 RESAMPLES = 2000
+MIN_QUESTIONS = 5  # fewer sampled questions back no interval: the spread of so few says little about the run's
 
 
-def estimate(runs: list[RunConfig], runs_dir: Path, *, pilot: int, quiet: bool) -> dict[str, Any]:
+class Sample(NamedTuple):
+    """What one episode (a question in one epoch) of an earlier run or a pilot spent: every attempt, failed ones
+    included, and every judgement of it."""
+
+    question_id: str
+    tokens: float
+    cost_usd: float
+    llm_calls: float
+    wall_s: float
+    llm_s: float
+
+
+class RunEstimate(BaseModel):
+    """The projection of one run: each figure for its N questions x K epochs, with a 95% interval from a bootstrap
+    over the sampled questions (their epochs kept together), or none when too few questions were sampled."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    name: str
+    variant: str
+    model: str
+    n_questions: int
+    epochs: int
+    episodes: int
+    """Episodes the run will have: `n_questions` x `epochs`."""
+    source: str
+    """earlier runs (that spend alike per episode) or pilot."""
+    sample_runs: list[str]
+    samples: int
+    """Episodes sampled, failed ones included."""
+    sample_questions: int
+    """Questions sampled: the unit the interval resamples."""
+    tokens: float | None = None
+    tokens_ci95: Interval | None = None
+    cost_usd: float | None = None
+    cost_usd_ci95: Interval | None = None
+    llm_calls: float | None = None
+    llm_calls_ci95: Interval | None = None
+    wall_s: float | None = None
+    wall_s_ci95: Interval | None = None
+    concurrency: int | None = None
+    """Episodes in flight the wall time assumes."""
+    ingestion_cost_usd: float = 0.0
+    """The per-corpus stage's LLM calls (pattern discovery), paid once per corpus by whoever builds the index first
+    (the pilot, or the earlier run): not in `cost_usd`, which the run itself spends."""
+    cost_note: str | None = None
+    """Why the cost is unknown, when it is."""
+    interval_note: str | None = None
+    """Why there are no intervals, when there are none."""
+
+
+class TotalEstimate(BaseModel):
+    """A sweep's total: sums, with intervals that add the runs' bounds (wider than needed, never narrower)."""
+
+    runs: int
+    episodes: int
+    tokens: float | None = None
+    tokens_ci95: Interval | None = None
+    cost_usd: float | None = None
+    cost_usd_ci95: Interval | None = None
+    llm_calls: float | None = None
+    llm_calls_ci95: Interval | None = None
+    wall_s: float | None = None
+    wall_s_ci95: Interval | None = None
+    cost_note: str | None = None
+    interval_note: str | None = None
+
+
+class Estimate(BaseModel):
+    """`srag estimate`: each run's projection and their total (a sweep runs them one after another)."""
+
+    runs: list[RunEstimate]
+    total: TotalEstimate
+
+
+def estimate(runs: list[RunConfig], runs_dir: Path, *, pilot: int, quiet: bool) -> Estimate:
     """The projection of every run, and their total (a sweep runs them one after another)."""
     out = [estimate_run(cfg, runs_dir, pilot=pilot, quiet=quiet) for cfg in runs]
-    return {"runs": out, "total": total(out)}
+    return Estimate(runs=out, total=total(out))
 
 
-def estimate_run(cfg: RunConfig, runs_dir: Path, *, pilot: int, quiet: bool) -> dict[str, Any]:
+def estimate_run(cfg: RunConfig, runs_dir: Path, *, pilot: int, quiet: bool) -> RunEstimate:
     from pipelines.engine.lifecycle import load_inputs
 
     _, _, _, questions = load_inputs(cfg)
-    source, sample_runs = "earlier runs", earlier_runs(runs_dir, cfg)
+    source, sample_runs = "earlier runs", earlier_runs(runs_dir, cfg, min_questions=min(pilot, len(questions)))
     if not sample_runs:
         source, sample_runs = "pilot", [run_pilot(cfg, questions, runs_dir, pilot, quiet)]
     samples = [s for run_dir in sample_runs for s in episode_spend(run_dir)]
     if not samples:
-        raise ValueError(f"{cfg.name}: no finished episode to estimate from (see {sample_runs[0].path})")
+        raise ValueError(f"{cfg.name}: no episode to estimate from (see {sample_runs[0].path})")
     episodes = len(questions) * cfg.limits.epochs
-    out: dict[str, Any] = {"name": cfg.name, "variant": cfg.variant, "model": cfg.llm.model,
-                           "n_questions": len(questions), "epochs": cfg.limits.epochs, "episodes": episodes,
-                           "source": source, "sample_runs": [r.run_id for r in sample_runs], "samples": len(samples)}
+    n_sampled = len({s.question_id for s in samples})
+    out = RunEstimate(name=cfg.name, variant=cfg.variant, model=cfg.llm.model, n_questions=len(questions),
+                      epochs=cfg.limits.epochs, episodes=episodes, source=source,
+                      sample_runs=[r.run_id for r in sample_runs], samples=len(samples), sample_questions=n_sampled,
+                      ingestion_cost_usd=max((ingestion_cost(r) for r in sample_runs), default=0.0))
+    if n_sampled < MIN_QUESTIONS:
+        out.interval_note = (f"no interval: {n_sampled} question(s) sampled, fewer than {MIN_QUESTIONS} "
+                             "(a larger --pilot gives one)")
     for figure in FIGURES:
-        out[figure], out[f"{figure}_ci95"] = projected([s[figure] for s in samples], episodes)
+        value, ci = projected(samples, figure, episodes)
+        setattr(out, figure, value)
+        setattr(out, f"{figure}_ci95", ci)
     if not priced(cfg):
-        out["cost_usd"] = out["cost_usd_ci95"] = None
-        out["cost_note"] = "unknown: the config has no prices (llm.price_per_million)"
-    out.update(wall_time(cfg, samples, episodes, sample_runs[0]))
+        out.cost_usd = out.cost_usd_ci95 = None
+        out.cost_note = "unknown: the config has no prices (llm.price_per_million)"
+    out.wall_s, out.wall_s_ci95, out.concurrency = wall_time(cfg, samples, episodes, sample_runs[0])
     return out
 
 
@@ -63,8 +147,9 @@ def priced(cfg: RunConfig) -> bool:
     return all(m.price_per_million.prompt or m.price_per_million.completion for m in models)
 
 
-def earlier_runs(runs_dir: Path, cfg: RunConfig) -> list[RunDir]:
-    """Run folders (pilots included) whose config spends like `cfg` per episode and that hold finished episodes."""
+def earlier_runs(runs_dir: Path, cfg: RunConfig, min_questions: int = 1) -> list[RunDir]:
+    """Run folders (pilots included) whose config spends like `cfg` per episode and that hold episodes of at least
+    `min_questions` questions (a smaller one, a smoke run, would back the projection with less than a pilot)."""
     wanted = cfg.episode_fingerprint()
     found = []
     for meta in sorted([*runs_dir.glob("*/run.json"), *runs_dir.glob("pilots/*/run.json")]):
@@ -74,7 +159,7 @@ def earlier_runs(runs_dir: Path, cfg: RunConfig) -> list[RunDir]:
                               RunConfig.model_validate(run_dir.read_config()).episode_fingerprint())
         except (OSError, ValueError):
             continue  # a folder that is not a readable run
-        if same and episode_spend(run_dir):
+        if same and len({s.question_id for s in episode_spend(run_dir)}) >= min_questions:
             found.append(run_dir)
     return found
 
@@ -126,31 +211,50 @@ def run_pilot(cfg: RunConfig, questions: list[Question], runs_dir: Path, n: int,
     return run_dir
 
 
-def episode_spend(run_dir: RunDir) -> list[dict[str, float]]:
-    """What each finished episode of a run spent (its latest attempt, with the judge's calls on it)."""
+def episode_spend(run_dir: RunDir) -> list[Sample]:
+    """What each episode of a run spent: every attempt (failed ones too: they are paid for, and the run will have
+    its own) and every judgement of it."""
     out = []
-    for st in run_dir.store().states().values():
-        if st.status not in FINISHED:
-            continue
-        ep, judge = st.latest, st.judgement
-        out.append({"tokens": float(ep.usage.total_tokens + ((judge and judge.judge_tokens) or 0)),
-                    "cost_usd": ep.usage.cost_usd + ((judge and judge.judge_cost_usd) or 0.0),
-                    "llm_calls": float(ep.llm_calls), "wall_s": ep.wall_s, "llm_s": ep.llm_s})
+    for (qid, _), st in run_dir.store().states().items():
+        attempts, judged = st.attempts, st.history
+        tokens = sum(a.usage.total_tokens for a in attempts) + sum(j.judge_tokens or 0 for j in judged)
+        out.append(Sample(qid, float(tokens),
+                          sum(a.usage.cost_usd for a in attempts) + sum(j.judge_cost_usd or 0.0 for j in judged),
+                          float(sum(a.llm_calls for a in attempts)), sum(a.wall_s for a in attempts),
+                          sum(a.llm_s for a in attempts)))
     return out
 
 
-def projected(values: list[float], episodes: int) -> tuple[float, list[float]]:
-    """`episodes` times the mean per episode, and its 95% interval (a seeded bootstrap over the samples)."""
-    from car_baselines import bootstrap_mean_interval
-
-    lo, hi = bootstrap_mean_interval(values, 0.95, RESAMPLES, 0)
-    return round(episodes * fmean(values), 6), [round(episodes * lo, 6), round(episodes * hi, 6)]
+def ingestion_cost(run_dir: RunDir) -> float:
+    """What the per-corpus stage of a run cost in LLM calls, whoever paid for it."""
+    ingestion = run_dir.read_meta().ingestion
+    return (ingestion.cost_usd or 0.0) if ingestion is not None else 0.0
 
 
-def wall_time(cfg: RunConfig, samples: list[dict[str, float]], episodes: int, measured: RunDir) -> dict[str, Any]:
+def projected(samples: list[Sample], figure: str, episodes: int) -> tuple[float, Interval | None]:
+    """`episodes` times the mean per episode, and its 95% interval: a seeded bootstrap that resamples questions with
+    all their episodes (a question's epochs share its difficulty), None below MIN_QUESTIONS questions."""
+    import numpy as np
+
+    by_question: dict[str, list[float]] = defaultdict(list)
+    for s in samples:
+        by_question[s.question_id].append(getattr(s, figure))
+    sums = np.array([sum(v) for v in by_question.values()])
+    counts = np.array([len(v) for v in by_question.values()])
+    mean = float(sums.sum() / counts.sum())
+    if len(sums) < MIN_QUESTIONS:
+        return round(episodes * mean, 6), None
+    picks = np.random.default_rng(0).integers(0, len(sums), size=(RESAMPLES, len(sums)))
+    ratios = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)  # mean per episode in each resample
+    lo, hi = np.percentile(ratios, [2.5, 97.5])
+    return round(episodes * mean, 6), [round(episodes * float(lo), 6), round(episodes * float(hi), 6)]
+
+
+def wall_time(cfg: RunConfig, samples: list[Sample], episodes: int,
+              measured: RunDir) -> tuple[float, Interval | None, int]:
     """Wall time of the run's episodes (start-up left out): the slowest of what its episodes in flight, its request
-    cap, and its requests- and tokens-per-minute limits allow. The concurrency is what the sample's run was given on
-    its cluster (run.json), else the config's."""
+    cap, and its requests- and tokens-per-minute limits allow; with its interval and the concurrency assumed. The
+    concurrency is what the sample's run was given on its cluster (run.json), else the config's."""
     ex = cfg.execution
     plan = measured.read_meta().execution
     concurrency = (plan.concurrency if plan else None) or ex.concurrency or (
@@ -160,22 +264,29 @@ def wall_time(cfg: RunConfig, samples: list[dict[str, float]], episodes: int, me
               ("tokens", episodes * 60 / (ex.tokens_per_minute or float("inf")))]
     bounds = []
     for key, seconds_per_unit in limits:
-        mean, (lo, hi) = projected([s[key] for s in samples], 1)
+        mean, ci = projected(samples, key, 1)
+        lo, hi = ci or (mean, mean)
         bounds.append((mean * seconds_per_unit, lo * seconds_per_unit, hi * seconds_per_unit))
-    return {"wall_s": round(max(b[0] for b in bounds), 3),
-            "wall_s_ci95": [round(max(b[1] for b in bounds), 3), round(max(b[2] for b in bounds), 3)],
-            "concurrency": concurrency}
+    interval = [round(max(b[1] for b in bounds), 3), round(max(b[2] for b in bounds), 3)]
+    return round(max(b[0] for b in bounds), 3), interval if len({s.question_id for s in samples}) >= MIN_QUESTIONS \
+        else None, concurrency
 
 
-def total(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The sweep's total: sums, with intervals that add the runs' bounds (wider than needed, never narrower)."""
-    out: dict[str, Any] = {"runs": len(runs), "episodes": sum(r["episodes"] for r in runs)}
+def total(runs: list[RunEstimate]) -> TotalEstimate:
+    """The sweep's total: sums, with intervals that add the runs' bounds (wider than needed, never narrower); no
+    interval when a run has none."""
+    out = TotalEstimate(runs=len(runs), episodes=sum(r.episodes for r in runs))
     for figure in (*FIGURES, "wall_s"):
-        if any(r[figure] is None for r in runs):
-            out[figure] = out[f"{figure}_ci95"] = None
+        values = [getattr(r, figure) for r in runs]
+        if any(v is None for v in values):
             continue
-        out[figure] = round(sum(r[figure] for r in runs), 6)
-        out[f"{figure}_ci95"] = [round(sum(r[f"{figure}_ci95"][i] for r in runs), 6) for i in (0, 1)]
-    if out["cost_usd"] is None:
-        out["cost_note"] = "unknown: " + ", ".join(r["name"] for r in runs if r["cost_usd"] is None) + " have no prices"
+        setattr(out, figure, round(sum(values), 6))
+        cis = [getattr(r, f"{figure}_ci95") for r in runs]
+        if all(ci is not None for ci in cis):
+            setattr(out, f"{figure}_ci95", [round(sum(ci[i] for ci in cis), 6) for i in (0, 1)])
+    if out.cost_usd is None:
+        out.cost_note = "unknown: " + ", ".join(r.name for r in runs if r.cost_usd is None) + " have no prices"
+    if any(r.interval_note for r in runs):
+        out.interval_note = "no interval: " + ", ".join(r.name for r in runs if r.interval_note) + " sampled too " \
+                            "few questions"
     return out

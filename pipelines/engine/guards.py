@@ -5,6 +5,7 @@ is recorded as not run (`Stop` in run.json), never as failed, and `srag run --re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from pipelines.engine.progress import RunStats
 from pipelines.engine.records import EpisodeRecord, StopKind
@@ -23,26 +24,42 @@ class Stop:
 
 @dataclass(frozen=True)
 class SpendLimit:
-    """A run's budget in dollars and tokens, over everything it spent: every episode's attempts and the LLM judge,
-    earlier invocations included."""
+    """A run's budget in dollars and tokens, over everything it spent: every episode's attempts, the LLM judge and
+    the per-corpus stage, earlier invocations included. `prior_cost_usd` and `prior_tokens` bound what one episode
+    (and its judgement) can spend; they stand for the mean until an episode has finished, so the first wave of
+    episodes cannot pass the budget (`prior_spend`)."""
 
     max_cost_usd: float | None = None
     max_tokens: int | None = None
+    prior_cost_usd: float | None = None
+    prior_tokens: int | None = None
 
-    def check(self, stats: RunStats, in_flight: int) -> Stop | None:
-        """A Stop when one more episode, beside those in flight, would pass a limit at the mean spend per finished
-        episode so far (before any has finished, only what was already spent can stop it)."""
-        for limit, spent, per_episode, unit in (
-                (self.max_cost_usd, stats.spent_cost(), stats.cost_per_episode(), "$"),
-                (self.max_tokens, stats.spent_tokens(), stats.tokens_per_episode(), "tokens")):
+    def check(self, stats: RunStats, in_flight: Sequence[float]) -> Stop | None:
+        """A Stop when one more episode, beside those in flight (`in_flight`: how long each has run, seconds), would
+        pass a limit. An episode is projected at the mean spend of those done, and one in flight at least at the
+        spend per second of those done times its time so far (long episodes cost more than the first, short ones to
+        finish); before any has finished, at the prior bound."""
+        for limit, spent, per_episode, per_second, prior, unit in (
+                (self.max_cost_usd, stats.spent_cost(), stats.cost_per_episode(), stats.cost_per_second(),
+                 self.prior_cost_usd, "$"),
+                (self.max_tokens, stats.spent_tokens(), stats.tokens_per_episode(), stats.tokens_per_second(),
+                 self.prior_tokens, "tokens")):
             if limit is None:
                 continue
-            projected = spent + (in_flight + 1) * per_episode
-            if spent >= limit or projected > limit:
+            mean = per_episode if stats.done else float(prior or 0.0)
+            flying = sum(max(mean, per_second * t) for t in in_flight)
+            if spent >= limit or spent + flying + mean > limit:
                 return Stop("budget", f"the run's budget of {_amount(limit, unit)} would be passed: "
-                                      f"{_amount(spent, unit)} spent, {_amount(in_flight * per_episode, unit)} "
-                                      f"projected for the {in_flight} episode(s) in flight")
+                                      f"{_amount(spent, unit)} spent, {_amount(flying, unit)} projected for the "
+                                      f"{len(in_flight)} episode(s) in flight, {_amount(mean, unit)} for one more")
         return None
+
+
+def prior_spend(calls: int, context_tokens: int, prompt_price: float, completion_price: float) -> tuple[float, int]:
+    """What one episode of at most `calls` LLM calls can spend, each call filling the context window at the dearer
+    of the two prices: (dollars, tokens). Deliberately high: it only holds until the first episode finishes."""
+    tokens = calls * context_tokens
+    return tokens * max(prompt_price, completion_price) / 1_000_000, tokens
 
 
 def _amount(value: float, unit: str) -> str:

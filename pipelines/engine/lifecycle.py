@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator
 from pipelines.config import RunConfig
 from pipelines.datasets import Question, load_questions, resolve
 from pipelines.engine.endpoints import open_endpoint
-from pipelines.engine.guards import EndpointGuard, SpendLimit, Stop
+from pipelines.engine.guards import EndpointGuard, SpendLimit, Stop, prior_spend
 from pipelines.engine.judging import JudgeStage, needs_verdict
 from pipelines.engine.placement import (
     adapts,
@@ -41,10 +41,11 @@ from pipelines.engine.records import (
     RequestLimitState,
     RunMeta,
     RunResult,
+    RunSummary,
     StopRecord,
     WorkersUsage,
 )
-from pipelines.engine.report import attempt_rows, plot_accuracy_by_type, run_summary
+from pipelines.engine.report import attempt_rows, incomplete_reason, plot_accuracy_by_type, run_summary
 from pipelines.engine.results import RunDir, RunFolderSink, git_revision, new_run_id, package_versions
 from pipelines.engine.scheduler import Scheduler, Work, WorkerPool
 from pipelines.engine.systems import VariantResources, effective_config, prepare_resources
@@ -204,17 +205,28 @@ def pending_work(run_dir: RunDir, statuses: Iterable[str] | None
 # Execution
 
 
+_PAID_FOR: set[int] = set()  # the pattern indexes this process built, whose cost a run has already been charged
+
+
 def _resources(run_dir: RunDir, cfg: RunConfig, corpus: Corpus, llm_cfg: LLMConfig) -> VariantResources:
-    """The per-corpus stage (chunk embeddings, pattern discovery on Ray), recorded in the run's metadata."""
+    """The per-corpus stage (chunk embeddings, pattern discovery on Ray), recorded in the run's metadata with what
+    its LLM calls cost and whether this run paid it: the run that built the index did; a run that reused it (from
+    the cache, or built earlier in this process for another run of a sweep) shows it as shared."""
     llm = LLMClient(llm_cfg) if cfg.variant == "limited_ingestion" and cfg.ingestion.discovery_llm else None
     started = time.monotonic()
     resources = prepare_resources(cfg.variant, corpus, cfg.retrieval, cfg.ingestion, llm,
                                   RayMapFn(cfg.ingestion.task_timeout_s))
-    info = IngestionInfo(variant_resources=resources.names(), prepare_s=round(time.monotonic() - started, 3))
-    if resources.pattern_index is not None:
-        manifest = resources.pattern_index.manifest
+    before = run_dir.read_meta().ingestion
+    info = IngestionInfo(variant_resources=resources.names(), prepare_s=round(time.monotonic() - started, 3),
+                         built=bool(before and before.built), cost_usd=0.0)
+    if (index := resources.pattern_index) is not None:
+        manifest = index.manifest
         info.pattern_index = {k: manifest.get(k) for k in ("n_patterns", "llm_calls", "stages", "notes")
                               if k in manifest}
+        info.cost_usd = float((manifest.get("llm_calls") or {}).get("cost_usd") or 0.0)
+        if not getattr(index, "loaded_from_cache", False) and id(index) not in _PAID_FOR:
+            _PAID_FOR.add(id(index))
+            info.built = True
     run_dir.update_meta(ingestion=info)
     return resources
 
@@ -229,9 +241,9 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
         if not quiet:
             print(f"[{run_dir.run_id}] {message}", file=sys.stderr, flush=True)
 
-    budget = SpendLimit(cfg.limits.max_cost_usd, cfg.limits.max_tokens)
+    budget = spend_limit(cfg)
     stats = _stats_so_far(run_dir, run_dir.store(), {(q.id, epoch) for q, epoch, _ in todo})
-    if todo and (spent := budget.check(stats, 0)) is not None:  # nothing left to spend: start nothing at all
+    if todo and (spent := budget.check(stats, [])) is not None:  # nothing left to spend: start nothing at all
         record_stop(run_dir, spent, stats, len(todo), budget)
         say(spent.reason)
         return
@@ -265,6 +277,7 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
     with open_endpoint(cfg.llm, cfg.local_model, run_dir.path, concurrency=in_flight, progress=say) as llm_cfg:
         say(f"preparing the {cfg.variant} variant's resources")
         resources = _resources(run_dir, cfg, corpus, llm_cfg)
+        stats.ingestion_cost = _ingestion_paid(run_dir)
         limiter = start_limiter(ex.max_concurrent_requests, ex.requests_per_minute, ex.tokens_per_minute,
                                 adapts(cfg)) if limiter_can_bind(cfg, plan) else None
         gauge = LimiterGauge(limiter) if limiter is not None else None
@@ -403,11 +416,28 @@ def trace_context(run_dir: RunDir, cfg: RunConfig) -> TraceContext:
     return TraceContext(cfg.llm.model, tags, {q.id: q for q in run_dir.read_questions()})
 
 
+def spend_limit(cfg: RunConfig) -> SpendLimit:
+    """The run's budget, with what one episode and its judgement can spend at most standing in for the mean until an
+    episode has finished (every call filling the context window: the step limit and the final answer, and the LLM
+    judge's two calls)."""
+    calls = 1 if cfg.variant == "vanilla_rag" else cfg.agent.max_steps + 1
+    calls += 2 if cfg.judge.use_llm else 0
+    price = cfg.llm.price_per_million
+    cost, tokens = prior_spend(calls, cfg.llm.context_tokens, price.prompt, price.completion)
+    return SpendLimit(cfg.limits.max_cost_usd, cfg.limits.max_tokens, cost, tokens)
+
+
+def _ingestion_paid(run_dir: RunDir) -> float:
+    ingestion = run_dir.read_meta().ingestion
+    return ingestion.paid_usd() if ingestion else 0.0
+
+
 def _stats_so_far(run_dir: RunDir, store, redo: set[tuple[str, int]]) -> RunStats:
     """Resume/rerun: the run's totals include what is already recorded for questions not run again, and the tokens
     and cost of every earlier attempt (spent, as the summary counts them)."""
     epochs = load_run_config(run_dir).limits.epochs
-    stats = RunStats(total=len(run_dir.read_questions()) * epochs, epochs=epochs)
+    stats = RunStats(total=len(run_dir.read_questions()) * epochs, epochs=epochs,
+                     ingestion_cost=_ingestion_paid(run_dir))
     for unit, st in store.states().items():
         for judgement in st.history:
             stats.add_judge_spend(judgement)
@@ -465,11 +495,21 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> RunResult:
             tracker.log_artifact(mlflow_id, plot, "plots")
         stop = meta.stop
         tracker.set_tags(mlflow_id, {"srag.complete": str(summary.complete).lower(),
+                                     "srag.incomplete": incomplete_reason(summary) or "no",
+                                     "srag.replaced_scored": str(summary.replaced_scored),
                                      "srag.stopped": stop.kind if stop else "no",
                                      **({"srag.stop_reason": stop.reason} if stop else {})})
-        tracker.set_terminated(mlflow_id, "FINISHED" if summary.failed == 0 else "FAILED")
+        tracker.set_terminated(mlflow_id, mlflow_status(summary))
         result = result.model_copy(update={"mlflow_errors": mlflow_synced(run_dir, tracker)})
     return result
+
+
+def mlflow_status(summary: RunSummary) -> str:
+    """The MLflow run's status: FINISHED only when every question is scored; KILLED when the run stopped starting
+    episodes (a budget, the endpoint, the workers); else FAILED (`srag.incomplete` says why)."""
+    if summary.complete:
+        return "FINISHED"
+    return "KILLED" if summary.stopped is not None else "FAILED"
 
 
 class Terminated(SystemExit):

@@ -28,6 +28,8 @@ class RunStats:
     epochs: int = 1  # `total` counts every epoch's episodes
     judge_tokens: int = 0  # the LLM judge's calls, every judgement's
     judge_cost: float = 0.0
+    ingestion_cost: float = 0.0  # the per-corpus stage's LLM calls, when this run built it
+    episode_wall_s: float = 0.0  # summed wall time of the episodes done (the budget's spend per second)
     limiter: dict[str, int | None] = field(default_factory=dict)  # the request limiter's last state (`Window.state`)
 
     def add_judge_spend(self, j: Judgement) -> None:
@@ -35,26 +37,36 @@ class RunStats:
         self.judge_cost += j.judge_cost_usd or 0.0
 
     def spent_cost(self) -> float:
-        """Everything the run spent: its episodes' attempts and the judge's calls."""
-        return self.cost + self.judge_cost
+        """Everything the run spent: its episodes' attempts, the judge's calls and the per-corpus stage."""
+        return self.cost + self.judge_cost + self.ingestion_cost
 
     def spent_tokens(self) -> int:
         return self.tokens + self.judge_tokens
 
     def cost_per_episode(self) -> float:
-        return self.spent_cost() / self.done if self.done else 0.0
+        """Mean spend of an episode done, its judgement included (the per-corpus stage, paid once, left out)."""
+        return (self.cost + self.judge_cost) / self.done if self.done else 0.0
 
     def tokens_per_episode(self) -> float:
         return self.spent_tokens() / self.done if self.done else 0.0
 
+    def cost_per_second(self) -> float:
+        """Spend per second of episode wall time, over the episodes done (an episode still running has spent at
+        least this much for each second it has run)."""
+        return (self.cost + self.judge_cost) / self.episode_wall_s if self.episode_wall_s else 0.0
+
+    def tokens_per_second(self) -> float:
+        return self.spent_tokens() / self.episode_wall_s if self.episode_wall_s else 0.0
+
     def projected_cost(self) -> float:
         """What all `total` episodes will have cost at the rate of those done so far (the judge's calls included)."""
-        return self.cost_per_episode() * self.total
+        return self.cost_per_episode() * self.total + self.ingestion_cost
 
     def add_episode(self, rec: EpisodeRecord) -> None:
         self.done += 1
         self.statuses[rec.status] += 1
         self.steps += rec.steps
+        self.episode_wall_s += rec.wall_s
         self.add_spend(rec)
 
     def add_spend(self, rec: EpisodeRecord) -> None:

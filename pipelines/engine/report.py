@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from pipelines.datasets import Question
 from pipelines.engine import scoring
-from pipelines.engine.records import AttemptRow, EpisodeRow, QuestionRow, RunMeta, RunSummary
+from pipelines.engine.records import AttemptRow, EpisodeRow, IngestionInfo, Judgement, QuestionRow, RunMeta, RunSummary
 from pipelines.engine.results import QuestionState, ResultStore, RunDir, Unit
 from srag_core import FAILED, FINISHED, STATUSES
 
@@ -36,7 +36,7 @@ def run_summary(run_dir: RunDir, store: ResultStore | None = None) -> tuple[RunS
     store = store or run_dir.store()
     rows, episodes = read_run(run_dir, store)
     meta = run_dir.read_meta()
-    return summarize(rows, episodes).model_copy(update={
+    return summarize(rows, episodes, meta.ingestion).model_copy(update={
         "stopped": meta.stop, "request_limit": meta.request_limit, "store_problems": store.problems}), rows
 
 
@@ -71,16 +71,22 @@ def _episode_row(q: Question, st: QuestionState | None, epoch: int, not_run: str
         return EpisodeRow(**row, status="missing", attempts=0, outcome="missing")
     ep, j = st.latest, st.judgement
     usage = ep.usage
-    judged_all = st.judgements.values()  # the judge's calls for every attempt it scored
-    row = EpisodeRow(**row, status=ep.status, attempts=len(st.attempts), attempt=ep.attempt, answer=ep.answer,
-                     error=ep.error, steps=ep.steps, llm_calls=ep.llm_calls, tokens=usage.total_tokens,
-                     cost_usd=usage.cost_usd,
-                     # every attempt's usage, failed ones included
+    row = EpisodeRow(**row, status=ep.status, ending=scoring.ending(ep.status, ep.answer), attempts=len(st.attempts),
+                     attempt=ep.attempt, answer=ep.answer, error=ep.error, steps=ep.steps, llm_calls=ep.llm_calls,
+                     tokens=usage.total_tokens, cost_usd=usage.cost_usd,
+                     # what every attempt spent, failed and replaced ones included
                      spent_tokens=sum(a.usage.total_tokens for a in st.attempts),
-                     spent_cost_usd=sum(a.usage.cost_usd for a in st.attempts), wall_s=ep.wall_s, llm_s=ep.llm_s,
-                     tool_s=ep.tool_s, reasoning_tokens=usage.reasoning_tokens, cached_tokens=usage.cached_tokens,
-                     length_stops=usage.length_stops, judge_tokens=sum(jj.judge_tokens or 0 for jj in judged_all),
-                     judge_cost_usd=sum(jj.judge_cost_usd or 0 for jj in judged_all),
+                     spent_cost_usd=sum(a.usage.cost_usd for a in st.attempts),
+                     spent_cost_usd_uncached=sum(a.usage.uncached() for a in st.attempts),
+                     cached_calls=sum(a.cached_calls for a in st.attempts),
+                     spend_unknown=sum(not a.spend_known for a in st.attempts),
+                     replaced_scored=sum(1 for a in st.attempts[:-1] if _scored(st.judgements.get(a.attempt))),
+                     wall_s=ep.wall_s, llm_s=ep.llm_s, tool_s=ep.tool_s, reasoning_tokens=usage.reasoning_tokens,
+                     cached_tokens=usage.cached_tokens, length_stops=usage.length_stops,
+                     # every judgement ever made of this (question, epoch): each one's calls were paid for
+                     judge_tokens=sum(h.judge_tokens or 0 for h in st.history),
+                     judge_cost_usd=sum(h.judge_cost_usd or 0.0 for h in st.history),
+                     judge_cost_usd_uncached=sum(h.uncached() for h in st.history),
                      score=j.score if j else None, em=j.em if j else None, f1=j.f1 if j else None,
                      score_source=j.score_source if j else None, judge_error=j.judge_error if j else None,
                      judge_fingerprint=j.judge_fingerprint if j else None, judgements=len(st.history),
@@ -89,44 +95,55 @@ def _episode_row(q: Question, st: QuestionState | None, epoch: int, not_run: str
     return row
 
 
+def _scored(judgement: Judgement | None) -> bool:
+    return judgement is not None and judgement.score is not None
+
+
 # Per-episode usage beside tokens and cost (srag_core.llm.Usage): hidden reasoning tokens, prompt tokens served from
 # the provider's cache, and replies cut at the completion limit.
 USAGE_DETAILS = ("reasoning_tokens", "cached_tokens", "length_stops")
 JUDGE_USAGE = ("judge_tokens", "judge_cost_usd")  # the LLM judge's calls, apart from the episodes' tokens and cost
 
 
-def summarize(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -> RunSummary:
+def summarize(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None,
+              ingestion: IngestionInfo | None = None) -> RunSummary:
     """The run's summary: `scoring.figures` over every question (accuracy, coverage, accuracy_all, their intervals
-    and the outcome counts), per question type, the spread between epochs, and what the episodes spent. `episodes`
-    are the per-episode rows (`episode_rows`); with one epoch they are the question rows themselves."""
+    and the outcome counts), per question type, the spread between epochs, and what the run spent (`ingestion`: the
+    per-corpus stage's cost, from run.json). `episodes` are the per-episode rows (`episode_rows`); with one epoch
+    they are the question rows themselves."""
     episodes = list(rows) if episodes is None else episodes
     counts = Counter(r["status"] for r in episodes)
     scored = [r for r in episodes if r["outcome"] == "scored"]
     ran = [r for r in episodes if r["status"] not in ("missing", "not_run")]
-    fingerprints = Counter(r.get("judge_fingerprint") for r in scored if r.get("judge_fingerprint"))
+    spend = {"tokens": sum(r.get("spent_tokens", 0) for r in ran),
+             "cost_usd": round(sum(r.get("spent_cost_usd", 0.0) for r in ran), 6),
+             "judge_cost_usd": round(sum(r.get("judge_cost_usd", 0.0) for r in ran), 6),
+             "ingestion_cost_usd": (ingestion.paid_usd() if ingestion else 0.0)}
+    uncached = sum(r.get("spent_cost_usd_uncached", 0.0) + r.get("judge_cost_usd_uncached", 0.0) for r in ran)
     return RunSummary.of(
         n_questions=len(rows),
         n_episodes=len(episodes),
-        status_counts={s: counts.get(s, 0) for s in STATUSES + ("not_run", "missing")},
-        finished=sum(counts.get(s, 0) for s in FINISHED),
-        failed=sum(counts.get(s, 0) for s in FAILED),
-        missing=counts.get("missing", 0),
-        not_run=counts.get("not_run", 0),
         **scoring.figures(rows, episodes),
         **scoring.epoch_figures(rows, episodes),
-        em=_mean(r.get("em") for r in scored),
-        f1=_mean(r.get("f1") for r in scored),
-        judge_fingerprints=dict(fingerprints),
+        episodes_by_status={s: counts.get(s, 0) for s in STATUSES + ("not_run", "missing")},
+        episodes_finished=sum(counts.get(s, 0) for s in FINISHED),
+        episodes_failed=sum(counts.get(s, 0) for s in FAILED),
+        episodes_missing=counts.get("missing", 0),
+        episodes_not_run=counts.get("not_run", 0),
+        episodes_by_judge=dict(Counter(str(r.get("judge_fingerprint")) for r in scored)),
         mean_steps=_mean(r.get("steps") for r in ran),
-        tokens=sum(r.get("spent_tokens", 0) for r in ran),  # spent: every attempt, failed ones included
-        cost_usd=sum(r.get("spent_cost_usd", 0.0) for r in ran),
+        **spend,  # spent: every attempt, failed and replaced ones included, and every judgement
+        total_cost_usd=round(sum(spend[k] for k in ("cost_usd", "judge_cost_usd", "ingestion_cost_usd")), 6),
+        total_cost_usd_uncached=round(uncached + spend["ingestion_cost_usd"], 6),
+        ingestion_cost_usd_shared=ingestion.shared_usd() if ingestion else 0.0,
+        cached_calls=sum(r.get("cached_calls", 0) for r in ran),
+        episodes_spend_unknown=sum(r.get("spend_unknown", 0) for r in ran),
         final_tokens=sum(r.get("tokens", 0) for r in ran),  # the attempts whose answers count
-        final_cost_usd=sum(r.get("cost_usd", 0.0) for r in ran),
+        final_cost_usd=round(sum(r.get("cost_usd", 0.0) for r in ran), 6),
         reasoning_tokens=sum(r.get("reasoning_tokens", 0) for r in ran),
         cached_tokens=sum(r.get("cached_tokens", 0) for r in ran),
         length_stops=sum(r.get("length_stops", 0) for r in ran),
         judge_tokens=sum(r.get("judge_tokens", 0) for r in ran),
-        judge_cost_usd=sum(r.get("judge_cost_usd", 0.0) for r in ran),
         **_spent_by_epoch(ran),
         mean_wall_s=_mean(r.get("wall_s") for r in ran),
         latency={f"{part}_p{q}": v for part, values in (("wall_s", [r.get("wall_s", 0.0) for r in ran]),
@@ -173,6 +190,16 @@ def attempt_rows(states: dict[Unit, QuestionState]) -> list[AttemptRow]:
 def _mean(values: Iterable[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return round(fmean(present), 4) if present else None
+
+
+def incomplete_reason(summary: RunSummary) -> str | None:
+    """Why a run is not complete, in questions (None when it is): what `srag run` exits non-zero for, and the MLflow
+    run's `srag.incomplete` tag."""
+    parts = [f"{n} {what}" for what, n in (("failed", summary.failed), ("pending", summary.pending),
+                                          ("not run", summary.not_run), ("missing", summary.missing)) if n]
+    if summary.stopped is not None:
+        parts.append(f"stopped ({summary.stopped.kind})")
+    return f"{', '.join(parts)} of {summary.n_questions} questions" if parts else None
 
 
 def accuracy_label(summary: RunSummary) -> str:
@@ -223,7 +250,7 @@ def plot_accuracy_by_type(summary: RunSummary, title: str, path: Path) -> Path |
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))
     coverage = summary.coverage_by_type
-    bars = ax.bar(list(by_type), list(by_type.values()), color="#4c72b0")
+    bars = ax.bar(list(by_type), [_or_nan(v) for v in by_type.values()], color="#4c72b0")
     for bar, t in zip(bars, by_type, strict=True):
         ax.annotate(f"cov {coverage.get(t, 0):.0%}", (bar.get_x() + bar.get_width() / 2, 0.02), ha="center",
                     fontsize=7, color="white")
@@ -243,7 +270,7 @@ def plot_sweep(runs: list[LabelledRun], path_variant: Path, path_cost: Path) -> 
         fig, ax = plt.subplots(figsize=(7, 4))
         width = 0.8 / max(1, len(runs))
         for i, r in enumerate(runs):
-            vals = [r.summary.accuracy_by_type.get(t, 0) for t in types]
+            vals = [_or_nan(r.summary.accuracy_by_type.get(t)) for t in types]  # NaN: no bar, not a zero
             ax.bar([x + i * width for x in range(len(types))], vals, width, label=r.plot_label)
         ax.set_xticks([x + width * (len(runs) - 1) / 2 for x in range(len(types))], types, rotation=30)
         ax.set_ylim(0, 1)
@@ -252,16 +279,20 @@ def plot_sweep(runs: list[LabelledRun], path_variant: Path, path_cost: Path) -> 
         ax.set_title("accuracy by question type and run")
         out.append(_save(fig, path_variant))
     fig, ax = plt.subplots(figsize=(5, 4))
-    for r in runs:
-        acc = r.summary.accuracy
+    for r in runs:  # what each run costs on its own: replies from a shared response cache priced as if paid
+        acc, cost = r.summary.accuracy, r.summary.total_cost_usd_uncached
         if acc is not None:
-            ax.scatter(r.summary.cost_usd, acc)
-            ax.annotate(r.plot_label, (r.summary.cost_usd, acc), fontsize=7)
-    ax.set_xlabel("cost (USD)")
+            ax.scatter(cost, acc)
+            ax.annotate(r.plot_label, (cost, acc), fontsize=7)
+    ax.set_xlabel("cost (USD, cached replies priced as if paid)")
     ax.set_ylabel("accuracy (scored questions)")
     ax.set_title("cost against accuracy")
     out.append(_save(fig, path_cost))
     return out
+
+
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value
 
 
 def _pyplot():

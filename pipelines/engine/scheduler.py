@@ -24,13 +24,13 @@ import logging
 import time
 from collections import Counter, deque
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from pipelines.datasets import Question
 from pipelines.engine.guards import EndpointGuard, SpendLimit, Stop
 from pipelines.engine.progress import RunStats
-from pipelines.engine.records import EpisodeRecord, Judgement
+from pipelines.engine.records import EpisodeRecord, Judgement, UsageCounts
 from srag_core import FINISHED, Status
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,7 @@ PROGRESS_EVERY_S = 5.0
 # call an episode may start before its limit, and than a worker restart that delays the start of an episode.
 EPISODE_GRACE_S = 60.0
 GROW_EVERY_S = 10.0  # how often the cluster's CPUs are read, to add workers when nodes have joined
+SPENT_TIMEOUT_S = 5.0  # how long the driver waits for a worker to say what a reclaimed episode had spent
 
 
 class RunSink(Protocol):
@@ -65,6 +66,7 @@ class _Slot:
     attempt: int
     worker: int
     deadline: float = float("inf")  # monotonic time after which the driver gives up on this episode
+    started: float = field(default_factory=time.monotonic)
 
     def failed(self, status: Status, error: str) -> EpisodeRecord:
         return EpisodeRecord.failed(self.question.id, self.question.question, attempt=self.attempt, epoch=self.epoch,
@@ -149,6 +151,21 @@ class WorkerPool:
     def succeeded(self, w: int) -> None:
         self.failures[w] = 0
         self.ever_ready = True
+
+    def spent_so_far(self, w: int, key: tuple[str, int, int], record: EpisodeRecord) -> EpisodeRecord:
+        """`record` (of an episode the driver gave up on) with what the episode had spent when the worker last
+        reported it; marked unknown when the worker cannot say within a few seconds."""
+        import ray
+
+        try:
+            usage = ray.get(self.workers[w].spent.remote(key), timeout=SPENT_TIMEOUT_S)
+        except Exception:  # the worker is gone or stuck past its control thread: the spend is not known
+            usage = None
+        if usage is None:
+            record.spend_known = False
+        else:
+            record.usage = UsageCounts.model_validate(usage)
+        return record
 
     def why_none_alive(self) -> str:
         """One line for a pool with no worker left: none ever started, or all died; Ray's reason where it logged
@@ -238,7 +255,8 @@ class Scheduler:
     def _stopped(self) -> bool:
         """Whether the run starts no more episodes: a stop seen before, or the budget's answer now."""
         if self.stop is None and self.budget is not None:
-            self.stop = self.budget.check(self.stats, len(self.inflight))
+            now = time.monotonic()
+            self.stop = self.budget.check(self.stats, [now - slot.started for slot in self.inflight.values()])
         return self.stop is not None
 
     def _settle(self, ref) -> None:
@@ -266,6 +284,7 @@ class Scheduler:
                 return
             record = slot.failed("crashed", f"worker died {self.deaths[unit]} times while running this question: "
                                             f"{type(e).__name__}")
+            record.spend_known = False  # what its calls spent died with the worker
         except Exception as e:  # an error inside the task itself
             record = slot.failed("crashed", f"{type(e).__name__}: {e}")
         self._record(record)
@@ -284,9 +303,10 @@ class Scheduler:
             ray.cancel(ref)  # best effort: a running thread of a threaded actor cannot be interrupted
             self.pool.stuck[slot.worker] += 1  # keeps its place in pool.load until the worker is restarted
             waited = self.episode_timeout_s + self.grace_s
-            self._record(slot.failed("timeout", f"no result {waited:g}s after it started (episode_timeout_s "
-                                                f"{self.episode_timeout_s:g} + {self.grace_s:g}s grace): the driver "
-                                                "gave up on it and reclaimed its slot"))
+            record = slot.failed("timeout", f"no result {waited:g}s after it started (episode_timeout_s "
+                                            f"{self.episode_timeout_s:g} + {self.grace_s:g}s grace): the driver "
+                                            "gave up on it and reclaimed its slot")
+            self._record(self.pool.spent_so_far(slot.worker, (slot.question.id, slot.epoch, slot.attempt), record))
             if self.pool.stuck[slot.worker] >= self._per_worker() or self.pool.load[slot.worker] == \
                     self.pool.stuck[slot.worker]:
                 self._restart(slot.worker)

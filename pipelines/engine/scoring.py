@@ -61,13 +61,14 @@ def outcome(row: EpisodeRow) -> Outcome:
 
 def figures(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -> Figures:
     """The run's figures over every question it was given (`rows`, one per question), with their 95% intervals and
-    the counts behind them; how the verdicts were reached is counted over the `episodes` (the rows themselves with
-    one epoch)."""
+    the question counts behind them; how the episodes ended and how their verdicts were reached are counted over the
+    `episodes` (the rows themselves with one epoch), under names that say so."""
     n = len(rows)
+    episodes = list(rows) if episodes is None else episodes
     outcomes = Counter(outcome(r) for r in rows)
     scores = scored_values(rows)
-    sources = Counter(r.get("score_source") for r in (rows if episodes is None else episodes)
-                      if outcome(r) == "scored")
+    scored_episodes = [e for e in episodes if outcome(e) == "scored"]
+    sources = Counter(str(e.get("score_source")) for e in scored_episodes)
     every = scores + [0.0] * (n - len(scores))  # accuracy_all: what is not scored counts 0
     return {
         "accuracy": _mean(scores), "accuracy_ci95": mean_interval(scores),
@@ -75,11 +76,28 @@ def figures(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -
         "accuracy_all": _mean(every), "accuracy_all_ci95": mean_interval(every),
         "denominators": dict(DENOMINATORS),
         "outcome_counts": {o: outcomes.get(o, 0) for o in OUTCOMES},
-        "scored": outcomes.get("scored", 0), "pending": outcomes.get("pending", 0),
-        "no_answer": sources.get("no_answer", 0), "em_fallback": sources.get("em_fallback", 0),
-        "score_sources": dict(sorted((str(k), v) for k, v in sources.items())),
+        **{o: outcomes.get(o, 0) for o in OUTCOMES},
+        "em": _mean(r.get("em") for r in rows if outcome(r) == "scored"),
+        "f1": _mean(r.get("f1") for r in rows if outcome(r) == "scored"),
         "complete": n > 0 and outcomes.get("scored", 0) == n,
+        "replaced_scored": sum(1 for r in rows if r.get("replaced_scored")),
+        "episodes_scored": len(scored_episodes),
+        "episodes_no_answer": sources.get("no_answer", 0), "episodes_em_fallback": sources.get("em_fallback", 0),
+        "episodes_by_score_source": dict(sorted(sources.items())),
+        "episodes_by_ending": {k: sum(1 for e in episodes if e.get("ending") == k) for k in ENDINGS},
+        "episodes_lost": sum(r.get("epochs_lost", 0) for r in rows if outcome(r) == "scored"),
     }
+
+
+# How a finished episode ended, the system's own ends only (a failed one has no ending: the infrastructure failed it).
+ENDINGS = ("answered", "no_answer", "step_limit", "time_limit", "budget")
+
+
+def ending(status: str, answer: str | None) -> str | None:
+    """The ending of an episode of this status and answer; None when it did not finish."""
+    if status == "ok":
+        return "answered" if answer and answer.strip() else "no_answer"
+    return {"max_steps": "step_limit", "time_limit": "time_limit", "over_budget": "budget"}.get(status)
 
 
 def scored_values(rows: Iterable[EpisodeRow]) -> list[float]:
@@ -95,15 +113,15 @@ def by_type(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -
         groups[str(r.get("type"))].append(r)
     out: Figures = {"accuracy_by_type": {}, "n_by_type": {}, "accuracy_ci95_by_type": {},
                            "coverage_by_type": {}}
-    for t, group in sorted(groups.items()):
+    for t, group in sorted(groups.items()):  # every type, with None where none is scored (MLflow then gets NaN)
         scores = scored_values(group)
         out["coverage_by_type"][t] = round(len(scores) / len(group), 4)
-        if scores:
-            out["accuracy_by_type"][t] = _mean(scores)
-            out["n_by_type"][t] = len(scores)
-            out["accuracy_ci95_by_type"][t] = mean_interval(scores)
+        out["accuracy_by_type"][t] = _mean(scores)
+        out["n_by_type"][t] = len(scores)
+        out["accuracy_ci95_by_type"][t] = mean_interval(scores)
     if episodes is not None and _epochs(episodes) > 1:
-        spread = {t: _epoch_spread([e for e in episodes if str(e.get("type")) == t]) for t in sorted(groups)}
+        spread = {t: _epoch_spread([r for r in rows if str(r.get("type")) == t],
+                                   [e for e in episodes if str(e.get("type")) == t]) for t in sorted(groups)}
         out["accuracy_by_type_by_epoch"] = {t: v["accuracy_by_epoch"] for t, v in spread.items()}
         out["accuracy_epoch_std_by_type"] = {t: v["accuracy_epoch_std"] for t, v in spread.items()}
     return out
@@ -147,20 +165,29 @@ def mode_score(scores: list[float], answers: list[str | None]) -> float:
 
 
 def reduced_row(epochs: list[EpisodeRow], reducer: str) -> QuestionRow:
-    """One question's row from its epoch rows (in epoch order): the epochs side by side, the question's outcome (scored
-    when every epoch is, else the first of failed, pending, not_run, missing among them) and its reduced score."""
+    """One question's row from its epoch rows (in epoch order): the epochs side by side, and the score the reducer
+    makes of its scored epochs. The question is scored when it has as many scored epochs as the reducer needs (1, or
+    k for pass_at_k and at_least_k), the epochs it lost counted (`epochs_lost`); else its outcome is the first of
+    failed, pending, not_run, missing among its epochs. EM and F1 are means over the same scored epochs."""
     first = epochs[0]
-    outcomes = [outcome(r) for r in epochs]
-    worst = "scored" if all(o == "scored" for o in outcomes) else next(o for o in NOT_SCORED if o in outcomes)
+    scored = [r for r in epochs if outcome(r) == "scored"]
+    _, k = parse_reducer(reducer)
+    enough = len(scored) >= max(1, k or 1)
+    worst: Outcome = "scored" if enough else next(o for o in NOT_SCORED if o in {outcome(r) for r in epochs})
     scores = [r.get("score") for r in epochs]
     return QuestionRow(question_id=first["question_id"], question=first["question"], gold=first["gold"],
                        type=first.get("type"), answer_kind=first["answer_kind"], epochs=len(epochs), reducer=reducer,
                        outcome=worst, status=",".join(r["status"] for r in epochs), epoch_scores=scores,
                        epoch_statuses=[r["status"] for r in epochs], epoch_answers=[r.get("answer") for r in epochs],
-                       score=reduce_scores([float(s) for s in scores if s is not None],
-                                           [r.get("answer") for r in epochs], reducer) if worst == "scored" else None,
+                       score=reduce_scores(scored_values(scored), [r.get("answer") for r in scored], reducer)
+                       if enough else None,
+                       em=_mean(r.get("em") for r in scored) if enough else None,
+                       f1=_mean(r.get("f1") for r in scored) if enough else None,
+                       epochs_lost=len(epochs) - len(scored) if enough else 0,
+                       replaced_scored=sum(r.get("replaced_scored", 0) for r in epochs),
                        spent_tokens=sum(r.get("spent_tokens", 0) for r in epochs),
                        spent_cost_usd=sum(r.get("spent_cost_usd", 0.0) for r in epochs),
+                       spent_cost_usd_uncached=sum(r.get("spent_cost_usd_uncached", 0.0) for r in epochs),
                        tokens=sum(r.get("tokens", 0) for r in epochs),
                        cost_usd=sum(r.get("cost_usd", 0.0) for r in epochs),
                        llm_calls=sum(r.get("llm_calls", 0) for r in epochs),
@@ -168,28 +195,30 @@ def reduced_row(epochs: list[EpisodeRow], reducer: str) -> QuestionRow:
 
 
 def epoch_figures(rows: list[QuestionRow], episodes: list[EpisodeRow]) -> Figures:
-    """The epochs of a run: how many, the reducer, the mean and pass@1 / pass@K over scored questions (always, so
-    runs with different reducers stay comparable), each epoch's accuracy alone and their spread, and how many
-    episodes were scored."""
+    """The epochs of a run: how many, the reducer, the mean and pass@1 over scored questions and pass@K over those
+    scored in all K epochs (always, so runs with different reducers stay comparable), and each epoch's accuracy and
+    their spread over the questions scored in every epoch."""
     k = _epochs(episodes)
     scored = [r for r in rows if outcome(r) == "scored"]
     epoch_scores = [[float(s) for s in r.get("epoch_scores") or [r["score"]] if s is not None] for r in scored]
-    pass_at = {n: _mean(pass_at_k(len(s), sum(x >= RIGHT for x in s), n) for s in epoch_scores)
+    pass_at = {n: _mean(pass_at_k(len(s), sum(x >= RIGHT for x in s), n) for s in epoch_scores if len(s) >= n)
                for n in sorted({1, k})}
     return {"epochs": k, "reducer": rows[0].get("reducer", "mean") if rows else "mean",
-            "accuracy_mean": _mean(fmean(s) for s in epoch_scores), "pass_at_k": pass_at,
-            **_epoch_spread(episodes),
-            "episodes_scored": sum(outcome(e) == "scored" for e in episodes)}
+            "accuracy_mean": _mean(fmean(s) for s in epoch_scores if s), "pass_at_k": pass_at,
+            **_epoch_spread(rows, episodes)}
 
 
-def _epoch_spread(episodes: list[EpisodeRow]) -> Figures:
-    """Each epoch's accuracy over its scored episodes, and the standard deviation of those accuracies."""
+def _epoch_spread(rows: list[QuestionRow], episodes: list[EpisodeRow]) -> Figures:
+    """Each epoch's accuracy over the questions scored in every epoch (the same questions in each, so the spread is
+    the epochs', not the questions'), their standard deviation, and how many questions that is."""
+    every = {r["question_id"] for r in rows if r.get("epoch_scores") and None not in r["epoch_scores"]}
     by_epoch: dict[int, list[float]] = defaultdict(list)
     for e in episodes:
-        by_epoch[e.get("epoch", 1)].extend(scored_values([e]))
+        by_epoch[e.get("epoch", 1)].extend(scored_values([e]) if e["question_id"] in every else [])
     accuracy = {epoch: _mean(v) for epoch, v in sorted(by_epoch.items())}
     known = [a for a in accuracy.values() if a is not None]
-    return {"accuracy_by_epoch": accuracy, "accuracy_epoch_std": round(stdev(known), 4) if len(known) > 1 else None}
+    return {"accuracy_by_epoch": accuracy, "accuracy_epoch_std": round(stdev(known), 4) if len(known) > 1 else None,
+            "n_scored_every_epoch": len(every)}
 
 
 def _epochs(episodes: list[EpisodeRow]) -> int:
@@ -277,7 +306,9 @@ def compare(rows_a: list[QuestionRow], rows_b: list[QuestionRow], *, threshold: 
         accuracy_a=_mean(sa.values()), accuracy_b=_mean(sb.values()), difference=_mean(diffs),
         test="mcnemar_exact" if binary else "paired_permutation",
         p_value=mcnemar if mcnemar is not None else paired_permutation_p(diffs, resamples, seed), mcnemar_p=mcnemar,
-        difference_ci95=bootstrap_ci(diffs, resamples, seed) if diffs else None)
+        difference_ci95=bootstrap_ci(diffs, resamples, seed) if diffs else None,
+        replaced_scored_a=sum(1 for q in paired if a[q].get("replaced_scored")),
+        replaced_scored_b=sum(1 for q in paired if b[q].get("replaced_scored")))
 
 
 def paired_permutation_p(diffs: list[float], resamples: int = 10_000, seed: int = 0) -> float:

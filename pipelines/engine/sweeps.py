@@ -116,11 +116,13 @@ def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRu
     metrics: dict[str, float] = {}
     for r in rows:
         label, summary = metric_label(r.label), r.summary
-        for figure in ("accuracy", "coverage", "accuracy_all"):
-            if (value := getattr(summary, figure)) is not None:
-                metrics[f"{figure}/{label}"] = value
+        for figure in ("accuracy", "coverage", "accuracy_all"):  # NaN for a figure the run no longer has
+            value = getattr(summary, figure)
+            metrics[f"{figure}/{label}"] = float("nan") if value is None else value
         metrics.update({f"complete/{label}": float(summary.complete), f"tokens/{label}": summary.tokens,
-                        f"cost_usd/{label}": summary.cost_usd})
+                        f"cost_usd/{label}": summary.total_cost_usd,
+                        f"cost_usd_uncached/{label}": summary.total_cost_usd_uncached,
+                        f"replaced_scored/{label}": summary.replaced_scored})
     tracker.log_metrics(parent, metrics, 0)
     tracker.set_tags(parent, {"srag.complete": str(all(r.summary.complete for r in rows)).lower()})
     pair_table = pd.DataFrame([p.model_dump() for p in pairs], columns=list(PairwiseRow.model_fields))
@@ -131,7 +133,8 @@ def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRu
 
 
 RUN_TABLE_COLUMNS = ("accuracy", "accuracy_ci95", "coverage", "accuracy_all", "complete", "scored", "n_questions",
-                     "failed", "pending", "missing", "no_answer", "em_fallback", "tokens", "cost_usd")
+                     "failed", "pending", "not_run", "missing", "replaced_scored", "episodes_no_answer", "tokens",
+                     "total_cost_usd", "total_cost_usd_uncached", "cached_calls")
 
 
 def run_table(rows: list[LabelledRun]) -> list[dict[str, Any]]:

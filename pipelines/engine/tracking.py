@@ -30,7 +30,6 @@ from typing import Any, Callable
 
 from pipelines.datasets import Question
 from pipelines.engine.records import EpisodeRecord, Judgement
-from pipelines.engine.scoring import RIGHT
 from pipelines.paths import source_checkout
 from srag_core import FINISHED
 
@@ -401,7 +400,8 @@ def attach_verdict(client, trace_id: str, verdict: Judgement, overrides: str | N
     else:
         feedback = mlflow.log_feedback(trace_id=trace_id, name="correctness", value=float(score), source=source,
                                        rationale=rationale, metadata={**metadata, "method": method})
-    client.set_trace_tag(trace_id, "srag.correct", "true" if score >= RIGHT else "false")
+    # true only for a full score: a partial one (0 < score < 1) is neither right nor wrong
+    client.set_trace_tag(trace_id, "srag.correct", "true" if score >= 1.0 else "false" if score <= 0.0 else "partial")
     client.set_trace_tag(trace_id, "srag.judge_method", method)
     return feedback.assessment_id
 

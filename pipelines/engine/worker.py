@@ -15,6 +15,7 @@ import os
 import socket
 import time
 from contextlib import contextmanager
+from dataclasses import asdict
 from typing import Any, Iterator
 
 import ray
@@ -24,7 +25,7 @@ from pipelines.datasets import Question
 from pipelines.engine.ray_utils import actor
 from pipelines.engine.records import EpisodeRecord
 from pipelines.engine.systems import VariantResources, build_system
-from srag_core import AgentConfig, LLMClient, LLMConfig, Window
+from srag_core import AgentConfig, LLMClient, LLMConfig, Usage, Window
 from srag_core.llm import AttemptOutcome, SlotTicket
 
 LimiterState = dict[str, int | None]  # `Window.state`: limit, ceiling, lowest, in_flight, rate_limited, cuts
@@ -132,7 +133,8 @@ class RayLimiterSlot:
                 self.handle.release.options(max_task_retries=0).remote(lease, ticket.outcome)
 
 
-@ray.remote
+# `spent` runs in a thread group of its own: the driver asks it about episodes whose threads are stuck.
+@ray.remote(concurrency_groups={"control": 1})
 class EpisodeWorker:
     def __init__(self, corpus, resources: VariantResources, variant: str, llm: LLMConfig, agent: AgentConfig,
                  retrieval: RetrievalSettings, limiter=None, epoch_seed_base: int | None = None):
@@ -144,6 +146,7 @@ class EpisodeWorker:
         self.llm, self.agent, self.retrieval, self.epoch_seed_base = llm, agent, retrieval, epoch_seed_base
         self.limiter = RayLimiterSlot(limiter) if limiter is not None else None
         self.systems: dict[int | None, Any] = {}
+        self.running: dict[tuple[str, int, int], dict[str, float]] = {}  # episode -> its usage so far
         self.system_for(1)  # built before `ready` answers
         self.where = {"node": socket.gethostname(), "pid": os.getpid(),
                       "node_id": ray.get_runtime_context().get_node_id()}
@@ -151,6 +154,12 @@ class EpisodeWorker:
     def ready(self) -> dict[str, str | int | float]:
         """Where the worker runs, and how long its start took (its replica's search structures warmed)."""
         return {**self.where, "startup_s": round(time.time() - self.started, 3)}
+
+    @ray.method(concurrency_group="control")
+    def spent(self, key: tuple[str, int, int]) -> dict[str, float] | None:
+        """What a running episode has spent so far (None when it is not running here): on its own thread, so a
+        worker whose episode threads are all stuck still answers."""
+        return self.running.get((str(key[0]), int(key[1]), int(key[2])))  # a tuple sent through Ray may be a list
 
     def usage(self) -> dict[str, float]:  # run.json's WorkersUsage, summed over the workers
         """This worker process's CPU seconds and peak memory so far (run.json's `workers` entry)."""
@@ -172,7 +181,16 @@ class EpisodeWorker:
         """The episode's record, with `trace_json`: the whole episode as the JSON text of its trace file, serialised
         here so the driver only writes it (`results.RunFolderSink`)."""
         cpu = time.thread_time()  # each episode runs on a thread of its own: this is its CPU, tools included
-        episode = self.system_for(epoch).run(question.question, question.id)
+        key = (question.id, epoch, attempt)
+        self.running[key] = {}
+
+        def spent(usage: Usage) -> None:  # kept so that the driver can ask, should it give up on the episode
+            self.running[key] = asdict(usage)
+
+        try:
+            episode = self.system_for(epoch).run(question.question, question.id, on_usage=spent)
+        finally:
+            self.running.pop(key, None)
         cpu_s = round(time.thread_time() - cpu, 4)
         where = {"attempt": attempt, "epoch": epoch, "worker": self.where, "worker_cpu_s": cpu_s}
         text = json.dumps({**episode.model_dump(), **where}, ensure_ascii=False, default=str)

@@ -38,13 +38,15 @@ from srag_core.workspace import ChatModel, Modules, Workspace, question_landscap
 from srag_core.workspace import context as ctx
 
 # Every status an episode record may have: the one place they are defined (the results store refuses others).
-# over_budget: the episode spent its token or cost budget before answering.
-Status = Literal["ok", "max_steps", "llm_error", "timeout", "crashed", "over_budget"]
+# over_budget: the episode spent its token or cost budget before answering; time_limit: it ran past its own time
+# limit (agent.episode_timeout_s); timeout: the driver got no result from it well past that limit (a stuck worker).
+Status = Literal["ok", "max_steps", "over_budget", "time_limit", "llm_error", "timeout", "crashed"]
 STATUSES: tuple[str, ...] = get_args(Status)
-# FINISHED: the system reached its own end (an answer, the step limit, its spent budget), so the episode is scored,
-# an ending without an answer as a wrong one. FAILED: the infrastructure failed it (the LLM endpoint, a time limit, a
-# crash); it is not scored, and a rerun can fix it.
-FINISHED: frozenset[str] = frozenset({"ok", "max_steps", "over_budget"})
+# FINISHED: the system reached one of its own ends (an answer, the step limit, its spent budget, its time limit), so
+# the episode is scored, an ending without an answer as a wrong one: a slow system must not lose its hardest
+# questions from the denominator. FAILED: the infrastructure failed it (the LLM endpoint after its retries, a
+# worker that never returned, a crash); it is not scored, and a rerun can fix it.
+FINISHED: frozenset[str] = frozenset({"ok", "max_steps", "over_budget", "time_limit"})
 FAILED: tuple[str, ...] = tuple(s for s in STATUSES if s not in FINISHED)
 
 
@@ -101,7 +103,7 @@ class AgentConfig(BaseModel):
     answers with an error rather than run on."""
     episode_timeout_s: float = Field(1800.0, gt=0)
     """Wall-time limit of one episode in seconds: every LLM call it makes (tools' included) is held to it, and an
-    episode past it ends as timeout."""
+    episode past it ends as time_limit, scored like any other ending without an answer (a wrong answer)."""
     token_budget: int = Field(5_000_000, ge=1)
     """Tokens one episode may spend (prompt + completion, every LLM call it makes, tools' included); once it has
     spent that many, it makes no further turn and ends as over_budget."""
@@ -164,6 +166,7 @@ class _Run:
     lock: threading.Lock = field(default_factory=threading.Lock)  # tools may call the LLM from several threads
     last_text: str = ""  # the text of the last reply (the answer of last resort)
     doing: str = ""  # what the episode is at, for the error of a call its deadline cuts
+    on_usage: Callable[[Usage], None] | None = None  # told the running total after each LLM call
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -209,20 +212,22 @@ class Agent:
         # Tool definitions travel with every request: the conversation budget leaves room for them.
         self.definition_chars = len(json.dumps([asdict(f) for f in self.functions])) if self.functions else 0
 
-    def run(self, question: str, question_id: str = "q") -> Episode:
-        run = _Run(Episode(question_id=question_id, question=question, started_at=utc_now()))
+    def run(self, question: str, question_id: str = "q", on_usage: Callable[[Usage], None] | None = None) -> Episode:
+        """Answer `question`; `on_usage` is told the episode's usage so far after each LLM call (so that what an
+        episode spent is known even if it never returns)."""
+        run = _Run(Episode(question_id=question_id, question=question, started_at=utc_now()), on_usage=on_usage)
         try:
             self._loop(run, question)
         except LLMError as e:
-            # A call cut by the episode's deadline (the loop's, a branch choice, a tool's) ends it as a timeout.
+            # A call cut by the episode's deadline (the loop's, a branch choice, a tool's) ends it at its time limit.
             if e.kind == "timeout" and run.elapsed() >= self.config.episode_timeout_s:
-                run.episode.status = "timeout"
+                run.episode.status = "time_limit"
                 run.episode.error = (f"episode ran past its {self.config.episode_timeout_s:g}s limit during "
                                      f"{run.doing} ({e.kind}: {e})")
             else:
                 run.episode.failed_on_llm(e)
         except EpisodeTimeout as e:
-            run.episode.status, run.episode.error = "timeout", str(e)
+            run.episode.status, run.episode.error = "time_limit", str(e)
         except EpisodeOverBudget as e:
             run.episode.status, run.episode.error = "over_budget", str(e)
         except Exception as e:  # a bug must not lose the question: record it with the trace so far
@@ -337,6 +342,8 @@ class Agent:
             run.episode.llm_calls += 1
             run.episode.llm_s += result.latency_s
             run.episode.cached_calls += result.cached
+            if run.on_usage is not None:
+                run.on_usage(run.usage)
 
     def _check_budget(self, run: _Run, step: int) -> None:
         """Before spending more: has the episode used up its tokens or its money?"""

@@ -24,10 +24,13 @@ class CallLog:
     failures: Counter = field(default_factory=Counter)  # stage -> calls that failed or gave no JSON object
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cost_usd: float = 0.0  # at the client's prices (0 for replies from the response cache)
+    cost_usd_uncached: float = 0.0  # what the calls would have cost without the response cache
 
     def to_dict(self) -> dict[str, Any]:
         return {"total": sum(self.calls.values()), "by_stage": dict(self.calls), "failures": dict(self.failures),
-                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "cost_usd": round(self.cost_usd, 6), "cost_usd_uncached": round(self.cost_usd_uncached, 6)}
 
 
 class StageLLM:
@@ -55,6 +58,8 @@ class StageLLM:
             return None, f"LLM call failed ({e.kind})"
         self.log.prompt_tokens += result.usage.prompt_tokens
         self.log.completion_tokens += result.usage.completion_tokens
+        self.log.cost_usd += result.usage.cost_usd
+        self.log.cost_usd_uncached += result.usage.cost_usd_uncached
         obj = parse_reply(result.text)
         if obj is None:
             self.log.failures[stage] += 1

@@ -206,11 +206,14 @@ class LLMClient:
             logger.warning("could not write LLM cache entry %s: %s", key, type(error).__name__)
 
     def _usage(self, completion: _Completion, *, cached: bool) -> Usage:
-        cost = 0.0 if cached else self.config.price_per_million.cost(
-            completion.prompt_tokens, completion.completion_tokens, completion.cached_tokens)
+        """A call's usage; a reply from the response cache costs nothing, and `cost_usd_uncached` says what it would
+        have cost (so a run sharing an earlier run's cache is not free on paper)."""
+        priced = self.config.price_per_million.cost(completion.prompt_tokens, completion.completion_tokens,
+                                                    completion.cached_tokens)
         return Usage(completion.prompt_tokens, completion.completion_tokens,
-                     completion.prompt_tokens + completion.completion_tokens, cost, 1, completion.reasoning_tokens,
-                     completion.cached_tokens, int(completion.finish_reason == "length"))
+                     completion.prompt_tokens + completion.completion_tokens, 0.0 if cached else priced, 1,
+                     completion.reasoning_tokens, completion.cached_tokens, int(completion.finish_reason == "length"),
+                     cost_usd_uncached=priced)
 
     # -- the retry loop ----------------------------------------------------------------------------------------
 

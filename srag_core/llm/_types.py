@@ -28,6 +28,7 @@ class Usage:
     reasoning_tokens: int = 0  # completion_tokens_details.reasoning_tokens
     cached_tokens: int = 0  # prompt_tokens_details.cached_tokens
     length_stops: int = 0  # replies cut at the completion limit (finish_reason "length")
+    cost_usd_uncached: float = 0.0  # what the calls would have cost without the response cache (cost_usd for the rest)
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):

@@ -50,6 +50,10 @@ class Comparison(_Model):
     """McNemar's exact p-value when that is the test."""
     difference_ci95: Interval | None
     """95% paired bootstrap interval of `difference`, resampling questions."""
+    replaced_scored_a: int = 0
+    """Paired questions whose score in A is a rerun's that replaced a scored attempt (best-of-N)."""
+    replaced_scored_b: int = 0
+    """Likewise in B."""
 
 
 class RunComparison(Comparison):
@@ -88,6 +92,8 @@ class PairwiseRow(_Model):
     left_out_missing: int
     only_in_a: int
     only_in_b: int
+    replaced_scored_a: int
+    replaced_scored_b: int
     dataset: str
     """The question set's folder name."""
     run_id_a: str

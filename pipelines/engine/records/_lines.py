@@ -45,6 +45,13 @@ class UsageCounts(_Stored):
     """Prompt tokens the provider served from its prompt cache (`prompt_tokens_details.cached_tokens`)."""
     length_stops: int = 0
     """Replies cut at the completion limit (`finish_reason` "length")."""
+    cost_usd_uncached: float | None = None
+    """What the calls would have cost without the response cache: `cost_usd` plus the price of the cached replies
+    (None in records written before it was recorded: then `cost_usd` is all that is known)."""
+
+    def uncached(self) -> float:
+        """`cost_usd_uncached`, or `cost_usd` where the record predates it."""
+        return self.cost_usd if self.cost_usd_uncached is None else self.cost_usd_uncached
 
 
 class WorkerInfo(_Stored):
@@ -71,8 +78,8 @@ class EpisodeRecord(_Stored):
     epoch: int = Field(1, ge=1)
     """Which of the run's `limits.epochs` repetitions of the question (1 in records from before epochs)."""
     status: Status
-    """How it ended: ok, max_steps, over_budget (the system's own ends, scored) or llm_error, timeout, crashed (the
-    infrastructure failed it: not scored, and a rerun can fix it)."""
+    """How it ended: ok, max_steps, over_budget, time_limit (the system's own ends, scored) or llm_error, timeout,
+    crashed (the infrastructure failed it: not scored, and a rerun can fix it)."""
     question: str = ""
     """The question text."""
     answer: str | None = None
@@ -111,6 +118,9 @@ class EpisodeRecord(_Stored):
     """The worker that ran it (None for a record the driver made: a crash, a timeout it reclaimed)."""
     worker_cpu_s: float | None = None
     """CPU seconds of the episode's thread in its worker, tools included."""
+    spend_known: bool = True
+    """False when the episode's worker died with it, so what its LLM calls spent was lost (`usage` is then what the
+    worker had reported, often nothing; the summary counts such episodes)."""
     trace_file: str | None = None
     """The episode's full record with its trace, relative to the run folder (`traces/...`)."""
     trace_json: str | None = Field(None, exclude=True)
@@ -195,16 +205,22 @@ class Judgement(_Stored):
     judge_tokens: int | None = None
     """Tokens of the LLM judge's calls for this judgement."""
     judge_cost_usd: float | None = None
-    """Dollars of the LLM judge's calls for this judgement."""
+    """Dollars of the LLM judge's calls for this judgement (0 for replies from the response cache)."""
+    judge_cost_usd_uncached: float | None = None
+    """What the judge's calls would have cost without the response cache (None in older records)."""
 
     @classmethod
     def of(cls, record: EpisodeRecord, result: dict[str, Any], *, fingerprint: str | None, judgement_id: str,
-           tokens: int, cost_usd: float) -> Judgement:
+           tokens: int, cost_usd: float, cost_usd_uncached: float) -> Judgement:
         """The judgement of `record` from the judge's result (`judges.JudgeResult.to_dict()`)."""
         return cls.model_validate({"type": "judgement", "question_id": record.question_id, "epoch": record.epoch,
                                    "attempt": record.attempt, "judged_at": utc_now(), "judgement_id": judgement_id,
                                    "judge_fingerprint": fingerprint, **result, "judge_tokens": tokens,
-                                   "judge_cost_usd": cost_usd})
+                                   "judge_cost_usd": cost_usd, "judge_cost_usd_uncached": cost_usd_uncached})
+
+    def uncached(self) -> float:
+        """`judge_cost_usd_uncached`, or `judge_cost_usd` where the record predates it."""
+        return (self.judge_cost_usd or 0.0) if self.judge_cost_usd_uncached is None else self.judge_cost_usd_uncached
 
 
 def _kind(value: Any) -> str | None:

@@ -63,6 +63,19 @@ class IngestionInfo(_Part):
     pattern_index: dict[str, Any] | None = None
     """Limited ingestion: the pattern index's manifest (patterns, LLM calls, stages, notes), as discovery wrote it
     (free-form: its keys are the discovery's own)."""
+    built: bool | None = None
+    """Whether this run built the per-corpus resources (and paid for them), rather than reusing those an earlier run
+    built (None in records from before it was recorded)."""
+    cost_usd: float | None = None
+    """What building them cost in LLM calls (pattern discovery), in dollars, whoever paid it."""
+
+    def paid_usd(self) -> float:
+        """What this run paid for the per-corpus stage."""
+        return self.cost_usd or 0.0 if self.built else 0.0
+
+    def shared_usd(self) -> float:
+        """What an earlier run paid for the resources this one reused."""
+        return self.cost_usd or 0.0 if self.built is False else 0.0
 
 
 class ExecutionPlan(_Part):

@@ -19,6 +19,7 @@ class EpisodeRow(TypedDict, total=False):
     type: str | None
     answer_kind: str
     status: str  # the latest attempt's status, or not_run / missing when it has none
+    ending: str | None  # a finished episode's end: answered, no_answer, step_limit, time_limit, budget
     outcome: Outcome
     not_run_reason: str
     attempts: int  # attempts recorded
@@ -29,16 +30,21 @@ class EpisodeRow(TypedDict, total=False):
     llm_calls: int
     tokens: int  # the latest attempt's
     cost_usd: float
-    spent_tokens: int  # every attempt's, failed ones included
+    spent_tokens: int  # every attempt's, failed and replaced ones included
     spent_cost_usd: float
+    spent_cost_usd_uncached: float  # what every attempt would have cost without the response cache
+    cached_calls: int  # LLM calls answered from the response cache, every attempt
+    spend_unknown: int  # attempts whose spend was lost with their worker
+    replaced_scored: int  # earlier attempts that were scored, and then replaced by a rerun (--replace-scored)
     wall_s: float
     llm_s: float
     tool_s: float
     reasoning_tokens: int
     cached_tokens: int
     length_stops: int
-    judge_tokens: int  # the latest judgement of every attempt
+    judge_tokens: int  # every judgement ever made of this (question, epoch)
     judge_cost_usd: float
+    judge_cost_usd_uncached: float
     score: float | None
     em: float | None
     f1: float | None
@@ -57,6 +63,7 @@ class QuestionRow(EpisodeRow, total=False):
 
     epochs: int
     reducer: str
+    epochs_lost: int  # a scored question's epochs that were not scored (its score is over the others)
     epoch_statuses: list[str]
     epoch_answers: list[str | None]
 

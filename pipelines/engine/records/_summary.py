@@ -13,10 +13,11 @@ A new figure is a field (with its docstring) here and one line computing it in `
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Iterator
+from typing import Annotated, Any, Iterator, get_args
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
@@ -64,45 +65,61 @@ class RunSummary(BaseModel):
     complete: Annotated[bool, Show("accuracy")] = False
     """Every question is scored (so `accuracy` is over all of them)."""
     em: Annotated[float | None, Show("accuracy")] = None
-    """Mean SQuAD exact match over the scored episodes."""
+    """Mean SQuAD exact match over the scored questions (with epochs, each question's mean over its scored
+    epochs): the same questions as `accuracy`."""
     f1: Annotated[float | None, Show("accuracy")] = None
-    """Mean SQuAD token F1 over the scored episodes."""
+    """Mean SQuAD token F1 over the scored questions, as `em`."""
     denominators: Annotated[dict[str, str], Show("accuracy", metric=None)] = {}
     """What each headline figure is divided by (text: named in the report, not a metric)."""
 
-    # -- outcomes, in questions unless the name says episodes --------------------------------------------------
+    # -- outcomes, in questions ----------------------------------------------------------------------------------
     n_questions: Annotated[int, Show("outcomes")] = 0
     """Questions the run was given."""
-    n_episodes: Annotated[int, Show("outcomes")] = 0
-    """Episodes the run was given: `n_questions` x `epochs`."""
     outcome_counts: Annotated[dict[str, int], Show("outcomes", "outcome_{key}")] = {}
-    """Questions by outcome: scored, failed, pending, not_run, missing (with epochs, a question's worst epoch)."""
+    """Questions by outcome: scored, failed, pending, not_run, missing (the same as the five fields below)."""
     scored: Annotated[int, Show("outcomes")] = 0
-    """Questions with a score."""
+    """Questions with a score (with epochs: as many scored epochs as the reducer needs)."""
+    failed: Annotated[int, Show("outcomes")] = 0
+    """Questions the infrastructure failed (llm_error after retries, a worker that never returned, a crash):
+    `srag rerun` runs them again."""
     pending: Annotated[int, Show("outcomes")] = 0
     """Questions whose judge could not decide yet (`srag judge` scores them)."""
-    no_answer: Annotated[int, Show("outcomes")] = 0
-    """Scored episodes that gave no answer (scored 0)."""
-    em_fallback: Annotated[int, Show("outcomes")] = 0
-    """Scored episodes scored by exact match because the LLM judge could not decide (`judge.fallback: em`)."""
-    score_sources: Annotated[dict[str, int], Show("outcomes", "score_source_{key}")] = {}
-    """Scored episodes by what decided the score: rule, llm, em, em_fallback, no_answer."""
-    judge_fingerprints: Annotated[dict[str, int], Show("outcomes", "judge_{key}")] = {}
-    """Scored episodes by the fingerprint of the judge whose verdict counts."""
+    not_run: Annotated[int, Show("outcomes")] = 0
+    """Questions never started because the run stopped early (`stopped` says why; `--resume` runs them)."""
+    missing: Annotated[int, Show("outcomes")] = 0
+    """Questions with no record although the run did not stop early (it was killed: `--resume` runs them)."""
+    replaced_scored: Annotated[int, Show("outcomes")] = 0
+    """Questions of which a scored attempt was replaced by a rerun (`srag rerun --replace-scored`): their score is
+    the later attempt's, a best-of-N a paper must say."""
 
-    # -- episodes by how they ended --------------------------------------------------------------------------
-    status_counts: Annotated[dict[str, int], Show("episodes", "status_{key}")] = {}
+    # -- episodes: one per question and epoch, its latest attempt ------------------------------------------------
+    n_episodes: Annotated[int, Show("episodes")] = 0
+    """Episodes the run was given: `n_questions` x `epochs`."""
+    episodes_by_status: Annotated[dict[str, int], Show("episodes", "episodes_status_{key}")] = {}
     """Episodes by the status of their latest attempt, not_run and missing included."""
-    finished: Annotated[int, Show("episodes")] = 0
-    """Episodes that reached the system's own end (ok, max_steps, over_budget)."""
-    failed: Annotated[int, Show("episodes")] = 0
+    episodes_by_ending: Annotated[dict[str, int], Show("episodes", "episodes_ending_{key}")] = {}
+    """Finished episodes by how they ended: answered, no_answer, step_limit, time_limit, budget (all scored, an
+    ending without an answer as a wrong one)."""
+    episodes_finished: Annotated[int, Show("episodes")] = 0
+    """Episodes that reached the system's own end (ok, max_steps, over_budget, time_limit)."""
+    episodes_failed: Annotated[int, Show("episodes")] = 0
     """Episodes the infrastructure failed (llm_error, timeout, crashed)."""
-    missing: Annotated[int, Show("episodes")] = 0
-    """Episodes with no record although the run did not stop early (it was killed: `--resume` runs them)."""
-    not_run: Annotated[int, Show("episodes")] = 0
-    """Episodes never started because the run stopped early (`stopped` says why)."""
+    episodes_missing: Annotated[int, Show("episodes")] = 0
+    """Episodes with no record although the run did not stop early."""
+    episodes_not_run: Annotated[int, Show("episodes")] = 0
+    """Episodes never started because the run stopped early."""
     episodes_scored: Annotated[int, Show("episodes")] = 0
     """Episodes with a score."""
+    episodes_lost: Annotated[int, Show("episodes")] = 0
+    """Epochs of scored questions that were not scored: those questions' scores are over their other epochs."""
+    episodes_no_answer: Annotated[int, Show("episodes")] = 0
+    """Scored episodes that gave no answer (scored 0)."""
+    episodes_em_fallback: Annotated[int, Show("episodes")] = 0
+    """Scored episodes scored by exact match because the LLM judge could not decide (`judge.fallback: em`)."""
+    episodes_by_score_source: Annotated[dict[str, int], Show("episodes", "episodes_source_{key}")] = {}
+    """Scored episodes by what decided the score: rule, llm, em, em_fallback, no_answer."""
+    episodes_by_judge: Annotated[dict[str, int], Show("episodes", "episodes_judge_{key}")] = {}
+    """Scored episodes by the fingerprint of the judge whose verdict counts."""
     mean_steps: Annotated[float | None, Show("episodes")] = None
     """Mean tool calls per episode that ran."""
 
@@ -114,13 +131,15 @@ class RunSummary(BaseModel):
     accuracy_mean: Annotated[float | None, Show("epochs", epochs_only=True)] = None
     """Mean over scored questions of their mean epoch score (the mean reducer's accuracy, whatever the reducer)."""
     pass_at_k: Annotated[dict[int, float | None], Show("epochs", "pass_at_{key}", epochs_only=True)] = {}
-    """pass@k for k = 1 and `epochs`: the unbiased estimate of at least one right answer in k draws, mean over
-    scored questions (JSON also has each as `pass_at_<k>`)."""
+    """pass@k for k = 1 and `epochs`: the unbiased estimate of at least one right answer in k draws, mean over the
+    scored questions with at least k scored epochs (JSON also has each as `pass_at_<k>`)."""
     accuracy_by_epoch: Annotated[dict[int, float | None], Show("epochs", "accuracy_epoch_{key}",
                                                                 epochs_only=True)] = {}
-    """Each epoch's accuracy over its scored episodes."""
+    """Each epoch's accuracy over the questions scored in every epoch (`n_scored_every_epoch`)."""
     accuracy_epoch_std: Annotated[float | None, Show("epochs", epochs_only=True)] = None
-    """Sample standard deviation of `accuracy_by_epoch`."""
+    """Sample standard deviation of `accuracy_by_epoch`: how much the epochs differ on the same questions."""
+    n_scored_every_epoch: Annotated[int, Show("epochs", epochs_only=True)] = 0
+    """Questions scored in every epoch: the denominator of `accuracy_by_epoch`."""
     tokens_by_epoch: Annotated[dict[int, int], Show("epochs", "tokens_epoch_{key}", epochs_only=True)] = {}
     """Tokens of each epoch's episodes, every attempt."""
     cost_usd_by_epoch: Annotated[dict[int, float], Show("epochs", "cost_usd_epoch_{key}", epochs_only=True)] = {}
@@ -128,11 +147,21 @@ class RunSummary(BaseModel):
     wall_s_by_epoch: Annotated[dict[int, float], Show("epochs", "wall_s_epoch_{key}", epochs_only=True)] = {}
     """Summed episode wall seconds of each epoch (latest attempts)."""
 
-    # -- spend -----------------------------------------------------------------------------------------------
+    # -- spend -------------------------------------------------------------------------------------------------
+    total_cost_usd: Annotated[float, Show("spend")] = 0.0
+    """Dollars this run spent: its episodes' every attempt, every judgement ever made, and the per-corpus stage
+    when this run built it (`ingestion_cost_usd`)."""
+    total_cost_usd_uncached: Annotated[float, Show("spend")] = 0.0
+    """`total_cost_usd` as if no reply had come from the response cache: what the run costs on its own (the cost
+    column of a sweep and its cost-vs-accuracy plot)."""
     tokens: Annotated[int, Show("spend")] = 0
-    """Tokens spent by the episodes: every attempt, failed ones included (the judge's apart)."""
+    """Tokens spent by the episodes: every attempt, failed and replaced ones included (the judge's apart)."""
     cost_usd: Annotated[float, Show("spend")] = 0.0
-    """Dollars spent by the episodes: every attempt, failed ones included (the judge's apart)."""
+    """Dollars spent by the episodes: every attempt, failed and replaced ones included (the judge's apart)."""
+    cached_calls: Annotated[int, Show("spend")] = 0
+    """The episodes' LLM calls answered from the response cache (`llm.cache_dir`), at no cost."""
+    episodes_spend_unknown: Annotated[int, Show("spend")] = 0
+    """Episode attempts whose spend was lost with the worker that ran them (not in `cost_usd`)."""
     final_tokens: Annotated[int, Show("spend")] = 0
     """Tokens of the attempts whose answers count (the latest of each episode)."""
     final_cost_usd: Annotated[float, Show("spend")] = 0.0
@@ -140,13 +169,18 @@ class RunSummary(BaseModel):
     reasoning_tokens: Annotated[int, Show("spend")] = 0
     """Hidden reasoning tokens of the latest attempts."""
     cached_tokens: Annotated[int, Show("spend")] = 0
-    """Prompt tokens the provider served from its cache, latest attempts."""
+    """Prompt tokens the provider served from its prompt cache, latest attempts."""
     length_stops: Annotated[int, Show("spend")] = 0
     """Replies cut at the completion limit, latest attempts."""
     judge_tokens: Annotated[int, Show("spend")] = 0
-    """Tokens of the LLM judge's calls: the latest judgement of every attempt."""
+    """Tokens of the LLM judge's calls: every judgement ever made (a re-judged attempt's earlier ones included)."""
     judge_cost_usd: Annotated[float, Show("spend")] = 0.0
-    """Dollars of the LLM judge's calls: the latest judgement of every attempt."""
+    """Dollars of the LLM judge's calls: every judgement ever made."""
+    ingestion_cost_usd: Annotated[float, Show("spend")] = 0.0
+    """Dollars of the per-corpus stage's LLM calls (pattern discovery) when this run built it."""
+    ingestion_cost_usd_shared: Annotated[float, Show("spend")] = 0.0
+    """Dollars of the per-corpus stage an earlier run built and paid for, which this run reused (not in
+    `total_cost_usd`)."""
 
     # -- time ------------------------------------------------------------------------------------------------
     mean_wall_s: Annotated[float | None, Show("time")] = None
@@ -155,8 +189,8 @@ class RunSummary(BaseModel):
     """Percentiles 50, 90 and 99 of the episodes' wall, LLM and tool seconds (`wall_s_p50`, ...)."""
 
     # -- per question type (`scoring.by_type`) ---------------------------------------------------------------
-    accuracy_by_type: Annotated[dict[str, float], Show("types", "accuracy_type_{key}")] = {}
-    """Accuracy of each question type over its scored questions (types with none are left out)."""
+    accuracy_by_type: Annotated[dict[str, float | None], Show("types", "accuracy_type_{key}")] = {}
+    """Accuracy of each question type over its scored questions (None for a type with none)."""
     n_by_type: Annotated[dict[str, int], Show("types", "n_type_{key}")] = {}
     """Scored questions of each type: the denominator of `accuracy_by_type`."""
     accuracy_ci95_by_type: Annotated[dict[str, Interval | None], Show("types", "accuracy_type_{key}_ci95")] = {}
@@ -205,21 +239,25 @@ class RunSummary(BaseModel):
 
     @classmethod
     def read(cls, path: Path) -> RunSummary:
-        """A summary.json, this release's or an earlier one's (the fields it lacks stay unset)."""
-        return cls.model_validate_json(path.read_text(encoding="utf-8"))
+        """A summary.json, this release's or an earlier one's (the fields it lacks stay unset; the `pass_at_<k>` keys
+        `to_json` adds are left out, `pass_at_k` holds them)."""
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return cls.model_validate({k: v for k, v in data.items() if not re.fullmatch(r"pass_at_\d+", k)})
 
     def mlflow_metrics(self) -> dict[str, float]:
-        """The summary as MLflow metrics (the running metrics of a live run are named `live/...`)."""
+        """The summary as MLflow metrics (the running metrics of a live run are named `live/...`). A figure the run
+        has no value for is NaN, so MLflow never keeps a value the run no longer has (a metric cannot be deleted,
+        only logged again)."""
         out: dict[str, float] = {}
         several = self.epochs > 1
         for name, info in self._shown_fields():
             show = _show(info)
-            value = getattr(self, name)
-            if show.metric is None or value is None or (show.epochs_only and not several):
+            if show.metric is None or (show.epochs_only and not several):
                 continue
-            metrics = _metrics(show.metric.replace("{name}", name), value)
+            template = show.metric.replace("{name}", name)
+            metrics = _metrics(template, getattr(self, name), _model_type(info.annotation))
             for key, own in show.own_names:
-                if (logged := show.metric.replace("{name}", name).replace("{key}", key)) in metrics:
+                if (logged := template.replace("{key}", key)) in metrics:
                     metrics[own] = metrics.pop(logged)
             out.update(metrics)
         return out
@@ -277,9 +315,12 @@ def _show(info: FieldInfo) -> Show:
     return next((m for m in info.metadata if isinstance(m, Show)), Show())
 
 
-def _metrics(name: str, value: Any) -> dict[str, float]:
-    """One value as metrics: numbers and bools under `name`, an interval as `name_low` and `name_high`, a mapping
-    (or a model) entry by entry (`{key}` in `name`, else `name_<key>`); text is not a metric."""
+def _metrics(name: str, value: Any, model: type[BaseModel] | None = None) -> dict[str, float]:
+    """One value as metrics: numbers and bools under `name`, an interval (a name ending in `_ci95`) as `name_low` and
+    `name_high`, a mapping (or a model) entry by entry (`{key}` in `name`, else `name_<key>`), None as NaN (a model
+    of type `model` that is None: NaN for each of its number fields); text is not a metric."""
+    if value is None:
+        return _missing(name, model)
     if isinstance(value, BaseModel):
         value = value.model_dump()
     if isinstance(value, bool):
@@ -291,10 +332,30 @@ def _metrics(name: str, value: Any) -> dict[str, float]:
     if isinstance(value, dict):
         out: dict[str, float] = {}
         for key, item in value.items():
-            if item is not None:
-                out.update(_metrics(name.replace("{key}", str(key)) if "{key}" in name else f"{name}_{key}", item))
+            out.update(_metrics(name.replace("{key}", str(key)) if "{key}" in name else f"{name}_{key}", item))
         return out
     return {}
+
+
+def _missing(name: str, model: type[BaseModel] | None) -> dict[str, float]:
+    """The metrics of a figure with no value: NaN under the names it has when it has one."""
+    nan = float("nan")
+    if model is not None:
+        numbers = [k for k, f in model.model_fields.items() if f.annotation in (int, float, int | None, float | None)]
+        return {name.replace("{key}", k) if "{key}" in name else f"{name}_{k}": nan for k in numbers}
+    if "{key}" in name:  # a mapping with no entries: no names to give
+        return {}
+    if name.endswith("_ci95"):
+        return {f"{name}_low": nan, f"{name}_high": nan}
+    return {name: nan}
+
+
+def _model_type(annotation: Any) -> type[BaseModel] | None:
+    """The model class of a field annotated `SomeModel | None`, else None."""
+    for arg in (annotation, *get_args(annotation)):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return None
 
 
 def _interval(value: Any) -> bool:
