@@ -14,8 +14,9 @@ import statistics
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from typing import Iterable, Literal
 
-import numpy as np
 from scipy import stats
+
+import evalstats
 
 Z95 = 1.959963984540054
 BOOTSTRAP_RESAMPLES = 2000
@@ -23,28 +24,20 @@ Witness = Literal["direct", "transitive"]
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (95% by default; `z` is the normal quantile)."""
+    """Wilson score interval for a binomial proportion (95% by default; `z` is the normal quantile), from
+    `evalstats`, the project's one statistics module."""
     if n <= 0:
         raise ValueError("a proportion needs n > 0")
     if not 0 <= successes <= n:
         raise ValueError(f"successes must lie in [0, n]; got {successes} of {n}")
-    level = 2 * stats.norm.cdf(z) - 1
-    ci = stats.binomtest(successes, n).proportion_ci(confidence_level=level, method="wilson")
-    return max(0.0, float(ci.low)), min(1.0, float(ci.high))
+    return evalstats.wilson_interval(successes, n, level=2 * stats.norm.cdf(z) - 1)
 
 
 def bootstrap_mean_interval(values: Sequence[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
                             seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of per-example values, resampling examples (seeded: the same
-    values give the same interval)."""
-    arr = np.asarray(values, dtype=float)
-    if arr.size == 0:
-        raise ValueError("a mean needs at least one value")
-    if np.all(arr == arr[0]):  # every resample has the same mean (and scipy warns about degenerate data)
-        return float(arr[0]), float(arr[0])
-    res = stats.bootstrap((arr,), np.mean, n_resamples=resamples, confidence_level=level, method="percentile",
-                          rng=np.random.default_rng(seed))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    values give the same interval), from `evalstats`."""
+    return evalstats.percentile_interval(values, level, resamples, seed)
 
 
 def dedupe(ranking: Iterable[Hashable]) -> list:

@@ -6,12 +6,20 @@ Sign convention for paired comparisons: A is the first system, B the second, a =
 c = only B right, d = neither; every difference is B minus A.
 """
 
-from ._intervals import MIN_BOOTSTRAP_N, bca_interval, mean_interval_clt, mean_se, wilson_interval
+from ._intervals import (
+    MIN_BOOTSTRAP_N,
+    bca_interval,
+    mean_interval_clt,
+    mean_se,
+    percentile_interval,
+    wilson_interval,
+)
 from ._multiplicity import benjamini_hochberg, holm, tie_groups
 from ._paired import (
                       mcnemar_asymptotic_p,
                       mcnemar_exact_odds_ratio_interval,
                       mcnemar_exact_p,
+                      mcnemar_midp_difference_interval,
                       mcnemar_midp_p,
                       newcombe_paired_interval,
                       paired_mean_interval,
@@ -22,8 +30,8 @@ from ._power import min_detectable_effect_paired, min_detectable_effect_paired_b
 
 __all__ = [
     "MIN_BOOTSTRAP_N", "bca_interval", "benjamini_hochberg", "holm", "mcnemar_asymptotic_p",
-    "mcnemar_exact_odds_ratio_interval", "mcnemar_exact_p", "mcnemar_midp_p", "mean_interval_clt", "mean_se",
-    "min_detectable_effect_paired", "min_detectable_effect_paired_binary", "newcombe_paired_interval",
-    "paired_mean_interval", "paired_mean_p", "questions_needed", "tango_paired_interval", "tie_groups",
-    "wilson_interval",
+    "mcnemar_exact_odds_ratio_interval", "mcnemar_exact_p", "mcnemar_midp_difference_interval", "mcnemar_midp_p",
+    "mean_interval_clt", "mean_se", "min_detectable_effect_paired", "min_detectable_effect_paired_binary",
+    "newcombe_paired_interval", "paired_mean_interval", "paired_mean_p", "percentile_interval", "questions_needed",
+    "tango_paired_interval", "tie_groups", "wilson_interval",
 ]

@@ -1,7 +1,5 @@
 """Run/sweep configs, summaries and the paired comparison (pure functions, no Ray)."""
 
-import math
-from statistics import fmean
 
 import pytest
 
@@ -11,7 +9,7 @@ from pipelines.engine.placement import limiter_can_bind
 from pipelines.engine.records import ExecutionPlan, RunMeta, validate_record
 from pipelines.engine.report import LabelledRun, plot_accuracy_intervals, question_rows, summarize
 from pipelines.engine.results import QuestionState
-from pipelines.engine.scoring import bootstrap_ci, compare, mcnemar_exact, mean_interval, share_interval
+from pipelines.engine.scoring import compare, score_interval, share_interval
 
 BASE = {"dataset": "twowiki-sample", "llm": {"model": "m"}}
 
@@ -122,10 +120,9 @@ def test_failed_episodes_are_not_scored_as_wrong():
 def test_the_accuracy_interval_describes_the_mean_score_with_partial_scores(tmp_path):
     """An LLM judge gives partial scores: the interval is on the mean score (not the share at least 0.5), so it
     holds the accuracy and the plot's error bars are never negative."""
-    questions = _questions({"id": f"q{i}", "question": "?", "answer": "a", "type": "xy"[i % 2]} for i in range(12))
+    questions = _questions({"id": f"q{i}", "question": "?", "answer": "a", "type": "xy"[i % 2]} for i in range(72))
     runs = []
-    for label, scores in (("flat", [0.6] * 12), ("mixed", [0.6, 0.8, 0.3, 1.0, 0.0, 0.7] * 2),
-                          ("binary", [1.0] * 9 + [0.0] * 3)):
+    for label, scores in (("mixed", [0.6, 0.8, 0.3, 1.0, 0.0, 0.7] * 12), ("binary", [1.0] * 54 + [0.0] * 18)):
         s = summarize(question_rows(questions, {(q.id, 1): _state(q.id, "ok", x)
                                                 for q, x in zip(questions, scores, strict=True)}))
         lo, hi = s.accuracy_ci95
@@ -133,10 +130,12 @@ def test_the_accuracy_interval_describes_the_mean_score_with_partial_scores(tmp_
         for t, (t_lo, t_hi) in s.accuracy_ci95_by_type.items():
             assert t_lo <= s.accuracy_by_type[t] <= t_hi
         runs.append(LabelledRun(label, RunMeta(run_id=label, name=label), s))
-    assert runs[0].summary.accuracy_ci95 == [0.6, 0.6]  # every resample has the same mean
-    mixed = runs[1].summary.accuracy_ci95
-    assert mixed == mean_interval([0.6, 0.8, 0.3, 1.0, 0.0, 0.7] * 2) and 0.3 < mixed[0] < mixed[1] < 0.9
-    assert runs[2].summary.accuracy_ci95 == pytest.approx([0.4677, 0.9111], abs=1e-4)  # Wilson, 9 of 12
+    mixed = runs[0].summary
+    assert mixed.ci_method["accuracy"] == "bca_bootstrap" and mixed.ci_seed == 0
+    assert mixed.accuracy_ci95 == score_interval([0.6, 0.8, 0.3, 1.0, 0.0, 0.7] * 12)[0]
+    assert 0.4 < mixed.accuracy_ci95[0] < mixed.accuracy_ci95[1] < 0.7
+    assert runs[1].summary.ci_method["accuracy"] == "wilson"
+    assert runs[1].summary.accuracy_ci95 == share_interval(54, 72)
     path = plot_accuracy_intervals(runs, tmp_path / "intervals.png")  # raised on negative error bars before
     assert path.stat().st_size > 5_000
 
@@ -159,11 +158,30 @@ def test_the_text_report_shows_spent_and_final_answer_tokens_and_cost():
     assert "tokens" not in cells and "cost_usd" not in cells
 
 
-def test_mcnemar_exact_matches_the_binomial():
-    assert mcnemar_exact(0, 0) == 1.0
-    assert mcnemar_exact(5, 5) == 1.0
-    assert mcnemar_exact(0, 6) == pytest.approx(2 * 0.5 ** 6)
-    assert mcnemar_exact(1, 9) == pytest.approx(2 * (1 + 10) / 2 ** 10)
+def test_an_interval_is_chosen_for_its_data_and_says_when_there_is_none():
+    """The degenerate intervals of the percentile bootstrap: [1] * 9 + [0.9] gave [0.97, 1.0] beside [1] * 10's
+    Wilson [0.72, 1.0], and [0.5] * 3 gave [0.5, 0.5]."""
+    assert score_interval([1.0] * 10) == ([0.7225, 1.0], "wilson")
+    assert score_interval([1.0] * 9 + [0.9]) == (None, "none: 10 partial scores, fewer than 30 for a bootstrap")
+    assert score_interval([0.5] * 3)[0] is None
+    assert score_interval([0.5] * 40) == (None, "none: every score is the same")
+    assert score_interval([]) == (None, "none: no scored question")
+
+
+def test_the_paired_interval_agrees_with_the_test_in_the_degenerate_cases():
+    def rows(scores):
+        return [{"question_id": f"q{i}", "status": "ok", "score": s} for i, s in enumerate(scores)]
+
+    # 20 paired questions, 5 right in B only and none in A only: the old interval [0.10, 0.45] excluded 0 beside
+    # exact McNemar's p = 0.0625; now the mid-p test and its interval agree
+    out = compare(rows([0.0] * 5 + [1.0] * 5 + [0.0] * 10), rows([1.0] * 10 + [0.0] * 10))
+    assert out.test == "mcnemar_midp" and out.p_value == pytest.approx(1 / 32) and out.difference_ci95[0] > 0
+    # four questions all in B's favour: the old interval was [1.0, 1.0] beside p = 0.125
+    out = compare(rows([0.0] * 4), rows([1.0] * 4))
+    assert out.p_value == pytest.approx(1 / 16) and out.difference_ci95[0] < 0 < out.difference_ci95[1]
+    # no discordant question: no interval rather than [0, 0], and no detectable effect to speak of
+    out = compare(rows([1.0, 0.0]), rows([1.0, 0.0]))
+    assert out.difference_ci95 is None and out.p_value == 1.0 and out.min_detectable_effect is None
 
 
 def test_compare_pairs_questions_and_intervals_cover_the_difference():
@@ -173,18 +191,11 @@ def test_compare_pairs_questions_and_intervals_cover_the_difference():
     out = compare(rows_a, rows_b)
     assert out.n_paired == 100 and out.only_in_b == 1
     assert (out.both_right, out.only_a_right, out.only_b_right, out.neither_right) == (60, 0, 15, 25)
-    assert out.difference == 0.15 and out.mcnemar_p < 0.001
-    lo, hi = out.difference_ci95
-    assert lo < 0.15 < hi and lo > 0.05
-
-
-def test_bootstrap_ci_is_deterministic_and_reasonable():
-    diffs = [1.0] * 30 + [0.0] * 70
-    a = bootstrap_ci(diffs, 2000, seed=1)
-    assert a == bootstrap_ci(diffs, 2000, seed=1)
-    se = math.sqrt(0.3 * 0.7 / 100)
-    assert a[0] == pytest.approx(fmean(diffs) - 1.96 * se, abs=0.03)
-    assert a[1] == pytest.approx(fmean(diffs) + 1.96 * se, abs=0.03)
+    assert out.difference == 0.15 and out.p_value < 0.001
+    lo, hi = out.difference_ci95  # conditional on the 15 discordant questions: at most all 15 go to B
+    assert 0.05 < lo < 0.15 <= hi
+    # the minimum detectable effect of 100 questions with 15% discordant: Connor's formula, by hand
+    assert out.min_detectable_effect == pytest.approx(0.1072, abs=5e-4)
 
 
 def test_the_shipped_configs_load():

@@ -21,7 +21,6 @@ from pipelines.engine.results import QuestionState, RunDir
 from pipelines.engine.scoring import (
     compare,
     mean_interval,
-    paired_permutation_p,
     pass_at_k,
     reduce_scores,
     share_interval,
@@ -150,21 +149,13 @@ def test_compare_over_epochs_uses_a_paired_test_for_fractional_scores():
     rows_a, rows_b = (question_rows(_questions(n), st, 3) for st in (a, b))
     out = compare(rows_a, rows_b)
     by_hand = sum(sum(right_b(i, e) - right_a(i, e) for e in (1, 2, 3)) / 3 for i in range(n)) / n
-    assert out.test == "paired_permutation" and out.mcnemar_p is None
+    assert out.test == "paired_t" and out.ci_method == "paired_t"
     assert out.n_paired == n and out.difference == round(by_hand, 4) and out.p_value < 0.01
     lo, hi = out.difference_ci95
-    assert lo < out.difference < hi
+    assert 0 < lo < out.difference < hi  # the interval and the test agree: p < 0.05 and 0 outside
     one_epoch = compare(question_rows(_questions(n), _states({(f"q{i}", 1): float(i % 2) for i in range(n)}), 1),
                         question_rows(_questions(n), _states({(f"q{i}", 1): 1.0 for i in range(n)}), 1))
-    assert one_epoch.test == "mcnemar_exact" and one_epoch.p_value == one_epoch.mcnemar_p < 0.001
-
-
-def test_the_paired_permutation_test():
-    assert paired_permutation_p([0.0, 0.0]) == 1.0
-    assert paired_permutation_p([1.0] * 5) == pytest.approx(2 / 32)  # exact: only all-plus or all-minus as extreme
-    assert paired_permutation_p([0.5, -0.5, 0.25, -0.25]) == 1.0
-    assert paired_permutation_p([0.3] * 40, resamples=2000) < 0.01  # sampled past 16 pairs, never 0
-    assert paired_permutation_p([0.3] * 40, resamples=2000) > 0
+    assert one_epoch.test == "mcnemar_midp" and one_epoch.p_value < 0.001 and one_epoch.difference_ci95[0] > 0
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -282,12 +273,12 @@ def test_a_sweep_with_epochs_compares_its_runs_over_questions(ray_local, fake_ll
     code, out = cli("sweep", str(sweep), "--epochs", "3", "--runs-dir", runs)
     assert code == 0 and all(r["epochs"] == 3 and r["n_episodes"] == N * 3 for r in out["runs"])
     (pair,) = out["pairwise"]
-    assert pair["test"] == "paired_permutation" and pair["n_paired"] == N and pair["difference"] == 0.0
+    assert pair["test"] == "paired_t" and pair["n_paired"] == N and pair["difference"] == 0.0
     _, compared = cli("compare", out["runs"][0]["run_id"], out["runs"][1]["run_id"], "--runs-dir", runs)
-    assert compared["test"] == "paired_permutation" and compared["p_value"] == 1.0
+    assert compared["test"] == "paired_t" and compared["p_value"] == 1.0 and compared["comparable"]
     table = json.loads((tmp_path / "runs" / "sweeps" / out["sweep_id"] / "tables" / "pairwise.json").read_text())
     row = dict(zip(table["columns"], table["data"][0], strict=True))  # what the parent run logs to MLflow
-    assert row["test"] == "paired_permutation" and row["p_value"] == 1.0
+    assert row["test"] == "paired_t" and row["p_value"] == 1.0 and row["p_value_holm"] == 1.0
 
 
 def test_mlflow_holds_the_epochs_per_question_and_per_episode(ray_local, mlflow_server, fake_llm, tmp_path,

@@ -440,3 +440,29 @@ def test_power_refuses_what_cannot_be_planned():
         es.questions_needed(0.1)
     with pytest.raises(ValueError):
         es.questions_needed(0.3, p_discordant=0.2)  # the difference cannot exceed the discordant share
+
+
+def test_the_mid_p_difference_interval_agrees_with_the_mid_p_test_and_matches_a_grid_inversion():
+    """0 lies in the interval exactly when the mid-p McNemar test does not reject, for every table of up to 25
+    discordant pairs each way; its ends match an inversion of the mid-p test over a fine grid of the discordant
+    split (an independent computation of the same definition)."""
+    from scipy import stats
+
+    for b in range(26):
+        for c in range(26):
+            interval = es.mcnemar_midp_difference_interval(b, c, 60)
+            p = es.mcnemar_midp_p(b, c)
+            if b + c == 0:
+                assert interval is None and p == 1.0
+                continue
+            lo, hi = interval
+            assert (lo <= 0 <= hi) == (p >= 0.05) or abs(p - 0.05) < 1e-9, (b, c, p, interval)
+    grid = np.linspace(0.0005, 0.9995, 19_999)
+    for b, c in ((0, 5), (9, 2), (3, 10), (7, 7)):
+        m = b + c
+        one_sided = np.minimum(stats.binom.cdf(c - 1, m, grid) + stats.binom.pmf(c, m, grid) / 2,
+                               stats.binom.sf(c, m, grid) + stats.binom.pmf(c, m, grid) / 2)
+        kept = grid[2 * one_sided >= 0.05]
+        lo, hi = es.mcnemar_midp_difference_interval(b, c, m)
+        assert lo == pytest.approx(2 * kept.min() - 1 if c else -1.0, abs=2e-3)
+        assert hi == pytest.approx(2 * kept.max() - 1 if c < m else 1.0, abs=2e-3)

@@ -14,6 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("estimate", help="what a run or a sweep will cost and take, before launching it")
     p.add_argument("config", help="a run config or a sweep file")
     p.add_argument("--pilot", type=int, default=8, help="questions in each run's pilot (default 8)")
+    p.add_argument("--detect", type=float, metavar="DELTA",
+                   help="also say how many questions a paired comparison of two such variants needs to detect an "
+                        "accuracy difference of DELTA (80%% power, alpha 0.05)")
     add_runs_dir(p, "where run folders live: earlier runs are reused, pilots go to RUNS_DIR/pilots")
     add_data_root(p)
     p.add_argument("--json", action="store_true")
@@ -31,7 +34,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     runs = load_sweep(args.config).expand(args.config) if "grid" in data or "base" in data else [load_run(args.config)]
     if args.data_root:
         runs = [r.model_copy(update={"data_root": str(args.data_root)}) for r in runs]
-    out = estimate(runs, args.runs_dir, pilot=args.pilot, quiet=args.quiet).model_dump(mode="json")
+    if args.detect is not None and not 0 < args.detect < 1:
+        raise CliError("--detect is an accuracy difference between 0 and 1, such as 0.05")
+    out = estimate(runs, args.runs_dir, pilot=args.pilot, quiet=args.quiet,
+                   detect=args.detect).model_dump(mode="json")
     if args.json:
         print(json.dumps(out))
         return 0
@@ -45,6 +51,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                   "whoever built the index (the pilot or an earlier run), not in cost_usd")
         if r["interval_note"]:
             print(f"  {r['interval_note']}")
+        if r["detect"] is not None:
+            needed = r["questions_needed"]
+            print(f"  to detect a difference of {r['detect']} between two such variants (80% power, alpha 0.05): "
+                  f"{needed if needed is not None else 'unknown'} questions ({r['detect_note']})")
     print(f"total ({out['total']['runs']} runs, {out['total']['episodes']} episodes): "
           + "  ·  ".join(line(out["total"], figure) for figure in ("tokens", "cost_usd", "llm_calls", "wall_s")))
     return 0

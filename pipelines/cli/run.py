@@ -109,6 +109,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="pair two runs question by question, with significance")
     p.add_argument("run_a")
     p.add_argument("run_b")
+    p.add_argument("--force", action="store_true",
+                   help="compare runs whose question sets, epochs and reducer, or judges differ (marked so)")
     _common(p)
     p.set_defaults(func=cmd_compare)
 
@@ -315,6 +317,7 @@ def _print_sweep(out: SweepSummary, args: argparse.Namespace) -> int:
         print(json.dumps(out.to_json()))
     else:
         print(summary_table([r.to_json() for r in out.runs], ["label"] + SUMMARY_COLUMNS))
+        print_pairwise(out)
         print(f"\n{FIGURES_NOTE}\nsweep {out.sweep_id}: {args.runs_dir / 'sweeps' / out.sweep_id}")
     for r in out.runs:
         if r.stopped:
@@ -326,6 +329,28 @@ def _print_sweep(out: SweepSummary, args: argparse.Namespace) -> int:
               f"parent run (first: {out.mlflow_errors[0][:200]})", file=sys.stderr)
     code = exit_code(out.runs)
     return Exit.MLFLOW if code == Exit.COMPLETE and out.mlflow_errors else code
+
+
+def print_pairwise(out: SweepSummary) -> None:
+    """The sweep's comparisons: each comparable pair with its raw and adjusted p-values and minimum detectable
+    effect, the pairs left out and why, and the tie groups."""
+    from pipelines.engine.sweeps import ranking_text
+
+    if out.pairwise:
+        rows = [{"pair": f"{p.run_b} - {p.run_a}", "dataset": p.dataset, "diff": p.difference,
+                 "ci95": f"[{p.difference_ci95_low}, {p.difference_ci95_high}]" if p.difference_ci95_low is not None
+                 else "-",
+                 "p": p.p_value, "p_holm": p.p_value_holm, "p_bh": p.p_value_bh,
+                 "holm<0.05": "yes" if p.significant_holm else "no", "mde": p.min_detectable_effect}
+                for p in out.pairwise]
+        print("\n" + table(rows, ["pair", "dataset", "diff", "ci95", "p", "p_holm", "p_bh", "holm<0.05", "mde"]))
+        print(f"p_holm and p_bh adjust p over each dataset's {out.pairwise[0].family_size or 0}-pair family (Holm: "
+              "family-wise error at most 5%; Benjamini-Hochberg: false discovery rate, for exploring); mde: the "
+              "difference the pair's questions detect with 80% power")
+    for pair in out.incomparable:
+        print(f"not compared: {pair.run_a} and {pair.run_b} ({pair.dataset}): {'; '.join(pair.differences)}")
+    for dataset, groups in out.rankings.items():
+        print(f"ranking on {dataset} (= : not separated after Holm's adjustment): {ranking_text(groups)}")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -344,10 +369,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from pipelines.engine.sweeps import compare_runs
 
-    result = compare_runs(args.runs_dir, args.run_a, args.run_b)
+    result = compare_runs(args.runs_dir, args.run_a, args.run_b, force=args.force)
     if args.json:
         print(json.dumps(result.model_dump(mode="json")))
     else:
+        if not result.comparable:
+            print(f"warning: not comparable ({'; '.join(result.differences)}): compared only because of --force")
         print(f"paired questions: {result.n_paired}  (A {result.accuracy_a}, B {result.accuracy_b}), "
               f"scored in both runs (an empty answer is a wrong answer)")
         if result.n_left_out:
@@ -356,9 +383,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
                   f"({reasons}); `srag rerun` and `srag judge` can fill them")
         print(f"both right {result.both_right} · only A {result.only_a_right} · only B "
               f"{result.only_b_right} · neither {result.neither_right}")
-        test = {"mcnemar_exact": "McNemar exact", "paired_permutation": "paired permutation"}[result.test]
-        print(f"B - A = {result.difference} (95% paired bootstrap CI over questions {result.difference_ci95}), "
-              f"{test} p = {result.p_value:.4g}")
+        test = {"mcnemar_midp": "mid-p McNemar", "paired_t": "paired t"}[result.test]
+        print(f"B - A = {result.difference}, 95% interval {result.difference_ci95} ({test}, the interval the test "
+              f"inverts), p = {result.p_value:.4g}")
+        mde = f"{result.min_detectable_effect:.3f}" if result.min_detectable_effect is not None else "unknown"
+        print(f"minimum detectable effect (80% power, alpha 0.05, these {result.n_paired} paired questions): {mde}; "
+              "a non-significant difference smaller than that says too few questions, not no effect")
         if result.replaced_scored_a or result.replaced_scored_b:
             print(f"warning: {result.replaced_scored_a} paired question(s) of A and {result.replaced_scored_b} of B "
                   "were re-run after they were scored (srag rerun --replace-scored): their scores are the later "

@@ -76,6 +76,12 @@ class RunEstimate(BaseModel):
     """Why the cost is unknown, when it is."""
     interval_note: str | None = None
     """Why there are no intervals, when there are none."""
+    detect: float | None = None
+    """`--detect`: the accuracy difference a comparison of two variants like this one should detect."""
+    questions_needed: int | None = None
+    """Questions such a paired comparison needs to detect `detect` with 80% power at alpha 0.05 (two-sided)."""
+    detect_note: str | None = None
+    """How `questions_needed` was reached, or why it could not be."""
 
 
 class TotalEstimate(BaseModel):
@@ -102,13 +108,15 @@ class Estimate(BaseModel):
     total: TotalEstimate
 
 
-def estimate(runs: list[RunConfig], runs_dir: Path, *, pilot: int, quiet: bool) -> Estimate:
+def estimate(runs: list[RunConfig], runs_dir: Path, *, pilot: int, quiet: bool,
+             detect: float | None = None) -> Estimate:
     """The projection of every run, and their total (a sweep runs them one after another)."""
-    out = [estimate_run(cfg, runs_dir, pilot=pilot, quiet=quiet) for cfg in runs]
+    out = [estimate_run(cfg, runs_dir, pilot=pilot, quiet=quiet, detect=detect) for cfg in runs]
     return Estimate(runs=out, total=total(out))
 
 
-def estimate_run(cfg: RunConfig, runs_dir: Path, *, pilot: int, quiet: bool) -> RunEstimate:
+def estimate_run(cfg: RunConfig, runs_dir: Path, *, pilot: int, quiet: bool,
+                 detect: float | None = None) -> RunEstimate:
     from pipelines.engine.lifecycle import load_inputs
 
     _, _, _, questions = load_inputs(cfg)
@@ -135,7 +143,40 @@ def estimate_run(cfg: RunConfig, runs_dir: Path, *, pilot: int, quiet: bool) -> 
         out.cost_usd = out.cost_usd_ci95 = None
         out.cost_note = "unknown: the config has no prices (llm.price_per_million)"
     out.wall_s, out.wall_s_ci95, out.concurrency = wall_time(cfg, samples, episodes, sample_runs[0])
+    if detect is not None:
+        out.detect = detect
+        out.questions_needed, out.detect_note = questions_to_detect(detect, sample_runs)
     return out
+
+
+def questions_to_detect(delta: float, sample_runs: list[RunDir]) -> tuple[int | None, str]:
+    """Questions a paired comparison of two variants like the sampled one needs to detect `delta`, from the sampled
+    questions' scores: 0/1 scores give the share of discordant questions two variants of this accuracy would have
+    if their errors were independent, 2 p (1 - p); partial scores the standard deviation of a difference of two
+    such independent scores, sqrt(2) sd. Variants whose errors go together (most ablations) disagree less and need
+    fewer questions: this is the number to plan with, not the least."""
+    import math
+    from statistics import fmean, stdev
+
+    import evalstats
+    from pipelines.engine.report import read_run
+    from pipelines.engine.scoring import scored_values
+
+    scores = [s for run_dir in sample_runs for s in scored_values(read_run(run_dir)[0])]
+    if len(scores) < 2:
+        return None, f"cannot tell: {len(scores)} scored question(s) in the sample"
+    try:
+        if all(s in (0, 1) for s in scores):
+            p = fmean(scores)
+            needed = evalstats.questions_needed(delta, p_discordant=2 * p * (1 - p))
+            return needed, (f"from the sample's accuracy {p:.3f} over {len(scores)} questions: discordant share "
+                            f"{2 * p * (1 - p):.3f} if the two variants' errors were independent")
+        sd = stdev(scores)
+        needed = evalstats.questions_needed(delta, sd_diff=math.sqrt(2) * sd)
+        return needed, (f"from the sample's score standard deviation {sd:.3f} over {len(scores)} questions, the "
+                        "two variants' scores taken as independent")
+    except ValueError as e:
+        return None, f"cannot tell: {e}"
 
 
 def priced(cfg: RunConfig) -> bool:

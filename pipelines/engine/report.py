@@ -312,9 +312,10 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def plot_accuracy_intervals(runs: list[LabelledRun], path: Path) -> Path:
-    """Accuracy of each run with its 95% interval (`scoring.mean_interval`), n = scored / all questions under each
-    bar, an incomplete run's bar hatched and its label marked."""
+def plot_accuracy_intervals(runs: list[LabelledRun], path: Path, groups: dict[str, int] | None = None) -> Path:
+    """Accuracy of each run with its 95% interval (`scoring.score_interval`), n = scored / all questions under each
+    bar, an incomplete run's bar hatched and its label marked; with `groups`, each run's tie group above its bar
+    (G1 the best: runs of one group are not separated by the Holm-adjusted tests)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(runs) + 2), 4))
     for i, r in enumerate(runs):
@@ -326,8 +327,10 @@ def plot_accuracy_intervals(runs: list[LabelledRun], path: Path) -> Path:
                edgecolor="white")
         ax.annotate(f"n={r.summary.scored}/{r.summary.n_questions}", (i, 0.02), ha="center", fontsize=7,
                     color="white")
+        if groups and r.label in groups:
+            ax.annotate(f"G{groups[r.label]}", (i, min(0.97, (ci[1] if ci else acc) + 0.02)), ha="center", fontsize=8)
     ax.set_xticks(range(len(runs)), [r.plot_label for r in runs], rotation=20, fontsize=8)
     ax.set_ylim(0, 1)
     ax.set_ylabel("accuracy (mean score, 95% interval)")
-    ax.set_title("accuracy by run")
+    ax.set_title("accuracy by run" + (" (G: tie groups after Holm's adjustment)" if groups else ""), fontsize=9)
     return _save(fig, path)

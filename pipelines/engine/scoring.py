@@ -34,7 +34,7 @@ from statistics import fmean, stdev
 from typing import Any, Iterable
 
 from pipelines.config import parse_reducer
-from pipelines.engine.records import Comparison, EpisodeRow, Outcome, QuestionRow
+from pipelines.engine.records import Comparison, EpisodeRow, Interval, Outcome, QuestionRow
 from srag_core import FAILED
 
 # Summary figures by `RunSummary` field name, for `report.summarize` (which refuses a name that is not a field).
@@ -70,10 +70,13 @@ def figures(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -
     scored_episodes = [e for e in episodes if outcome(e) == "scored"]
     sources = Counter(str(e.get("score_source")) for e in scored_episodes)
     every = scores + [0.0] * (n - len(scores))  # accuracy_all: what is not scored counts 0
+    intervals = {"accuracy": score_interval(scores), "accuracy_all": score_interval(every),
+                 "coverage": score_interval([1.0] * len(scores) + [0.0] * (n - len(scores)))}
     return {
-        "accuracy": _mean(scores), "accuracy_ci95": mean_interval(scores),
-        "coverage": round(len(scores) / n, 4) if n else None, "coverage_ci95": share_interval(len(scores), n),
-        "accuracy_all": _mean(every), "accuracy_all_ci95": mean_interval(every),
+        "accuracy": _mean(scores), "accuracy_ci95": intervals["accuracy"][0],
+        "coverage": round(len(scores) / n, 4) if n else None, "coverage_ci95": intervals["coverage"][0],
+        "accuracy_all": _mean(every), "accuracy_all_ci95": intervals["accuracy_all"][0],
+        "ci_method": {k: method for k, (_, method) in intervals.items()}, "ci_seed": CI_SEED,
         "denominators": dict(DENOMINATORS),
         "outcome_counts": {o: outcomes.get(o, 0) for o in OUTCOMES},
         **{o: outcomes.get(o, 0) for o in OUTCOMES},
@@ -112,13 +115,13 @@ def by_type(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -
     for r in rows:
         groups[str(r.get("type"))].append(r)
     out: Figures = {"accuracy_by_type": {}, "n_by_type": {}, "accuracy_ci95_by_type": {},
-                           "coverage_by_type": {}}
+                    "ci_method_by_type": {}, "coverage_by_type": {}}
     for t, group in sorted(groups.items()):  # every type, with None where none is scored (MLflow then gets NaN)
         scores = scored_values(group)
         out["coverage_by_type"][t] = round(len(scores) / len(group), 4)
         out["accuracy_by_type"][t] = _mean(scores)
         out["n_by_type"][t] = len(scores)
-        out["accuracy_ci95_by_type"][t] = mean_interval(scores)
+        out["accuracy_ci95_by_type"][t], out["ci_method_by_type"][t] = score_interval(scores)
     if episodes is not None and _epochs(episodes) > 1:
         spread = {t: _epoch_spread([r for r in rows if str(r.get("type")) == t],
                                    [e for e in episodes if str(e.get("type")) == t]) for t in sorted(groups)}
@@ -229,43 +232,45 @@ def _epochs(episodes: list[EpisodeRow]) -> int:
 # Intervals
 
 
-def mean_interval(scores: list[float], level: float = 0.95, resamples: int = 2000) -> list[float] | None:
-    """Interval of a mean score: Wilson when every score is 0 or 1 (the mean is then a share of right answers),
-    else a seeded percentile bootstrap over the questions (an LLM judge's partial scores). It always holds the mean
-    as `figures` rounds it, so a plot's error bars are never negative."""
-    if not scores:
-        return None
-    if all(s in (0, 1) for s in scores):
-        return share_interval(int(sum(scores)), len(scores), level)
-    lo, hi = bootstrap_ci(scores, resamples, seed=0, level=level)
+CI_LEVEL = 0.95
+CI_SEED = 0  # the seed of every bootstrap draw, recorded in the summary (`ci_seed`)
+
+
+def score_interval(scores: list[float], level: float = CI_LEVEL) -> tuple[Interval | None, str]:
+    """The interval of a mean score over questions and the method that gave it: Wilson when every score is 0 or 1
+    (the mean is then a share of right answers); else a seeded BCa bootstrap over the questions, from
+    `evalstats.MIN_BOOTSTRAP_N` questions; below that, or when every score is the same, no interval, and the method
+    says why (a bootstrap of a handful of partial scores collapses: [1] * 9 + [0.9] would give [0.97, 1.0] where
+    [1] * 10 gives Wilson's [0.72, 1.0]). The interval always holds the mean as the figures round it."""
+    import evalstats  # here: it loads SciPy, which `srag --help` must not wait for
+
+    n = len(scores)
+    if not n:
+        return None, "none: no scored question"
+    if all(x in (0, 1) for x in scores):
+        lo, hi = evalstats.wilson_interval(int(sum(scores)), n, level)
+        method = "wilson"
+    elif n < evalstats.MIN_BOOTSTRAP_N:
+        return None, f"none: {n} partial scores, fewer than {evalstats.MIN_BOOTSTRAP_N} for a bootstrap"
+    elif len(set(scores)) == 1:
+        return None, "none: every score is the same"
+    else:
+        lo, hi = evalstats.bca_interval(scores, level, resamples=2000, seed=CI_SEED)
+        method = "bca_bootstrap"
     mean = round(fmean(scores), 4)
-    return [min(lo, mean), max(hi, mean)]
+    return [min(round(lo, 4), mean), max(round(hi, 4), mean)], method
 
 
-def share_interval(k: int, n: int, level: float = 0.95) -> list[float] | None:
-    """Wilson interval of the share k / n."""
+def mean_interval(scores: list[float], level: float = CI_LEVEL) -> Interval | None:
+    """`score_interval`'s interval alone."""
+    return score_interval(scores, level)[0]
+
+
+def share_interval(k: int, n: int, level: float = CI_LEVEL) -> Interval | None:
+    """Wilson interval of the share k / n (None when n is 0)."""
     if n == 0:
         return None
-    from scipy.stats import binomtest  # here: scipy.stats takes most of a second to load, and `srag --help` must not
-
-    ci = binomtest(k, n).proportion_ci(level, method="wilson")
-    share = round(k / n, 4)
-    return [min(round(float(ci.low), 4), share), max(round(float(ci.high), 4), share)]
-
-
-def bootstrap_ci(values: list[float], resamples: int, seed: int, level: float = 0.95) -> list[float]:
-    """Percentile bootstrap interval of a mean (a paired difference, a score), resampling questions (seeded)."""
-    from car_baselines import bootstrap_mean_interval  # the package loads scipy: not for `srag --help`
-
-    lo, hi = bootstrap_mean_interval(values, level, resamples, seed)
-    return [round(lo, 4), round(hi, 4)]
-
-
-def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value: the binomial test of b successes in b + c discordant pairs at p = 1/2."""
-    from scipy import stats
-
-    return 1.0 if b + c == 0 else float(stats.binomtest(b, b + c, 0.5).pvalue)
+    return score_interval([1.0] * k + [0.0] * (n - k), level)[0]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -273,17 +278,20 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 
 def compare(rows_a: list[QuestionRow], rows_b: list[QuestionRow], *, threshold: float = RIGHT,
-            resamples: int = 10_000, seed: int = 0) -> Comparison:
+            level: float = CI_LEVEL) -> Comparison:
     """Question-by-question comparison over every question scored in both runs (an empty answer is a wrong answer
     and is paired like any other), on each question's score (with several epochs, its reduced score); the questions
-    left out, because they failed, are pending or never ran in either run, are counted by reason.
+    left out, because they failed, are pending or never ran in either run, are counted by reason. B minus A.
 
-    The interval on the accuracy difference (B minus A) is a paired bootstrap over the paired questions. The test:
-    with one epoch and every paired score 0 or 1, McNemar's exact test on the discordant pairs; otherwise (partial
-    scores, several epochs) the paired permutation test, which flips the sign of each question's difference at
-    random.
-    Right / wrong counts use `threshold`.
+    The interval and the test agree by construction (the interval holds 0 exactly when the test does not reject at
+    1 - level): with one epoch and every paired score 0 or 1, the mid-p McNemar test on the discordant pairs and the
+    matching interval (`evalstats.mcnemar_midp_difference_interval`); otherwise (partial scores, several epochs) the
+    paired t-test on the per-question differences and its interval. The minimum detectable effect is the difference
+    this many paired questions would detect with 80% power at alpha 0.05, from the observed discordance (binary) or
+    the observed standard deviation of the differences. Right / wrong counts use `threshold`.
     """
+    import evalstats
+
     a, b = _by_id(rows_a), _by_id(rows_b)
     shared = sorted(a.keys() & b.keys())
     paired = [q for q in shared if outcome(a[q]) == outcome(b[q]) == "scored"]
@@ -293,39 +301,44 @@ def compare(rows_a: list[QuestionRow], rows_b: list[QuestionRow], *, threshold: 
     only_a = sum(1 for q in paired if sa[q] >= threshold > sb[q])
     only_b = sum(1 for q in paired if sb[q] >= threshold > sa[q])
     diffs = [sb[q] - sa[q] for q in paired]
+    n = len(paired)
     # McNemar's test is for one binary outcome per question; a question's several epochs, even when they agree, are
-    # a score of its own (the permutation test takes it as it is)
+    # a score of its own (the t-test takes it as it is)
     epochs = max((r.get("epochs", 1) for r in (*a.values(), *b.values())), default=1)
     binary = epochs == 1 and all(v in (0.0, 1.0) for v in [*sa.values(), *sb.values()])
-    mcnemar = mcnemar_exact(only_a, only_b) if binary else None
+    ci: Interval | None = None
+    if binary:
+        test, p = "mcnemar_midp", float(evalstats.mcnemar_midp_p(only_a, only_b))
+        interval = evalstats.mcnemar_midp_difference_interval(only_a, only_b, n, level)
+        ci = list(interval) if interval is not None else None
+        mde = _binary_mde(n, only_a + only_b)
+    else:
+        test, p, mde = "paired_t", 1.0, None
+        if n >= 2 and len(set(diffs)) > 1:
+            lo, hi, _ = evalstats.paired_mean_interval(diffs, level, dist="t")
+            ci, p = [lo, hi], float(evalstats.paired_mean_p(diffs, dist="t"))
+            mde = evalstats.min_detectable_effect_paired(n, stdev(diffs))
     return Comparison(
-        n_paired=len(paired), n_left_out=sum(left_out.values()),
+        n_paired=n, n_left_out=sum(left_out.values()),
         left_out={reason: left_out.get(reason, 0) for reason in NOT_SCORED},
         only_in_a=len(a.keys() - b.keys()), only_in_b=len(b.keys() - a.keys()),
-        both_right=both, only_a_right=only_a, only_b_right=only_b, neither_right=len(paired) - both - only_a - only_b,
-        accuracy_a=_mean(sa.values()), accuracy_b=_mean(sb.values()), difference=_mean(diffs),
-        test="mcnemar_exact" if binary else "paired_permutation",
-        p_value=mcnemar if mcnemar is not None else paired_permutation_p(diffs, resamples, seed), mcnemar_p=mcnemar,
-        difference_ci95=bootstrap_ci(diffs, resamples, seed) if diffs else None,
+        both_right=both, only_a_right=only_a, only_b_right=only_b, neither_right=n - both - only_a - only_b,
+        accuracy_a=_mean(sa.values()), accuracy_b=_mean(sb.values()), difference=_mean(diffs), test=test,
+        p_value=round(p, 6), difference_ci95=[round(ci[0], 4), round(ci[1], 4)] if ci else None,
+        ci_method="mcnemar_midp_inversion" if binary else "paired_t",
+        min_detectable_effect=round(mde, 4) if mde is not None else None,
         replaced_scored_a=sum(1 for q in paired if a[q].get("replaced_scored")),
         replaced_scored_b=sum(1 for q in paired if b[q].get("replaced_scored")))
 
 
-def paired_permutation_p(diffs: list[float], resamples: int = 10_000, seed: int = 0) -> float:
-    """Two-sided p-value of the paired permutation (sign-flip) test of a zero mean difference: under the null each
-    question's difference is as likely to have either sign. Exact over all sign patterns up to 16 pairs, else
-    `resamples` seeded random patterns (the observed one counted, so p is never 0)."""
-    import numpy as np
+def _binary_mde(n: int, discordant: int) -> float | None:
+    """The binary design's minimum detectable effect; None when nothing is discordant or n is too small for any."""
+    import evalstats
 
-    d = np.asarray([x for x in diffs if x != 0.0])
-    if d.size == 0:
-        return 1.0
-    observed = abs(d.sum())
-    if d.size <= 16:
-        signs = 1 - 2 * ((np.arange(2 ** d.size)[:, None] >> np.arange(d.size)) & 1)
-        return float(np.mean(np.abs(signs @ d) >= observed - 1e-12))
-    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(resamples, d.size))
-    return float((np.sum(np.abs(signs @ d) >= observed - 1e-12) + 1) / (resamples + 1))
+    try:
+        return evalstats.min_detectable_effect_paired_binary(n, discordant / n) if discordant else None
+    except ValueError:  # too few questions for any difference to reach the power
+        return None
 
 
 def _by_id(rows: list[QuestionRow]) -> dict[str, QuestionRow]:

@@ -10,8 +10,8 @@ from typing import Any
 
 from pipelines.config import RunConfig
 from pipelines.engine.lifecycle import load_run_config, open_tracker, run_one
-from pipelines.engine.records import PairwiseRow, RunComparison, RunResult, SweepInfo, SweepSummary
-from pipelines.engine.report import LabelledRun, plot_accuracy_intervals, plot_sweep, read_run, run_summary
+from pipelines.engine.records import IncomparablePair, PairwiseRow, RunComparison, RunResult, SweepInfo, SweepSummary
+from pipelines.engine.report import LabelledRun, plot_accuracy_intervals, plot_sweep, run_summary
 from pipelines.engine.results import RunDir, git_revision, new_run_id
 from pipelines.engine.scoring import compare
 from pipelines.engine.tracking import source_tags
@@ -72,16 +72,18 @@ def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> SweepSummary
         meta = run_dir.read_meta()
         summary, questions = run_summary(run_dir)
         rows.append(LabelledRun(meta.name.split("/", 1)[-1], meta, summary, questions))
+    pairs, incomparable = pairwise(rows)
+    rankings = rank(rows, pairs)
     plots = plot_sweep(rows, sweep_dir / "accuracy_by_type_and_run.png", sweep_dir / "cost_vs_accuracy.png")
-    plots.append(plot_accuracy_intervals(rows, sweep_dir / "accuracy_with_intervals.png"))
-    pairs = pairwise(rows)
+    plots.append(plot_accuracy_intervals(rows, sweep_dir / "accuracy_with_intervals.png", _groups_of(rankings)))
     errors: list[str] = []
     if tracker is not None and info.mlflow_run_id:
-        _log_parent(tracker, info, sweep_dir, rows, pairs, plots)
+        _log_parent(tracker, info, sweep_dir, rows, pairs, rankings, plots)
         errors = tracker.flush()  # the parent's writes; `srag report SWEEP_ID` does not write, a rerun does
     return SweepSummary(sweep_id=info.sweep_id, name=info.name, n_runs=len(rows),
                         n_questions=sum(r.summary.n_questions for r in rows), runs=[_result(r) for r in rows],
-                        pairwise=pairs, plots=[str(p) for p in plots], mlflow_errors=errors)
+                        pairwise=pairs, incomparable=incomparable, rankings=rankings, plots=[str(p) for p in plots],
+                        mlflow_errors=errors)
 
 
 def _result(run: LabelledRun) -> RunResult:
@@ -89,21 +91,75 @@ def _result(run: LabelledRun) -> RunResult:
                         model=run.meta.model or "", **run.summary.model_dump(exclude_unset=True))
 
 
-def pairwise(rows: list[LabelledRun]) -> list[PairwiseRow]:
-    """`srag compare` for every pair of the sweep's runs that answered the same question set."""
-    out = []
+def pairwise(rows: list[LabelledRun]) -> tuple[list[PairwiseRow], list[IncomparablePair]]:
+    """`srag compare` for every pair of the sweep's runs on the same dataset that can be compared, with p-values
+    adjusted over each dataset's family of pairs (Holm, and Benjamini-Hochberg for exploring); the pairs that
+    cannot be compared, with why."""
+    import evalstats
+
+    pairs, incomparable = [], []
     for i, a in enumerate(rows):
         for b in rows[i + 1:]:
             if a.meta.questions_file != b.meta.questions_file:
+                continue  # other datasets: not a pair
+            dataset = Path(str(a.meta.questions_file)).parent.name
+            if differences := comparability(a, b):
+                incomparable.append(IncomparablePair(run_a=a.label, run_b=b.label, dataset=dataset,
+                                                     differences=differences))
                 continue
-            out.append(PairwiseRow.of(a.label, b.label, compare(a.questions, b.questions),
-                                      dataset=Path(str(a.meta.questions_file)).parent.name,
-                                      run_id_a=a.meta.run_id, run_id_b=b.meta.run_id))
+            pairs.append(PairwiseRow.of(a.label, b.label, compare(a.questions, b.questions), dataset=dataset,
+                                        run_id_a=a.meta.run_id, run_id_b=b.meta.run_id))
+    for dataset in {p.dataset for p in pairs}:
+        family = [p for p in pairs if p.dataset == dataset]
+        raw = [p.p_value for p in family]
+        for p, holm, bh in zip(family, evalstats.holm(raw), evalstats.benjamini_hochberg(raw), strict=True):
+            p.p_value_holm, p.p_value_bh, p.family_size = round(float(holm), 6), round(float(bh), 6), len(family)
+            p.significant_holm = p.p_value_holm < ALPHA
+    return pairs, incomparable
+
+
+ALPHA = 0.05  # the family-wise error rate of a sweep's pairwise table, per dataset (Holm)
+
+
+def comparability(a: LabelledRun, b: LabelledRun) -> list[str]:
+    """Why two runs cannot be compared question by question (none: they can): their question sets, their epochs or
+    reducer, or their judges differ (a judge's fingerprint, over the scored episodes of each)."""
+    out = []
+    qa, qb = {r["question_id"] for r in a.questions}, {r["question_id"] for r in b.questions}
+    if qa != qb:
+        out.append(f"question sets differ ({len(qa)} and {len(qb)} questions, {len(qa & qb)} shared)")
+    if (a.summary.epochs, a.summary.reducer) != (b.summary.epochs, b.summary.reducer):
+        out.append(f"epochs and reducer differ ({a.summary.epochs} x {a.summary.reducer} and "
+                   f"{b.summary.epochs} x {b.summary.reducer})")
+    ja, jb = set(a.summary.episodes_by_judge), set(b.summary.episodes_by_judge)
+    if ja != jb or len(ja) > 1:
+        out.append(f"judges differ ({', '.join(sorted(ja)) or 'none'} and {', '.join(sorted(jb)) or 'none'}: "
+                   "a judge's fingerprint per scored episode)")
     return out
 
 
-def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRun],
-                pairs: list[PairwiseRow], plots: list[Path]) -> None:
+def rank(rows: list[LabelledRun], pairs: list[PairwiseRow]) -> dict[str, list[list[str]]]:
+    """Per dataset, the runs by accuracy, in tie groups: a run joins the group above unless the Holm-adjusted test
+    separates it from that group's best run (`evalstats.tie_groups`). Runs with no accuracy are left out."""
+    import evalstats
+
+    out: dict[str, list[list[str]]] = {}
+    for dataset in sorted({Path(str(r.meta.questions_file)).parent.name for r in rows}):
+        scores = {r.label: r.summary.accuracy for r in rows
+                  if Path(str(r.meta.questions_file)).parent.name == dataset and r.summary.accuracy is not None}
+        separated = {(p.run_a, p.run_b) for p in pairs if p.dataset == dataset and p.significant_holm}
+        separated |= {(b, a) for a, b in separated}
+        out[dataset] = evalstats.tie_groups(scores, separated)
+    return out
+
+
+def _groups_of(rankings: dict[str, list[list[str]]]) -> dict[str, int]:
+    """Each run's tie group (1 = the best) in its dataset, for the plot's labels."""
+    return {label: i for groups in rankings.values() for i, group in enumerate(groups, 1) for label in group}
+
+
+def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRun], pairs: list[PairwiseRow],
+                rankings: dict[str, list[list[str]]], plots: list[Path]) -> None:
     """The parent run's aggregates (at step 0, the later value replacing the earlier one in MLflow's views), its
     pairwise table and plots."""
     import pandas as pd
@@ -124,7 +180,9 @@ def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRu
                         f"cost_usd_uncached/{label}": summary.total_cost_usd_uncached,
                         f"replaced_scored/{label}": summary.replaced_scored})
     tracker.log_metrics(parent, metrics, 0)
-    tracker.set_tags(parent, {"srag.complete": str(all(r.summary.complete for r in rows)).lower()})
+    tracker.set_tags(parent, {"srag.complete": str(all(r.summary.complete for r in rows)).lower(),
+                              **{f"srag.ranking.{metric_label(d)}": ranking_text(groups)
+                                 for d, groups in rankings.items()}})
     pair_table = pd.DataFrame([p.model_dump() for p in pairs], columns=list(PairwiseRow.model_fields))
     tracker.replace_tables(parent, {"pairwise.json": write_table(pair_table, sweep_dir / "tables" / "pairwise.json"),
                                     "runs.json": write_table(pd.DataFrame(run_table(rows)),
@@ -178,6 +236,25 @@ def run_report(runs_dir: Path, run_id: str) -> RunResult:
                         status=meta.status, **run_summary(run_dir)[0].model_dump(exclude_unset=True))
 
 
-def compare_runs(runs_dir: Path, run_a: str, run_b: str) -> RunComparison:
-    rows = [read_run(RunDir.open(runs_dir, run_id))[0] for run_id in (run_a, run_b)]
-    return RunComparison(run_a=run_a, run_b=run_b, **compare(*rows).model_dump())
+def ranking_text(groups: list[list[str]]) -> str:
+    """Tie groups as one line: `a = b > c` (`=`: the adjusted tests cannot separate them)."""
+    return " > ".join(" = ".join(group) for group in groups)
+
+
+class IncomparableRuns(ValueError):
+    """Two runs that `srag compare` refuses to pair (bad input: one line names the difference)."""
+
+
+def compare_runs(runs_dir: Path, run_a: str, run_b: str, force: bool = False) -> RunComparison:
+    """`srag compare`: refused, naming the difference, for runs that cannot be compared, unless `force`."""
+    runs = []
+    for run_id in (run_a, run_b):
+        run_dir = RunDir.open(runs_dir, run_id)
+        summary, questions = run_summary(run_dir)
+        runs.append(LabelledRun(run_id, run_dir.read_meta(), summary, questions))
+    differences = comparability(*runs)
+    if differences and not force:
+        raise IncomparableRuns(f"runs {run_a} and {run_b} cannot be compared: {'; '.join(differences)} "
+                               "(--force compares them anyway, marked as not comparable)")
+    return RunComparison(run_a=run_a, run_b=run_b, comparable=not differences, differences=differences,
+                         **compare(runs[0].questions, runs[1].questions).model_dump())

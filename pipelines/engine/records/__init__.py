@@ -10,6 +10,7 @@
 
 from pipelines.engine.records._compare import (
                                                Comparison,
+                                               IncomparablePair,
                                                PairedTest,
                                                PairwiseRow,
                                                RunComparison,
@@ -45,7 +46,7 @@ from pipelines.engine.records._rows import AttemptRow, EpisodeRow, Outcome, Ques
 from pipelines.engine.records._summary import Interval, RunResult, RunSummary, Show
 
 __all__ = ["RECORD", "AttemptRow", "BadRecord", "BudgetChange", "Comparison", "CorpusReplicas", "EpisodeRecord",
-           "EpisodeRow", "ExecutionPlan", "IngestionInfo", "Interval", "Judgement", "Outcome", "PairedTest",
-           "PairwiseRow", "QuestionRow", "Record", "Rejudging", "RequestLimitState", "RunComparison", "RunMeta",
-           "RunResult", "RunStatus", "RunSummary", "Show", "StopKind", "StopRecord", "SweepInfo", "SweepSummary",
-           "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line", "problem", "validate_record"]
+           "EpisodeRow", "ExecutionPlan", "IncomparablePair", "IngestionInfo", "Interval", "Judgement", "Outcome",
+           "PairedTest", "PairwiseRow", "QuestionRow", "Record", "Rejudging", "RequestLimitState", "RunComparison",
+           "RunMeta", "RunResult", "RunStatus", "RunSummary", "Show", "StopKind", "StopRecord", "SweepInfo",
+           "SweepSummary", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line", "problem", "validate_record"]

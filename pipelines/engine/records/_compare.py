@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pipelines.engine.records._summary import Interval, RunResult
 
-PairedTest = Literal["mcnemar_exact", "paired_permutation"]
+PairedTest = Literal["mcnemar_midp", "paired_t"]
 
 
 class _Model(BaseModel):
@@ -43,13 +43,19 @@ class Comparison(_Model):
     difference: float | None
     """`accuracy_b` - `accuracy_a`."""
     test: PairedTest
-    """mcnemar_exact for one epoch of 0/1 scores, else paired_permutation."""
+    """mcnemar_midp (the mid-p McNemar test) for one epoch of 0/1 scores, else paired_t (the paired t-test on the
+    per-question differences)."""
     p_value: float
-    """Two-sided p-value of `test`."""
-    mcnemar_p: float | None
-    """McNemar's exact p-value when that is the test."""
+    """Two-sided p-value of `test`, unadjusted (a sweep adjusts it for its family of comparisons)."""
     difference_ci95: Interval | None
-    """95% paired bootstrap interval of `difference`, resampling questions."""
+    """95% interval of `difference` that agrees with `test`: it holds 0 exactly when the test does not reject at 0.05
+    (None when the data say nothing of the spread: no discordant pair, fewer than two paired questions)."""
+    ci_method: str
+    """How `difference_ci95` was computed: mcnemar_midp_inversion or paired_t."""
+    min_detectable_effect: float | None = None
+    """The difference this many paired questions detect with 80% power at alpha 0.05 (two-sided), from the observed
+    discordance (binary scores) or standard deviation of the differences: a non-significant difference smaller than
+    this says "too few questions", not "no effect"."""
     replaced_scored_a: int = 0
     """Paired questions whose score in A is a rerun's that replaced a scored attempt (best-of-N)."""
     replaced_scored_b: int = 0
@@ -63,6 +69,10 @@ class RunComparison(Comparison):
     """Run A's id."""
     run_b: str
     """Run B's id."""
+    comparable: bool = True
+    """False when the runs differ in question set, epochs and reducer, or judge (compared anyway, `--force`)."""
+    differences: list[str] = []
+    """What sets them apart, when they are not comparable."""
 
 
 class PairwiseRow(_Model):
@@ -81,11 +91,12 @@ class PairwiseRow(_Model):
     difference_ci95_high: float | None
     test: PairedTest
     p_value: float
+    min_detectable_effect: float | None
     both_right: int
     only_a_right: int
     only_b_right: int
     neither_right: int
-    mcnemar_p: float | None
+    ci_method: str
     left_out_failed: int
     left_out_pending: int
     left_out_not_run: int
@@ -98,6 +109,15 @@ class PairwiseRow(_Model):
     """The question set's folder name."""
     run_id_a: str
     run_id_b: str
+    p_value_holm: float | None = None
+    """`p_value` adjusted by Holm's method over the `family_size` comparable pairs of the sweep on this dataset:
+    the family-wise error rate stays at most 5% below 0.05."""
+    p_value_bh: float | None = None
+    """`p_value` adjusted by Benjamini-Hochberg over the same family: the false discovery rate, for exploring."""
+    family_size: int | None = None
+    """Comparable pairs on this dataset: the family the adjustment is over."""
+    significant_holm: bool | None = None
+    """Whether the difference stays significant after Holm's adjustment at 0.05."""
 
     @classmethod
     def of(cls, run_a: str, run_b: str, comparison: Comparison, **where: str) -> PairwiseRow:
@@ -127,6 +147,16 @@ class SweepInfo(_Model):
     """The run ids made so far, in grid order."""
 
 
+class IncomparablePair(_Model):
+    """Two runs of a sweep on the same dataset that are not compared, and why."""
+
+    run_a: str
+    run_b: str
+    dataset: str
+    differences: list[str]
+    """Their question sets, their epochs and reducer, or their judges differ."""
+
+
 class SweepSummary(_Model):
     """What `srag sweep` and `srag report SWEEP_ID` print: the sweep's runs and pairwise comparisons."""
 
@@ -139,7 +169,12 @@ class SweepSummary(_Model):
     runs: list[RunResult]
     """Each run as `srag report RUN_ID` gives it, with its label in the sweep."""
     pairwise: list[PairwiseRow]
-    """Every pair of runs on the same question set."""
+    """Every comparable pair of runs on the same question set, with its adjusted p-values."""
+    incomparable: list[IncomparablePair] = []
+    """The pairs on the same dataset that cannot be compared, with why."""
+    rankings: dict[str, list[list[str]]] = {}
+    """Per dataset, the run labels by accuracy in tie groups (best first): runs in one group are not separated by
+    the Holm-adjusted tests."""
     plots: list[str]
     """The sweep's plots, as files."""
     mlflow_errors: list[str]

@@ -52,8 +52,8 @@ class RunSummary(BaseModel):
     accuracy: Annotated[float | None, Show("accuracy")] = None
     """Mean score over the scored questions (an empty answer scores 0); denominator `scored` questions."""
     accuracy_ci95: Annotated[Interval | None, Show("accuracy")] = None
-    """95% interval of `accuracy`: Wilson when every score is 0 or 1, else a seeded percentile bootstrap over
-    questions."""
+    """95% interval of `accuracy` over the scored questions (`ci_method` says how: Wilson for 0/1 scores, else a
+    seeded BCa bootstrap over questions, or none when too few partial scores back one)."""
     coverage: Annotated[float | None, Show("accuracy")] = None
     """Scored questions / `n_questions`."""
     coverage_ci95: Annotated[Interval | None, Show("accuracy")] = None
@@ -62,6 +62,11 @@ class RunSummary(BaseModel):
     """Sum of scores / `n_questions` (a failed, pending, not run or missing question counts 0)."""
     accuracy_all_ci95: Annotated[Interval | None, Show("accuracy")] = None
     """95% interval of `accuracy_all`, as for `accuracy`."""
+    ci_method: Annotated[dict[str, str], Show("accuracy", metric=None)] = {}
+    """How each headline interval was computed: wilson (every score 0 or 1), bca_bootstrap (partial scores, from 30
+    questions, seeded with `ci_seed`), or none with the reason (too few partial scores, all the same): text."""
+    ci_seed: Annotated[int | None, Show("accuracy", metric=None)] = None
+    """The seed of every bootstrap draw behind the intervals."""
     complete: Annotated[bool, Show("accuracy")] = False
     """Every question is scored (so `accuracy` is over all of them)."""
     em: Annotated[float | None, Show("accuracy")] = None
@@ -195,6 +200,8 @@ class RunSummary(BaseModel):
     """Scored questions of each type: the denominator of `accuracy_by_type`."""
     accuracy_ci95_by_type: Annotated[dict[str, Interval | None], Show("types", "accuracy_type_{key}_ci95")] = {}
     """95% interval of each type's accuracy, as for `accuracy`."""
+    ci_method_by_type: Annotated[dict[str, str], Show("types", metric=None)] = {}
+    """How each type's interval was computed (as `ci_method`): text."""
     coverage_by_type: Annotated[dict[str, float], Show("types", "coverage_type_{key}")] = {}
     """Scored / all questions of each type."""
     accuracy_by_type_by_epoch: Annotated[dict[str, dict[int, float | None]] | None,
