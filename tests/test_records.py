@@ -17,10 +17,10 @@ from srag_core import Episode, Usage
 PREVIOUS = Path(__file__).parent / "fixtures" / "previous_release"
 
 
-@pytest.mark.parametrize("run_id", sorted(p.name for p in (PREVIOUS / "runs").iterdir()))
+@pytest.mark.parametrize("run_id", sorted(p.name for p in (PREVIOUS / "run_folders").iterdir()))
 def test_a_run_folder_of_the_previous_release_reports_the_same_figures(tmp_path, capsys, run_id):
     runs = tmp_path / "runs"
-    shutil.copytree(PREVIOUS / "runs" / run_id, runs / run_id)
+    shutil.copytree(PREVIOUS / "run_folders" / run_id, runs / run_id)
     assert main(["report", run_id, "--runs-dir", str(runs), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report == json.loads((PREVIOUS / f"{run_id}.report.json").read_text())
