@@ -5,8 +5,9 @@ Only the command line and the run folder's files are used, never the engine's Py
 whatever reads and writes the store behind the same commands and files. The folders are made by repeating a real
 run's records:
 - one real run of the 20 shipped 2Wiki sample questions (`srag run CONFIG`) against a scripted endpoint on loopback
-  (tests/fake_llm.py, in a process of its own): two tool calls, then an answer, right for two questions in three;
-  rule judging; MLflow in a local SQLite store in the temporary folder, without traces (a resume would export them);
+  (tests/fake_llm.py, in a process of its own): two tool calls, then an answer (the gold one unless the question's
+  length is a multiple of 3); rule judging; MLflow in a local SQLite store in the temporary folder, without traces (a
+  resume would export them);
 - for N questions, that run folder copied with its questions and records repeated under new ids (question i is
   sample question i mod 20; its episode line, then its judgement line) and run.json's n_questions set to N. Every
   repeated record names its sample question's trace file, so `traces/` keeps the 20 files of the real run (no reader
@@ -27,7 +28,8 @@ largest of those processes, not their sum: the driver). The table gives the medi
 Children run with MLFLOW_DISABLE_TELEMETRY=true, RAY_USAGE_STATS_ENABLED=0, no RAY_ADDRESS and a Ray temp folder of
 their own, so a rerun starts a local Ray and never joins another one on the machine.
 
-Run: `.venv/bin/python -m benchmarks.records_scale [--questions 1000,10000,100000] [--repeats 3]`.
+Run: `.venv/bin/python -m benchmarks.records_scale [--questions 1000,10000,100000] [--repeats 3] [--keep DIR]`
+(--keep: build the folders in DIR and leave them there, to profile a command on them).
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ LLM_ERROR = {"status": "llm_error", "answer": None, "error_kind": "server_error"
 
 
 class SampleAgent:
-    """An agent for the sample questions: filter by the question's last word, read a hit, then answer, the gold
-    answer for two questions in three (by the question's length), else `unknown`."""
+    """An agent for the sample questions: filter by the question's last word, read a hit, then answer: the gold
+    answer, or `unknown` when the question's length is a multiple of 3."""
 
     def __init__(self, gold: dict[str, str]):
         self.gold = gold
