@@ -21,7 +21,7 @@ from pipelines.engine.report import episode_rows, question_rows, summarize
 from pipelines.engine.results import QuestionState, RunDir
 from pipelines.engine.scoring import compare
 
-PREVIOUS = Path(__file__).parent / "fixtures" / "previous_release" / "runs"
+PREVIOUS = Path(__file__).parent / "fixtures" / "previous_release" / "run_folders"
 
 
 def episode(qid: str, status: str = "ok", *, attempt: int = 1, epoch: int = 1, answer: str | None = "x",

@@ -28,10 +28,10 @@ def resources_for(corpus: Corpus, tmp_path) -> dict:
 def test_resources_are_built_once_and_cached(tmp_path):
     corpus = hearings_corpus()
     first = resources_for(corpus, tmp_path)
-    assert set(first) == {"coarse_index", "pattern_index"}
-    assert first["coarse_index"].n_docs == len(corpus)
+    assert set(first.names()) == {"coarse_index", "pattern_index"}
+    assert first.coarse_index.n_docs == len(corpus)
     assert resources_for(corpus, tmp_path) is first  # the same objects: a sweep shares them
-    labels = {p.label for p in first["pattern_index"].patterns}
+    labels = {p.label for p in first.pattern_index.patterns}
     assert "witnesses" in labels  # "Witnesses: N" is on every hearing with distinct values
     assert list((tmp_path / "cache" / "patterns").iterdir())  # persisted per corpus hash
 

@@ -46,7 +46,15 @@ from pipelines.engine.records import (
     WorkersUsage,
 )
 from pipelines.engine.report import attempt_rows, incomplete_reason, plot_accuracy_by_type, run_summary
-from pipelines.engine.results import RunDir, RunFolderSink, git_revision, new_run_id, package_versions
+from pipelines.engine.results import (
+    QuestionState,
+    RunDir,
+    RunFolderSink,
+    Unit,
+    git_revision,
+    new_run_id,
+    package_versions,
+)
 from pipelines.engine.scheduler import Scheduler, Work, WorkerPool
 from pipelines.engine.systems import VariantResources, effective_config, prepare_resources
 from pipelines.engine.tracking import (
@@ -177,7 +185,7 @@ def load_run_config(run_dir: RunDir) -> RunConfig:
     return RunConfig.model_validate(run_dir.read_config())
 
 
-def pending_work(run_dir: RunDir, statuses: Iterable[str] | None
+def pending_work(run_dir: RunDir, statuses: Iterable[str] | None, states: dict[Unit, QuestionState] | None = None
                  ) -> tuple[list[Work], list[tuple[Question, EpisodeRecord]]]:
     """(episodes to run as (question, epoch, attempt), finished episodes still to judge). statuses None: resume
     ((question, epoch) pairs with no record); otherwise rerun the pairs whose latest status is in `statuses`, plus
@@ -185,7 +193,7 @@ def pending_work(run_dir: RunDir, statuses: Iterable[str] | None
     is judged again. Epoch-major: every question's first epoch is queued before any second one."""
     questions = run_dir.read_questions()
     epochs = load_run_config(run_dir).limits.epochs
-    states = run_dir.store().states()
+    states = states if states is not None else run_dir.store().states()
     wanted = set(statuses or ())
     todo: list[Work] = []
     unjudged: list[tuple[Question, EpisodeRecord]] = []
@@ -232,7 +240,8 @@ def _resources(run_dir: RunDir, cfg: RunConfig, corpus: Corpus, llm_cfg: LLMConf
 
 
 def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker | None,
-            unjudged: list[tuple[Question, EpisodeRecord]] | None = None, quiet: bool = False) -> None:
+            unjudged: list[tuple[Question, EpisodeRecord]] | None = None, quiet: bool = False,
+            states: dict[Unit, QuestionState] | None = None) -> None:
     """Run `todo` (question, epoch, attempt) episodes and judge them (and the `unjudged` pairs) on a pool of Ray
     workers; returns once every trace is exported (or has failed to export; `finish` retries those)."""
     meta = run_dir.update_meta(status="running", last_started=utc_now(), stop=None)
@@ -242,7 +251,8 @@ def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker 
             print(f"[{run_dir.run_id}] {message}", file=sys.stderr, flush=True)
 
     budget = spend_limit(cfg)
-    stats = _stats_so_far(run_dir, run_dir.store(), {(q.id, epoch) for q, epoch, _ in todo})
+    stats = _stats_so_far(run_dir, states if states is not None else run_dir.store().states(),
+                          {(q.id, epoch) for q, epoch, _ in todo})
     if todo and (spent := budget.check(stats, [])) is not None:  # nothing left to spend: start nothing at all
         record_stop(run_dir, spent, stats, len(todo), budget)
         say(spent.reason)
@@ -432,13 +442,13 @@ def _ingestion_paid(run_dir: RunDir) -> float:
     return ingestion.paid_usd() if ingestion else 0.0
 
 
-def _stats_so_far(run_dir: RunDir, store, redo: set[tuple[str, int]]) -> RunStats:
+def _stats_so_far(run_dir: RunDir, states: dict[Unit, QuestionState], redo: set[tuple[str, int]]) -> RunStats:
     """Resume/rerun: the run's totals include what is already recorded for questions not run again, and the tokens
     and cost of every earlier attempt (spent, as the summary counts them)."""
     epochs = load_run_config(run_dir).limits.epochs
     stats = RunStats(total=len(run_dir.read_questions()) * epochs, epochs=epochs,
                      ingestion_cost=_ingestion_paid(run_dir))
-    for unit, st in store.states().items():
+    for unit, st in states.items():
         for judgement in st.history:
             stats.add_judge_spend(judgement)
         for ep in st.attempts if unit in redo else st.attempts[:-1]:
@@ -460,7 +470,7 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> RunResult:
         tracker.flush()  # the run's live writes: best effort, and not what this call must account for
     store = run_dir.store()
     states = store.states()
-    summary, rows = run_summary(run_dir, store)
+    summary, rows = run_summary(run_dir, store, states)
     meta = run_dir.read_meta()
     traces_missing = 0
     cfg = load_run_config(run_dir)
@@ -631,7 +641,8 @@ def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool,
     if max_cost_usd is not None:
         set_budget(run_dir, max_cost_usd)
     cfg = load_run_config(run_dir)
-    todo, unjudged = pending_work(run_dir, statuses)
+    states = run_dir.store().states()  # read once: the work to do and what was already spent come from it
+    todo, unjudged = pending_work(run_dir, statuses, states)
     if todo or unjudged:
         check_transport()
     tracker = _start_together(cfg, run_dir.path.parent, bool(todo or unjudged))
@@ -641,7 +652,7 @@ def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool,
                 print(f"run {run_dir.run_id}: {len(todo)} episodes to run, {len(unjudged)} to judge",
                       file=sys.stderr)
             if todo or unjudged:
-                execute(run_dir, cfg, todo, tracker, unjudged, quiet=quiet)
+                execute(run_dir, cfg, todo, tracker, unjudged, quiet=quiet, states=states)
             return finish(run_dir, tracker)
     finally:
         tracker.close()

@@ -18,23 +18,27 @@ from pipelines.engine.results import QuestionState, ResultStore, RunDir, Unit
 from srag_core import FAILED, FINISHED, STATUSES
 
 
-def read_run(run_dir: RunDir, store: ResultStore | None = None) -> tuple[list[QuestionRow], list[EpisodeRow]]:
+def read_run(run_dir: RunDir, store: ResultStore | None = None, states: dict[Unit, QuestionState] | None = None
+             ) -> tuple[list[QuestionRow], list[EpisodeRow]]:
     """A run's per-question rows (each question's epochs reduced as its config says) and its per-episode rows,
-    from its results store (`store`, whose `problems` then say what was skipped)."""
+    from its results store (`store`, whose `problems` then say what was skipped; `states`, when the caller has
+    already read them: the store is read once per command, not once per reader)."""
     from pipelines.config import RunConfig
 
     limits = RunConfig.model_validate(run_dir.read_config()).limits
-    questions, states = run_dir.read_questions(), (store or run_dir.store()).states()
+    questions = run_dir.read_questions()
+    states = states if states is not None else (store or run_dir.store()).states()
     stop = run_dir.read_meta().stop
     episodes = episode_rows(questions, states, limits.epochs, stop.reason if stop else None)
     return question_rows(questions, states, limits.epochs, limits.reducer, episodes), episodes
 
 
-def run_summary(run_dir: RunDir, store: ResultStore | None = None) -> tuple[RunSummary, list[QuestionRow]]:
+def run_summary(run_dir: RunDir, store: ResultStore | None = None, states: dict[Unit, QuestionState] | None = None
+                ) -> tuple[RunSummary, list[QuestionRow]]:
     """The run's summary as `finish`, `srag report` and sweeps give it (the figures, why it stopped early if it did,
     what the results store skipped, the request limiter's 429s and limits), and its per-question rows."""
     store = store or run_dir.store()
-    rows, episodes = read_run(run_dir, store)
+    rows, episodes = read_run(run_dir, store, states)
     meta = run_dir.read_meta()
     return summarize(rows, episodes, meta.ingestion).model_copy(update={
         "stopped": meta.stop, "request_limit": meta.request_limit, "store_problems": store.problems}), rows

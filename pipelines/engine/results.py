@@ -31,6 +31,7 @@ The store never loses or doubles a record, whatever happened to the file:
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -298,14 +299,15 @@ class ResultStore:
             return []
         out = []
         lines = self.path.read_bytes().split(b"\n")
-        for lineno, raw in enumerate(lines, 1):
-            if not raw.strip():
-                continue
-            try:
-                out.append(parse_line(raw))
-            except (BadRecord, ValueError):  # the common case above, a line's problems here
-                if (rec := self._salvage(raw, lineno, lineno == len(lines))) is not None:
-                    out.append(rec)
+        with _collector_paused():
+            for lineno, raw in enumerate(lines, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    out.append(parse_line(raw))
+                except (BadRecord, ValueError):  # the common case above, a line's problems here
+                    if (rec := self._salvage(raw, lineno, lineno == len(lines))) is not None:
+                        out.append(rec)
         return out
 
     def _salvage(self, raw: bytes, lineno: int, last: bool) -> EpisodeRecord | Judgement | None:
@@ -336,6 +338,19 @@ class ResultStore:
             else:
                 st.attempts.append(rec)
         return {unit: st for unit, st in states.items() if st.attempts}
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a store is read: the records form no cycles, and it would
+    otherwise walk every one of hundreds of thousands of new objects again at each collection."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _whole_record(raw: bytes) -> bool:

@@ -77,9 +77,9 @@ def _marker_key(row: dict[str, Any]) -> Key:
     return str(row["question_id"]), int(row.get("epoch", 1)), int(row["attempt"])
 
 
-def recorded_traces(run_dir: RunDir) -> dict[Key, str]:
+def recorded_traces(run_dir: RunDir, records: list[EpisodeRecord | Judgement] | None = None) -> dict[Key, str]:
     """Every recorded episode's trace file (relative to the run folder), by (question, attempt)."""
-    return {episode_key(r): r.trace_file for r in run_dir.store().records()
+    return {episode_key(r): r.trace_file for r in (run_dir.store().records() if records is None else records)
             if isinstance(r, EpisodeRecord) and r.trace_file}
 
 
@@ -117,15 +117,16 @@ def _is_attached(mark: VerdictMark | None, trace_id: str | None, verdict: Judgem
     return mark is not None and mark.get("trace_id") == trace_id and mark.get("judgement_id") == verdict.judgement_id
 
 
-def recorded_verdicts(run_dir: RunDir) -> list[Judgement]:
+def recorded_verdicts(run_dir: RunDir, records: list[EpisodeRecord | Judgement] | None = None) -> list[Judgement]:
     """The last verdict of every judged (question, attempt)."""
-    latest = {episode_key(r): r for r in run_dir.store().records() if isinstance(r, Judgement)}
+    latest = {episode_key(r): r for r in (run_dir.store().records() if records is None else records)
+              if isinstance(r, Judgement)}
     return list(latest.values())
 
 
-def missing_traces(run_dir: RunDir) -> dict[Key, str]:
+def missing_traces(run_dir: RunDir, records: list[EpisodeRecord | Judgement] | None = None) -> dict[Key, str]:
     done = exported(run_dir)
-    return {k: f for k, f in recorded_traces(run_dir).items() if k not in done}
+    return {k: f for k, f in recorded_traces(run_dir, records).items() if k not in done}
 
 
 class TraceExporter:
@@ -476,8 +477,9 @@ def export_missing(run_dir: RunDir, client, meta: RunMeta, context: TraceContext
     """Export, from this process, every recorded episode's trace that is not marked yet (looking up in MLflow first
     what an interrupted export wrote), then attach the verdicts not attached yet; returns how many traces are still
     missing."""
-    missing = missing_traces(run_dir)
-    verdicts = recorded_verdicts(run_dir)
+    records = run_dir.store().records()  # read once for both
+    missing = missing_traces(run_dir, records)
+    verdicts = recorded_verdicts(run_dir, records)
     traces, attached = exported(run_dir), attached_verdicts(run_dir)
     if not missing and all(_is_attached(attached.get(k := episode_key(v)), traces.get(k), v)
                            for v in verdicts):

@@ -22,6 +22,13 @@ from srag_core import STATUSES, Episode, Status, utc_now
 class _Stored(BaseModel):
     model_config = ConfigDict(strict=True, extra="allow", use_attribute_docstrings=True)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A record read from the store shares its set of given fields with the records like it (`_share_fields`);
+        # setting a field gives it a set of its own first.
+        if isinstance(self.__pydantic_fields_set__, frozenset):
+            object.__setattr__(self, "__pydantic_fields_set__", set(self.__pydantic_fields_set__))
+        super().__setattr__(name, value)
+
 
 class UsageCounts(_Stored):
     """What an episode's LLM calls used, every call it made (its tools' included): `srag_core.llm.Usage` as
@@ -234,6 +241,19 @@ def _kind(value: Any) -> str | None:
 Record = Annotated[Union[Annotated[EpisodeRecord, Tag("episode")], Annotated[Judgement, Tag("judgement")]],
                    Discriminator(_kind)]
 RECORD: TypeAdapter[EpisodeRecord | Judgement] = TypeAdapter(Record)
+# The same union keyed on the `type` field itself: pydantic-core then reads a line without building it as Python
+# objects first, a quarter faster. Every line this project wrote has its `type`; `parse_line` falls back to RECORD.
+_TYPED: TypeAdapter[EpisodeRecord | Judgement] = TypeAdapter(
+    Annotated[Union[EpisodeRecord, Judgement], Field(discriminator="type")])
+# One frozen set of given field names per kind of line: 100,000 records would otherwise hold 100,000 equal sets (a
+# quarter of their memory). Bounded by the distinct field sets written (a handful).
+_FIELD_SETS: dict[frozenset[str], frozenset[str]] = {}
+
+
+def _share_fields(record: EpisodeRecord | Judgement) -> EpisodeRecord | Judgement:
+    names = frozenset(record.__pydantic_fields_set__)
+    object.__setattr__(record, "__pydantic_fields_set__", _FIELD_SETS.setdefault(names, names))
+    return record
 
 
 class BadRecord(ValueError):
@@ -244,7 +264,11 @@ def parse_line(raw: bytes | str) -> EpisodeRecord | Judgement:
     """One line of results.jsonl as its model; a BadRecord (or, for text that is not JSON, json.JSONDecodeError)
     says why not."""
     try:
-        return RECORD.validate_json(raw)
+        return _share_fields(_TYPED.validate_json(raw))
+    except ValidationError:
+        pass  # a line without its type, or a bad one: read again through RECORD, whose errors name the problem
+    try:
+        return _share_fields(RECORD.validate_json(raw))
     except ValidationError as e:
         if e.errors()[0]["type"] != "json_invalid":
             raise BadRecord(problem(e)) from None
