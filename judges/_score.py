@@ -1,4 +1,5 @@
-"""`score_answer`, the one entry point, and `aggregate` for the metrics of a list of judgements.
+"""`score_answer`, the one entry point. The run's figures over many judgements are computed in
+`pipelines/engine/scoring.py`, their intervals and tests in `evalstats`.
 
 Order of work for one answer:
 1. No answer (None or blank) is a wrong answer: score 0, `score_source="no_answer"`. An episode that ended without
@@ -15,8 +16,7 @@ Order of work for one answer:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -107,29 +107,3 @@ def _unjudged(result: JudgeResult, answer: str, gold: str, aliases: Sequence[str
     return result
 
 
-def _get(row: JudgeResult | Mapping[str, Any], key: str) -> Any:
-    return row.get(key) if isinstance(row, Mapping) else getattr(row, key)
-
-
-def _mean(values: list[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
-
-
-def aggregate(results: Iterable[JudgeResult | Mapping[str, Any]]) -> dict[str, float | int | None]:
-    """Metrics of judgements (JudgeResults or their dicts). `score` is the mean over scored rows (a no-answer row is
-    scored 0); `pending` counts the rows still without a verdict, which no mean includes; `no_answer`,
-    `judge_errors` and `source_*` say how the scores were reached. Flat numbers, ready for MLflow."""
-    rows = list(results)
-    scored = [r for r in rows if _get(r, "score") is not None]
-    sources = [_get(r, "score_source") for r in scored]
-    return {
-        "n": len(rows),
-        "n_scored": len(scored),
-        "pending": len(rows) - len(scored),
-        "score": _mean([float(_get(r, "score")) for r in scored]),
-        "em": _mean([float(_get(r, "em")) for r in scored if _get(r, "em") is not None]),
-        "f1": _mean([float(_get(r, "f1")) for r in scored if _get(r, "f1") is not None]),
-        "no_answer": sources.count("no_answer"),
-        "judge_errors": sum(_get(r, "judge_error") is not None for r in rows),
-        **{f"source_{s}": sources.count(s) for s in ("rule", "llm", "em", "em_fallback")},
-    }

@@ -277,13 +277,14 @@ def financebench_page_filename(doc_name: str, page: int) -> str:
 
 def financebench_question(rec: dict) -> dict:
     """One FinanceBench row; `type` is the source's question_type (metrics-generated, domain-relevant,
-    novel-generated) and gold_docs are the pages of its evidence."""
+    novel-generated), gold_docs are the pages of its evidence, and its cluster is its filing (`doc_name`: the
+    questions about one filing share its difficulty, so their scores are not independent)."""
     answer = str(rec["answer"])
     return {"id": rec["financebench_id"], "question": rec["question"], "answer": answer, "answer_aliases": [],
             "answer_kind": infer_answer_kind(rec["question"], answer), "type": rec.get("question_type"),
             "gold_docs": sorted({financebench_page_filename(e["doc_name"], e["evidence_page_num"])
                                  for e in rec["evidence"]}),
-            "company": rec.get("company"), "doc_name": rec.get("doc_name"),
+            "company": rec.get("company"), "doc_name": rec.get("doc_name"), "cluster": rec.get("doc_name"),
             "question_reasoning": rec.get("question_reasoning")}
 
 

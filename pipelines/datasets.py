@@ -66,6 +66,9 @@ class Question(BaseModel):
     answer_kind: AnswerKind = "text"
     type: str | None = None
     gold_docs: list[str] | None = None  # None: not known for this question
+    cluster: str | None = None
+    """Questions that share a source (FinanceBench: the filing they are asked about) share a cluster, and the run's
+    intervals and paired tests are clustered on it (`pipelines/engine/scoring.py`); None: a cluster of its own."""
 
     @model_validator(mode="before")
     @classmethod
@@ -230,7 +233,7 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
         "financebench", "FinanceBench open-source 150 questions over their 168 gold evidence pages",
         "patronus-ai/financebench data/ (no licence file upstream)",
         "financebench", ("financebench_open_source.jsonl", "financebench_document_information.jsonl"),
-        converters.convert_financebench),
+        converters.convert_financebench, version=2),  # 2: questions carry their filing as `cluster`
 ]}
 
 

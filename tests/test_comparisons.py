@@ -66,15 +66,70 @@ def test_srag_compare_refuses_incomparable_runs_in_one_line_unless_forced(tmp_pa
     shutil.copytree(PREVIOUS / ONE_EPOCH, runs / ONE_EPOCH)
     other = "20261204-202239-one-epoch-copy"
     shutil.copytree(PREVIOUS / ONE_EPOCH, runs / other)
-    config = (runs / other / "config.yaml").read_text()
-    (runs / other / "config.yaml").write_text(config.replace("epochs: 1", "epochs: 1\n  reducer: max"))
+    results = (runs / other / "results.jsonl").read_text()
+    assert results.count('"judge_fingerprint": "70e467ce7e"') == 19
+    # the copy judged by another judge (another model, prompt or rule version: another fingerprint)
+    (runs / other / "results.jsonl").write_text(results.replace('"70e467ce7e"', '"ffffffffff"'))
     code = main(["compare", ONE_EPOCH, other, "--runs-dir", str(runs)])
     err = capsys.readouterr().err
-    assert code == Exit.BAD_INPUT and err.count("\n") == 1 and "cannot be compared: epochs and reducer differ" in err
+    assert code == Exit.BAD_INPUT and err.count("\n") == 1 and "cannot be compared: judges differ" in err
     assert "--force" in err and "Traceback" not in err
     assert main(["compare", ONE_EPOCH, other, "--runs-dir", str(runs), "--force", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["comparable"] is False and out["differences"][0].startswith("epochs and reducer differ")
+    assert out["comparable"] is False and out["differences"][0].startswith("judges differ (70e467ce7e and ffffffffff")
     assert main(["compare", ONE_EPOCH, ONE_EPOCH, "--runs-dir", str(runs), "--json"]) == 0
     same = json.loads(capsys.readouterr().out)
     assert same["comparable"] and same["p_value"] == 1.0 and same["test"] == "mcnemar_midp"
+
+
+# -- questions that share a source (a declared cluster) ------------------------------------------------------------
+
+
+def clustered_rows(scores_by_cluster: list[list[float]]) -> list[dict]:
+    return [{"question_id": f"c{g}q{i}", "cluster": f"filing{g}", "status": "ok", "outcome": "scored", "score": s}
+            for g, scores in enumerate(scores_by_cluster) for i, s in enumerate(scores)]
+
+
+def test_questions_sharing_a_cluster_get_the_clustered_interval_not_wilsons():
+    from scipy import stats
+
+    from pipelines.engine.scoring import figures
+
+    # 12 filings of 4 questions each, a filing's questions all right or all wrong: 48 scores, 12 independent facts
+    right = [1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 0, 1]
+    rows = clustered_rows([[float(r)] * 4 for r in right])
+    out = figures(rows)  # type: ignore[arg-type]
+    assert out["ci_method"]["accuracy"] == "clt_clustered"
+    # equal clusters: the clustered t interval is the one-sample t interval of the cluster means (SciPy)
+    reference = stats.ttest_1samp(right, 0.0).confidence_interval(0.95)
+    assert out["accuracy_ci95"] == pytest.approx([reference.low, reference.high], abs=1e-4)
+    unclustered = figures([{**r, "cluster": None} for r in rows])  # type: ignore[arg-type]
+    assert unclustered["ci_method"]["accuracy"] == "wilson"
+    width = out["accuracy_ci95"][1] - out["accuracy_ci95"][0]
+    assert width > 1.5 * (unclustered["accuracy_ci95"][1] - unclustered["accuracy_ci95"][0])  # 48 is not 48 facts
+    few = figures(clustered_rows([[1.0, 0.0, 1.0]] * 9))  # type: ignore[arg-type]
+    assert few["accuracy_ci95"] is None and few["ci_method"]["accuracy"].startswith("none: 9 clusters")
+
+
+def test_a_comparison_of_clustered_questions_uses_the_clustered_paired_test():
+    from scipy import stats
+
+    from pipelines.engine.scoring import compare
+
+    a_right = [[1, 1, 0], [0, 0, 0], [1, 0, 1], [1, 1, 1], [0, 1, 0], [1, 0, 0], [0, 0, 1], [1, 1, 0], [0, 0, 0],
+               [1, 0, 1], [1, 1, 1], [0, 1, 1]]
+    b_right = [[1, 1, 1], [1, 0, 1], [1, 1, 1], [1, 1, 1], [0, 1, 1], [1, 0, 0], [1, 1, 1], [1, 1, 0], [0, 1, 0],
+               [1, 1, 1], [1, 1, 1], [0, 1, 1]]
+    a = clustered_rows([[float(x) for x in c] for c in a_right])
+    b = clustered_rows([[float(x) for x in c] for c in b_right])
+    result = compare(a, b)  # type: ignore[arg-type]
+    assert (result.test, result.ci_method) == ("paired_t_clustered", "paired_t_clustered")
+    # equal clusters: the clustered paired t-test is the one-sample t-test of the clusters' mean differences (SciPy)
+    diffs = [(sum(cb) - sum(ca)) / 3 for ca, cb in zip(a_right, b_right, strict=True)]
+    reference = stats.ttest_1samp(diffs, 0.0)
+    assert result.p_value == pytest.approx(reference.pvalue, abs=1e-6)
+    ci = reference.confidence_interval(0.95)
+    assert result.difference_ci95 == pytest.approx([ci.low, ci.high], abs=1e-4)
+    assert (result.difference_ci95[0] > 0) == (result.p_value < 0.05)  # the interval and the test agree
+    plain = compare([{**r, "cluster": None} for r in a], [{**r, "cluster": None} for r in b])  # type: ignore[arg-type]
+    assert plain.test == "mcnemar_midp"  # the same answers, taken as independent questions

@@ -352,6 +352,7 @@ def test_convert_financebench(data_root, tmp_path):
     assert [q.answer_kind for q in (capex, quick, dividend)] == ["number", "text", "yes_no"]
     assert [q.type for q in (capex, quick, dividend)] == ["metrics-generated", "domain-relevant", "novel-generated"]
     assert capex.model_extra["company"] == "3M" and capex.model_extra["doc_name"] == "3M_2018_10K"
+    assert capex.cluster == "3M_2018_10K"  # the questions about one filing share its cluster
     meta = {row["filename"]: row for row in _rows(out / "documents.jsonl")}
     assert meta["3M_2023Q2_10Q_p4.txt"] == {"filename": "3M_2023Q2_10Q_p4.txt", "doc_name": "3M_2023Q2_10Q",
                                             "page": 4, "company": "3M", "doc_type": "10q", "doc_period": 2023,

@@ -1,4 +1,4 @@
-"""judges: the two-call LLM judge driven by a scripted `complete`, precedence, and aggregate."""
+"""judges: the two-call LLM judge driven by a scripted `complete`, and precedence."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from judges import INSUFFICIENT, JudgeError, LLMJudge, aggregate, clean_extraction, parse_verdict, score_answer
+from judges import INSUFFICIENT, JudgeError, LLMJudge, clean_extraction, parse_verdict, score_answer
 
 
 class Scripted:
@@ -198,28 +198,21 @@ def test_clean_extraction(reply, expected):
     assert clean_extraction(reply) == expected
 
 
-# -- aggregate ---------------------------------------------------------------------------------------------------
+# -- how each kind of judgement is marked (the run's figures count these: pipelines/engine/scoring.py) ------------
 
 
-def test_aggregate():
-    ok = score_answer("How many?", "5", "5", answer_kind="count")                          # rule, 1
-    wrong = score_answer("Who?", "John Lennon", "Lennon")                                 # em, 0
+def test_each_judgement_says_how_it_was_scored():
+    ok = score_answer("How many?", "5", "5", answer_kind="count")
+    wrong = score_answer("Who?", "John Lennon", "Lennon")
     llm = score_answer("Which?", "Paris and Roma", "Paris, Rome", answer_kind="list",
-                       llm=LLMJudge(Scripted("Paris, Roma", verdict_json("partial", 0.5))))  # llm, 0.5
+                       llm=LLMJudge(Scripted("Paris, Roma", verdict_json("partial", 0.5))))
     broken = score_answer("Who?", "John Lennon", "Lennon", llm=LLMJudge(Scripted("John Lennon", "garbage")))
-    missing = score_answer("Who?", None, "Lennon")                                     # no answer, 0
-    metrics = aggregate([ok, wrong, llm.to_dict(), broken, missing])  # results and their dicts mix
-    assert metrics["n"] == 5 and metrics["n_scored"] == 4 and metrics["pending"] == 1  # broken: no verdict yet
-    assert metrics["score"] == pytest.approx((1 + 0 + 0.5 + 0) / 4)  # the empty answer counts as wrong
-    assert metrics["em"] == pytest.approx(0.25)
-    assert metrics["no_answer"] == 1 and metrics["judge_errors"] == 1
-    assert (metrics["source_rule"], metrics["source_llm"], metrics["source_em"], metrics["source_em_fallback"]) \
-        == (1, 1, 1, 0)
-
-
-def test_aggregate_empty():
-    metrics = aggregate([])
-    assert metrics["n"] == 0 and metrics["score"] is None and metrics["em"] is None
+    missing = score_answer("Who?", None, "Lennon")
+    assert (ok.score, ok.score_source) == (1.0, "rule")
+    assert (wrong.score, wrong.score_source, wrong.em) == (0.0, "em", 0.0)
+    assert (llm.score, llm.score_source) == (0.5, "llm")
+    assert (broken.score, broken.score_source) == (None, "pending") and broken.judge_error  # no verdict yet
+    assert (missing.score, missing.score_source) == (0.0, "no_answer")  # the empty answer counts as wrong
 
 
 def test_text_exact_match_after_extraction_needs_no_verdict_call():

@@ -174,6 +174,12 @@ def test_a_rerun_replaces_the_table_and_updates_metrics_and_the_parent(sweep):
             [reported["difference_ci95_low"], reported["difference_ci95_high"]]
         if logged["difference_ci95_low"] is not None:  # None: no discordant question, nothing to say of spread
             assert logged["difference_ci95_low"] <= logged["difference"] <= logged["difference_ci95_high"]
+    ranking = json.loads(Path(client.download_artifacts(parent_id, "rankings.json")).read_text())
+    groups = [dict(zip(ranking["columns"], r, strict=True)) for r in ranking["data"]]
+    (dataset, reported_groups), = sweep["sweep_report"]["rankings"].items()
+    assert [[g["run"] for g in groups if g["group"] == i] for i in range(1, len(reported_groups) + 1)] \
+        == reported_groups and {g["dataset"] for g in groups} == {dataset}
+    assert _tags(parent)[f"srag.ranking.{metric_label(dataset)}"] == " > ".join(" = ".join(g) for g in reported_groups)
     plots = {a.path for a in client.list_artifacts(parent_id, "plots")}
     assert "plots/accuracy_with_intervals.png" in plots
 

@@ -68,7 +68,7 @@ def episode_rows(questions: list[Question], states: dict[Unit, QuestionState], e
 
 def _episode_row(q: Question, st: QuestionState | None, epoch: int, not_run: str | None) -> EpisodeRow:
     row = EpisodeRow(question_id=q.id, epoch=epoch, question=q.question, gold=q.answer, type=q.type,
-                     answer_kind=q.answer_kind)
+                     cluster=q.cluster, answer_kind=q.answer_kind)
     if st is None and not_run:
         return EpisodeRow(**row, status="not_run", attempts=0, outcome="not_run", not_run_reason=not_run)
     if st is None:

@@ -69,9 +69,11 @@ def figures(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -
     scores = scored_values(rows)
     scored_episodes = [e for e in episodes if outcome(e) == "scored"]
     sources = Counter(str(e.get("score_source")) for e in scored_episodes)
-    every = scores + [0.0] * (n - len(scores))  # accuracy_all: what is not scored counts 0
-    intervals = {"accuracy": score_interval(scores), "accuracy_all": score_interval(every),
-                 "coverage": score_interval([1.0] * len(scores) + [0.0] * (n - len(scores)))}
+    every = [float(r.get("score") or 0.0) if outcome(r) == "scored" else 0.0 for r in rows]  # not scored: 0
+    covered = [1.0 if outcome(r) == "scored" else 0.0 for r in rows]
+    intervals = {"accuracy": score_interval(scores, clusters=clusters([r for r in rows if outcome(r) == "scored"])),
+                 "accuracy_all": score_interval(every, clusters=clusters(rows)),
+                 "coverage": score_interval(covered, clusters=clusters(rows))}
     return {
         "accuracy": _mean(scores), "accuracy_ci95": intervals["accuracy"][0],
         "coverage": round(len(scores) / n, 4) if n else None, "coverage_ci95": intervals["coverage"][0],
@@ -121,7 +123,8 @@ def by_type(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -
         out["coverage_by_type"][t] = round(len(scores) / len(group), 4)
         out["accuracy_by_type"][t] = _mean(scores)
         out["n_by_type"][t] = len(scores)
-        out["accuracy_ci95_by_type"][t], out["ci_method_by_type"][t] = score_interval(scores)
+        out["accuracy_ci95_by_type"][t], out["ci_method_by_type"][t] = score_interval(
+            scores, clusters=clusters([r for r in group if outcome(r) == "scored"]))
     if episodes is not None and _epochs(episodes) > 1:
         spread = {t: _epoch_spread([r for r in rows if str(r.get("type")) == t],
                                    [e for e in episodes if str(e.get("type")) == t]) for t in sorted(groups)}
@@ -179,7 +182,8 @@ def reduced_row(epochs: list[EpisodeRow], reducer: str) -> QuestionRow:
     worst: Outcome = "scored" if enough else next(o for o in NOT_SCORED if o in {outcome(r) for r in epochs})
     scores = [r.get("score") for r in epochs]
     return QuestionRow(question_id=first["question_id"], question=first["question"], gold=first["gold"],
-                       type=first.get("type"), answer_kind=first["answer_kind"], epochs=len(epochs), reducer=reducer,
+                       type=first.get("type"), cluster=first.get("cluster"), answer_kind=first["answer_kind"],
+                       epochs=len(epochs), reducer=reducer,
                        outcome=worst, status=",".join(r["status"] for r in epochs), epoch_scores=scores,
                        epoch_statuses=[r["status"] for r in epochs], epoch_answers=[r.get("answer") for r in epochs],
                        score=reduce_scores(scored_values(scored), [r.get("answer") for r in scored], reducer)
@@ -236,18 +240,30 @@ CI_LEVEL = 0.95
 CI_SEED = 0  # the seed of every bootstrap draw, recorded in the summary (`ci_seed`)
 
 
-def score_interval(scores: list[float], level: float = CI_LEVEL) -> tuple[Interval | None, str]:
-    """The interval of a mean score over questions and the method that gave it: Wilson when every score is 0 or 1
-    (the mean is then a share of right answers); else a seeded BCa bootstrap over the questions, from
-    `evalstats.MIN_BOOTSTRAP_N` questions; below that, or when every score is the same, no interval, and the method
-    says why (a bootstrap of a handful of partial scores collapses: [1] * 9 + [0.9] would give [0.97, 1.0] where
-    [1] * 10 gives Wilson's [0.72, 1.0]). The interval always holds the mean as the figures round it."""
+def score_interval(scores: list[float], level: float = CI_LEVEL,
+                   clusters: list[str] | None = None) -> tuple[Interval | None, str]:
+    """The interval of a mean score over questions and the method that gave it. With `clusters` (one label per score,
+    from `clusters`: questions that share a source), the clustered CLT interval (Liang-Zeger standard error, Student's
+    t with G - 1 degrees of freedom), from `MIN_CLUSTERS` clusters. Otherwise Wilson when every score is 0 or 1 (the
+    mean is then a share of right answers); else a seeded BCa bootstrap over the questions, from
+    `evalstats.MIN_BOOTSTRAP_N` questions. Below those sizes, or when every score is the same, no interval, and the
+    method says why (a bootstrap of a handful of partial scores collapses: [1] * 9 + [0.9] would give [0.97, 1.0]
+    where [1] * 10 gives Wilson's [0.72, 1.0]). The interval always holds the mean as the figures round it, within
+    [0, 1]."""
     import evalstats  # here: it loads SciPy, which `srag --help` must not wait for
 
     n = len(scores)
     if not n:
         return None, "none: no scored question"
-    if all(x in (0, 1) for x in scores):
+    if clusters is not None:
+        g = len(set(clusters))
+        if g < MIN_CLUSTERS:
+            return None, f"none: {g} clusters, fewer than {MIN_CLUSTERS} for a clustered interval"
+        if len(set(scores)) == 1:
+            return None, "none: every score is the same"
+        lo, hi, _ = evalstats.mean_interval_clt(scores, level, clusters=clusters, dist="t")
+        lo, hi, method = max(lo, 0.0), min(hi, 1.0), "clt_clustered"
+    elif all(x in (0, 1) for x in scores):
         lo, hi = evalstats.wilson_interval(int(sum(scores)), n, level)
         method = "wilson"
     elif n < evalstats.MIN_BOOTSTRAP_N:
@@ -259,6 +275,16 @@ def score_interval(scores: list[float], level: float = CI_LEVEL) -> tuple[Interv
         method = "bca_bootstrap"
     mean = round(fmean(scores), 4)
     return [min(round(lo, 4), mean), max(round(hi, 4), mean)], method
+
+
+MIN_CLUSTERS = 10  # below this a cluster-robust standard error is too unreliable to print (Cameron & Miller 2015)
+
+
+def clusters(rows: list[QuestionRow]) -> list[str] | None:
+    """The cluster of each row (a question without one is a cluster of its own), or None when no two questions share
+    one: then the questions are independent and the unclustered methods apply."""
+    labels = [r.get("cluster") or f"question:{r['question_id']}" for r in rows]
+    return labels if len(set(labels)) < len(labels) else None
 
 
 def mean_interval(scores: list[float], level: float = CI_LEVEL) -> Interval | None:
@@ -302,18 +328,26 @@ def compare(rows_a: list[QuestionRow], rows_b: list[QuestionRow], *, threshold: 
     only_b = sum(1 for q in paired if sb[q] >= threshold > sa[q])
     diffs = [sb[q] - sa[q] for q in paired]
     n = len(paired)
+    grouped = clusters([a[q] for q in paired])
     # McNemar's test is for one binary outcome per question; a question's several epochs, even when they agree, are
     # a score of its own (the t-test takes it as it is)
     epochs = max((r.get("epochs", 1) for r in (*a.values(), *b.values())), default=1)
     binary = epochs == 1 and all(v in (0.0, 1.0) for v in [*sa.values(), *sb.values()])
     ci: Interval | None = None
-    if binary:
-        test, p = "mcnemar_midp", float(evalstats.mcnemar_midp_p(only_a, only_b))
+    if grouped is not None:  # questions that share a source are not independent pairs: McNemar's test assumes so
+        test, ci_method, p, mde = "paired_t_clustered", "paired_t_clustered", 1.0, None
+        if len(set(grouped)) >= MIN_CLUSTERS and len(set(diffs)) > 1:
+            lo, hi, se = evalstats.paired_mean_interval(diffs, level, clusters=grouped, dist="t")
+            ci, p = [lo, hi], float(evalstats.paired_mean_p(diffs, clusters=grouped, dist="t"))
+            # the clustered standard error in place of sd / sqrt(n): the design effect of the clusters included
+            mde = evalstats.min_detectable_effect_paired(n, se * math.sqrt(n))
+    elif binary:
+        test, ci_method, p = "mcnemar_midp", "mcnemar_midp_inversion", float(evalstats.mcnemar_midp_p(only_a, only_b))
         interval = evalstats.mcnemar_midp_difference_interval(only_a, only_b, n, level)
         ci = list(interval) if interval is not None else None
         mde = _binary_mde(n, only_a + only_b)
     else:
-        test, p, mde = "paired_t", 1.0, None
+        test, ci_method, p, mde = "paired_t", "paired_t", 1.0, None
         if n >= 2 and len(set(diffs)) > 1:
             lo, hi, _ = evalstats.paired_mean_interval(diffs, level, dist="t")
             ci, p = [lo, hi], float(evalstats.paired_mean_p(diffs, dist="t"))
@@ -325,7 +359,7 @@ def compare(rows_a: list[QuestionRow], rows_b: list[QuestionRow], *, threshold: 
         both_right=both, only_a_right=only_a, only_b_right=only_b, neither_right=n - both - only_a - only_b,
         accuracy_a=_mean(sa.values()), accuracy_b=_mean(sb.values()), difference=_mean(diffs), test=test,
         p_value=round(p, 6), difference_ci95=[round(ci[0], 4), round(ci[1], 4)] if ci else None,
-        ci_method="mcnemar_midp_inversion" if binary else "paired_t",
+        ci_method=ci_method,
         min_detectable_effect=round(mde, 4) if mde is not None else None,
         replaced_scored_a=sum(1 for q in paired if a[q].get("replaced_scored")),
         replaced_scored_b=sum(1 for q in paired if b[q].get("replaced_scored")))

@@ -78,7 +78,7 @@ def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> SweepSummary
     plots.append(plot_accuracy_intervals(rows, sweep_dir / "accuracy_with_intervals.png", _groups_of(rankings)))
     errors: list[str] = []
     if tracker is not None and info.mlflow_run_id:
-        _log_parent(tracker, info, sweep_dir, rows, pairs, rankings, plots)
+        _log_parent(tracker, info, sweep_dir, rows, pairs, incomparable, rankings, plots)
         errors = tracker.flush()  # the parent's writes; `srag report SWEEP_ID` does not write, a rerun does
     return SweepSummary(sweep_id=info.sweep_id, name=info.name, n_runs=len(rows),
                         n_questions=sum(r.summary.n_questions for r in rows), runs=[_result(r) for r in rows],
@@ -159,9 +159,9 @@ def _groups_of(rankings: dict[str, list[list[str]]]) -> dict[str, int]:
 
 
 def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRun], pairs: list[PairwiseRow],
-                rankings: dict[str, list[list[str]]], plots: list[Path]) -> None:
+                incomparable: list[IncomparablePair], rankings: dict[str, list[list[str]]], plots: list[Path]) -> None:
     """The parent run's aggregates (at step 0, the later value replacing the earlier one in MLflow's views), its
-    pairwise table and plots."""
+    tables (the pairwise tests, the pairs not compared and why, the tie groups, the runs) and plots."""
     import pandas as pd
 
     from pipelines.engine.tracking import write_table
@@ -183,10 +183,18 @@ def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRu
     tracker.set_tags(parent, {"srag.complete": str(all(r.summary.complete for r in rows)).lower(),
                               **{f"srag.ranking.{metric_label(d)}": ranking_text(groups)
                                  for d, groups in rankings.items()}})
-    pair_table = pd.DataFrame([p.model_dump() for p in pairs], columns=list(PairwiseRow.model_fields))
-    tracker.replace_tables(parent, {"pairwise.json": write_table(pair_table, sweep_dir / "tables" / "pairwise.json"),
-                                    "runs.json": write_table(pd.DataFrame(run_table(rows)),
-                                                             sweep_dir / "tables" / "runs.json")})
+    tables = {
+        "pairwise.json": pd.DataFrame([p.model_dump() for p in pairs], columns=list(PairwiseRow.model_fields)),
+        "incomparable.json": pd.DataFrame([{**p.model_dump(), "differences": "; ".join(p.differences)}
+                                           for p in incomparable], columns=list(IncomparablePair.model_fields)),
+        "rankings.json": pd.DataFrame([{"dataset": d, "group": i, "run": label}
+                                       for d, groups in rankings.items()
+                                       for i, group in enumerate(groups, 1) for label in group],
+                                      columns=["dataset", "group", "run"]),
+        "runs.json": pd.DataFrame(run_table(rows)),
+    }
+    tracker.replace_tables(parent, {name: write_table(table, sweep_dir / "tables" / name)
+                                    for name, table in tables.items()})
     tracker.set_terminated(parent)
 
 

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pipelines.engine.records._summary import Interval, RunResult
 
-PairedTest = Literal["mcnemar_midp", "paired_t"]
+PairedTest = Literal["mcnemar_midp", "paired_t", "paired_t_clustered"]
 
 
 class _Model(BaseModel):
@@ -44,14 +44,15 @@ class Comparison(_Model):
     """`accuracy_b` - `accuracy_a`."""
     test: PairedTest
     """mcnemar_midp (the mid-p McNemar test) for one epoch of 0/1 scores, else paired_t (the paired t-test on the
-    per-question differences)."""
+    per-question differences); paired_t_clustered (the same on the clustered standard error, t with G - 1 degrees of
+    freedom) when the questions declare clusters that some of them share."""
     p_value: float
     """Two-sided p-value of `test`, unadjusted (a sweep adjusts it for its family of comparisons)."""
     difference_ci95: Interval | None
     """95% interval of `difference` that agrees with `test`: it holds 0 exactly when the test does not reject at 0.05
     (None when the data say nothing of the spread: no discordant pair, fewer than two paired questions)."""
     ci_method: str
-    """How `difference_ci95` was computed: mcnemar_midp_inversion or paired_t."""
+    """How `difference_ci95` was computed: mcnemar_midp_inversion, paired_t or paired_t_clustered."""
     min_detectable_effect: float | None = None
     """The difference this many paired questions detect with 80% power at alpha 0.05 (two-sided), from the observed
     discordance (binary scores) or standard deviation of the differences: a non-significant difference smaller than

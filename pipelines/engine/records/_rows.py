@@ -17,6 +17,7 @@ class EpisodeRow(TypedDict, total=False):
     question: str
     gold: str
     type: str | None
+    cluster: str | None  # the question's declared cluster (`Question.cluster`), None when it has none
     answer_kind: str
     status: str  # the latest attempt's status, or not_run / missing when it has none
     ending: str | None  # a finished episode's end: answered, no_answer, step_limit, time_limit, budget

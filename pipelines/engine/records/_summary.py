@@ -52,19 +52,21 @@ class RunSummary(BaseModel):
     accuracy: Annotated[float | None, Show("accuracy")] = None
     """Mean score over the scored questions (an empty answer scores 0); denominator `scored` questions."""
     accuracy_ci95: Annotated[Interval | None, Show("accuracy")] = None
-    """95% interval of `accuracy` over the scored questions (`ci_method` says how: Wilson for 0/1 scores, else a
-    seeded BCa bootstrap over questions, or none when too few partial scores back one)."""
+    """95% interval of `accuracy` over the scored questions (`ci_method` says how: clustered when questions share a
+    declared cluster, else Wilson for 0/1 scores, a seeded BCa bootstrap over questions, or none when too few back
+    one)."""
     coverage: Annotated[float | None, Show("accuracy")] = None
     """Scored questions / `n_questions`."""
     coverage_ci95: Annotated[Interval | None, Show("accuracy")] = None
-    """Wilson 95% interval of `coverage`."""
+    """95% interval of `coverage` (Wilson, or clustered as for `accuracy`)."""
     accuracy_all: Annotated[float | None, Show("accuracy")] = None
     """Sum of scores / `n_questions` (a failed, pending, not run or missing question counts 0)."""
     accuracy_all_ci95: Annotated[Interval | None, Show("accuracy")] = None
     """95% interval of `accuracy_all`, as for `accuracy`."""
     ci_method: Annotated[dict[str, str], Show("accuracy", metric=None)] = {}
-    """How each headline interval was computed: wilson (every score 0 or 1), bca_bootstrap (partial scores, from 30
-    questions, seeded with `ci_seed`), or none with the reason (too few partial scores, all the same): text."""
+    """How each headline interval was computed: clt_clustered (the questions declare clusters some of them share:
+    the cluster-robust standard error, from 10 clusters), wilson (every score 0 or 1), bca_bootstrap (partial scores,
+    from 30 questions, seeded with `ci_seed`), or none with the reason (too few, all the same): text."""
     ci_seed: Annotated[int | None, Show("accuracy", metric=None)] = None
     """The seed of every bootstrap draw behind the intervals."""
     complete: Annotated[bool, Show("accuracy")] = False
