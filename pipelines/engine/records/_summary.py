@@ -63,7 +63,7 @@ class RunSummary(BaseModel):
     accuracy_all_ci95: Annotated[Interval | None, Show("accuracy")] = None
     """95% interval of `accuracy_all`, as for `accuracy`."""
     complete: Annotated[bool, Show("accuracy")] = False
-    """Every question is scored (so `accuracy` is over all of them)."""
+    """Every question is scored, over every epoch (so `accuracy` is over all of them, and no rerun would move it)."""
     em: Annotated[float | None, Show("accuracy")] = None
     """Mean SQuAD exact match over the scored questions (with epochs, each question's mean over its scored
     epochs): the same questions as `accuracy`."""
