@@ -206,7 +206,9 @@ def test_every_question_runs_k_times_and_a_rerun_redoes_only_the_failed_epochs(r
     assert Counter((r.question_id, r.epoch) for r in episodes) == \
         Counter({(f"q{i:03d}", e): 1 for i in range(N) for e in range(1, K + 1)})  # K records, distinct epochs
     assert {r.epoch for r in episodes if r.status == "llm_error"} == {2, 3}
-    assert first["failed"] == 2 and first["scored"] == N - 2 and first["n_episodes"] == N * K
+    # the mean needs one scored epoch: the two questions are scored over their other two epochs, one epoch each lost
+    assert first["failed"] == 0 and first["scored"] == N and first["n_episodes"] == N * K
+    assert first["episodes_failed"] == 2 and first["episodes_lost"] == 2 and not first["complete"]
     traces = run_dir.path / "traces"
     assert (traces / "q000.e2.1.json").is_file() and (traces / "q000.1.json").is_file()
 

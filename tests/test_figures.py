@@ -17,7 +17,7 @@ from pipelines.datasets import Question
 from pipelines.engine.guards import SpendLimit, prior_spend
 from pipelines.engine.progress import RunStats
 from pipelines.engine.records import IngestionInfo, RunResult, RunSummary, StopRecord, validate_record
-from pipelines.engine.report import episode_rows, question_rows, summarize
+from pipelines.engine.report import episode_rows, incomplete_reason, question_rows, summarize
 from pipelines.engine.results import QuestionState, RunDir
 from pipelines.engine.scoring import compare
 
@@ -125,6 +125,7 @@ def test_epoch_figures_are_in_questions_and_over_the_same_questions():
     assert s.n_questions == 4 and s.scored == 4 and s.failed == 0 == s.outcome_counts["failed"]
     assert s.accuracy == 0.5 and s.em == 0.5  # q0 right, q3 wrong: each over its scored epochs
     assert s.episodes_failed == 3 and s.episodes_lost == 3 and s.episodes_scored == 9
+    assert not s.complete and incomplete_reason(s) == "3 episodes lost of 12 (their questions scored over the rest)"
     assert s.episodes_no_answer <= s.episodes_scored
     # each epoch's accuracy over the questions scored in every epoch (q1 and q2): no spread that is not the epochs'
     assert s.accuracy_by_epoch == {1: 0.5, 2: 0.5, 3: 0.5} and s.accuracy_epoch_std == 0.0

@@ -203,7 +203,11 @@ def incomplete_reason(summary: RunSummary) -> str | None:
                                           ("not run", summary.not_run), ("missing", summary.missing)) if n]
     if summary.stopped is not None:
         parts.append(f"stopped ({summary.stopped.kind})")
-    return f"{', '.join(parts)} of {summary.n_questions} questions" if parts else None
+    text = f"{', '.join(parts)} of {summary.n_questions} questions" if parts else None
+    if summary.episodes_lost:  # scored questions that lost epochs: scored over the others
+        lost = f"{summary.episodes_lost} episodes lost of {summary.n_episodes} (their questions scored over the rest)"
+        text = f"{text}; {lost}" if text else lost
+    return text
 
 
 def accuracy_label(summary: RunSummary) -> str:

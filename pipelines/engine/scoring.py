@@ -84,7 +84,8 @@ def figures(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -
         **{o: outcomes.get(o, 0) for o in OUTCOMES},
         "em": _mean(r.get("em") for r in rows if outcome(r) == "scored"),
         "f1": _mean(r.get("f1") for r in rows if outcome(r) == "scored"),
-        "complete": n > 0 and outcomes.get("scored", 0) == n,
+        # a question scored over fewer epochs than the run has is scored, but a rerun of its lost epochs would move it
+        "complete": n > 0 and outcomes.get("scored", 0) == n and not any(r.get("epochs_lost") for r in rows),
         "replaced_scored": sum(1 for r in rows if r.get("replaced_scored")),
         "episodes_scored": len(scored_episodes),
         "episodes_no_answer": sources.get("no_answer", 0), "episodes_em_fallback": sources.get("em_fallback", 0),

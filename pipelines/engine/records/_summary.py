@@ -70,7 +70,7 @@ class RunSummary(BaseModel):
     ci_seed: Annotated[int | None, Show("accuracy", metric=None)] = None
     """The seed of every bootstrap draw behind the intervals."""
     complete: Annotated[bool, Show("accuracy")] = False
-    """Every question is scored (so `accuracy` is over all of them)."""
+    """Every question is scored, over every epoch (so `accuracy` is over all of them, and no rerun would move it)."""
     em: Annotated[float | None, Show("accuracy")] = None
     """Mean SQuAD exact match over the scored questions (with epochs, each question's mean over its scored
     epochs): the same questions as `accuracy`."""
