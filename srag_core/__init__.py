@@ -17,7 +17,18 @@ Other packages import those rooms' public names, or the names this file re-expor
     episode = Agent(load_corpus("corpus/"), LLMClient(LLMConfig(base_url=URL, model=MODEL))).run("question")
 """
 
-from srag_core.agent import FAILED, FINISHED, STATUSES, Agent, AgentConfig, Episode, Status, utc_now
+from srag_core.agent import (
+    FAILED,
+    FINISHED,
+    STATUSES,
+    Agent,
+    AgentConfig,
+    DocumentsSeen,
+    Episode,
+    Status,
+    documents_seen,
+    utc_now,
+)
 from srag_core.corpus import (
                               Budget,
                               Corpus,
@@ -45,8 +56,9 @@ from srag_core.workspace import (
                               question_landscape,
 )
 
-__all__ = ["FAILED", "FINISHED", "STATUSES", "Agent", "AgentConfig", "Budget", "Budgets", "ChatResult", "Corpus",
-           "CorpusError", "DocSet", "Document", "Episode", "LLMClient", "LLMConfig", "LLMError", "Modules", "REGISTRY",
-           "RegexError", "RegexTimeout", "Status", "VanillaRAG", "ValueSet", "Window", "Workspace", "WorkspaceError",
-           "anchor_tokens", "compile_untrusted", "filename_for_title", "load_corpus", "normalize_sections",
-           "question_landscape", "run_tool", "unique_name", "Usage", "utc_now"]
+__all__ = ["FAILED", "FINISHED", "REGISTRY", "STATUSES", "Agent", "AgentConfig", "Budget", "Budgets", "ChatResult",
+           "Corpus", "CorpusError", "DocSet", "Document", "DocumentsSeen", "Episode", "LLMClient", "LLMConfig",
+           "LLMError", "Modules", "RegexError", "RegexTimeout", "Status", "Usage", "ValueSet", "VanillaRAG", "Window",
+           "Workspace", "WorkspaceError", "anchor_tokens", "compile_untrusted", "documents_seen",
+           "filename_for_title", "load_corpus", "normalize_sections", "question_landscape", "run_tool", "unique_name",
+           "utc_now"]

@@ -383,12 +383,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
                   f"({reasons}); `srag rerun` and `srag judge` can fill them")
         print(f"both right {result.both_right} · only A {result.only_a_right} · only B "
               f"{result.only_b_right} · neither {result.neither_right}")
-        test = {"mcnemar_midp": "mid-p McNemar", "paired_t": "paired t"}[result.test]
+        test = {"mcnemar_midp": "mid-p McNemar", "paired_t": "paired t",
+                "paired_t_clustered": "paired t, clustered"}[result.test]
         print(f"B - A = {result.difference}, 95% interval {result.difference_ci95} ({test}, the interval the test "
               f"inverts), p = {result.p_value:.4g}")
         mde = f"{result.min_detectable_effect:.3f}" if result.min_detectable_effect is not None else "unknown"
         print(f"minimum detectable effect (80% power, alpha 0.05, these {result.n_paired} paired questions): {mde}; "
               "a non-significant difference smaller than that says too few questions, not no effect")
+        if result.failure_class_moves:  # where the difference comes from: retrieval misses or reasoning
+            moves = ", ".join(f"{move} {n}" for move, n in result.failure_class_moves.items())
+            print(f"failure classes that changed (A -> B, questions): {moves}")
         if result.replaced_scored_a or result.replaced_scored_b:
             print(f"warning: {result.replaced_scored_a} paired question(s) of A and {result.replaced_scored_b} of B "
                   "were re-run after they were scored (srag rerun --replace-scored): their scores are the later "
@@ -397,18 +401,20 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
-    """Judge a finished run's episodes again (pending ones, or every one with --all), then refresh its summary,
-    tables, MLflow run and traces' feedback, and its sweep's parent run."""
+    """Judge a finished run's episodes again (pending ones, or every one with --all), read the traces never read for
+    evidence, then refresh its summary, tables, MLflow run and traces' feedback, and its sweep's parent run."""
     from pipelines.engine import lifecycle
-    from pipelines.engine.judging import rejudge
+    from pipelines.engine.judging import read_evidence, rejudge
     from pipelines.engine.sweeps import refresh_after
 
     run_dir = RunDir.open(args.runs_dir, args.run_id)
     cfg = lifecycle.load_run_config(run_dir)
     settings = judge_settings(cfg, args)
+    evidence = read_evidence(run_dir)  # free: no model is called
     counts = rejudge(run_dir, settings, everything=args.all)
     if not args.quiet:
-        print(f"run {run_dir.run_id}: judged {counts['judged']} episode(s) again, {counts['pending']} still pending",
+        print(f"run {run_dir.run_id}: judged {counts['judged']} episode(s) again, {counts['pending']} still pending; "
+              f"read {evidence['evidence_read']} trace(s) for evidence ({evidence['evidence_unreadable']} unreadable)",
               file=sys.stderr)
     result = lifecycle.refinish(run_dir)
     refresh_after(run_dir, args.runs_dir)

@@ -1,5 +1,6 @@
-"""The judge stage: scores finished episodes on driver threads while other episodes still run, and `rejudge`, which
-scores a finished run's episodes again without running any (`srag judge`).
+"""The judge stage: scores finished episodes on driver threads while other episodes still run; `rejudge`, which
+scores a finished run's episodes again without running any (`srag judge`); and `read_evidence`, which reads the
+traces of a run recorded before evidence was for what they showed of the gold documents (`srag judge` too).
 
 Every judgement is stamped with the judge's fingerprint (what decides a verdict: rules or LLM, the judge's model
 and endpoint, its fallback) and a judgement id; a new judgement of an attempt is appended beside the old one, and
@@ -17,9 +18,9 @@ from typing import Literal
 
 from pipelines.config import JudgeSettings, RunConfig
 from pipelines.datasets import Question
-from pipelines.engine.records import EpisodeRecord, Judgement, Rejudging
+from pipelines.engine.records import EpisodeRecord, Evidence, Judgement, Rejudging
 from pipelines.engine.results import RunDir, RunFolderSink
-from srag_core import FINISHED, LLMClient, LLMConfig, Usage, utc_now
+from srag_core import FINISHED, LLMClient, LLMConfig, Usage, documents_seen, utc_now
 
 JUDGE_THREADS = 8
 
@@ -107,4 +108,30 @@ def rejudge(run_dir: RunDir, settings: JudgeSettings, *, everything: bool) -> di
     run_dir.update_meta(judges=[*history, Rejudging(fingerprint=stage.fingerprint, at=utc_now(),
                                                     scope="all" if everything else "pending", **counts,
                                                     settings=settings.model_dump(mode="json"))])
+    return counts
+
+
+def read_evidence(run_dir: RunDir) -> dict[str, int]:
+    """For each (question, epoch) whose latest attempt's trace was never read for the question's gold documents (a
+    run recorded before evidence was, or a record the driver made), read its trace file now and append the
+    evidence (`source: trace`); no episode runs and no model is called. Returns how many were read, and how many
+    could not be (no trace file, or one that is not an episode's JSON)."""
+    store = run_dir.store()
+    questions = {q.id: q for q in run_dir.read_questions()}
+    counts = {"evidence_read": 0, "evidence_unreadable": 0}
+    try:
+        for (qid, epoch), st in store.states().items():
+            record = st.latest
+            if st.evidence is not None or qid not in questions or not record.trace_file:
+                continue
+            try:
+                trace = json.loads(run_dir.inside(record.trace_file).read_text(encoding="utf-8"))["trace"]
+                seen = documents_seen(trace)
+            except (OSError, ValueError, KeyError, TypeError):  # missing, not JSON, or not an episode's
+                counts["evidence_unreadable"] += 1
+                continue
+            store.append(Evidence.of(qid, epoch, record.attempt, questions[qid].gold_docs, seen, source="trace"))
+            counts["evidence_read"] += 1
+    finally:
+        store.close()
     return counts

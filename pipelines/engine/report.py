@@ -13,7 +13,16 @@ from typing import Any, Iterable
 
 from pipelines.datasets import Question
 from pipelines.engine import scoring
-from pipelines.engine.records import AttemptRow, EpisodeRow, IngestionInfo, Judgement, QuestionRow, RunMeta, RunSummary
+from pipelines.engine.records import (
+    AttemptRow,
+    EpisodeRow,
+    Evidence,
+    IngestionInfo,
+    Judgement,
+    QuestionRow,
+    RunMeta,
+    RunSummary,
+)
 from pipelines.engine.results import QuestionState, ResultStore, RunDir, Unit
 from srag_core import FAILED, FINISHED, STATUSES
 
@@ -68,7 +77,8 @@ def episode_rows(questions: list[Question], states: dict[Unit, QuestionState], e
 
 def _episode_row(q: Question, st: QuestionState | None, epoch: int, not_run: str | None) -> EpisodeRow:
     row = EpisodeRow(question_id=q.id, epoch=epoch, question=q.question, gold=q.answer, type=q.type,
-                     cluster=q.cluster, answer_kind=q.answer_kind)
+                     cluster=q.cluster, answer_kind=q.answer_kind,
+                     gold_docs=len(set(q.gold_docs)) if q.gold_docs else None)
     if st is None and not_run:
         return EpisodeRow(**row, status="not_run", attempts=0, outcome="not_run", not_run_reason=not_run)
     if st is None:
@@ -94,9 +104,17 @@ def _episode_row(q: Question, st: QuestionState | None, epoch: int, not_run: str
                      score=j.score if j else None, em=j.em if j else None, f1=j.f1 if j else None,
                      score_source=j.score_source if j else None, judge_error=j.judge_error if j else None,
                      judge_fingerprint=j.judge_fingerprint if j else None, judgements=len(st.history),
-                     rationale=j.rationale if j else None, trace_file=ep.trace_file)
+                     rationale=j.rationale if j else None, trace_file=ep.trace_file,
+                     **_evidence_fields(st.evidence))
     row["outcome"] = scoring.outcome(row)
+    row["failure_class"] = scoring.failure_class(row)
     return row
+
+
+def _evidence_fields(evidence: Evidence | None) -> EpisodeRow:
+    if evidence is None:
+        return EpisodeRow(evidence_known=False, evidence_recall=None, evidence_set_recall=None)
+    return EpisodeRow(evidence_known=True, evidence_recall=evidence.recall(), evidence_set_recall=evidence.set_recall())
 
 
 def _scored(judgement: Judgement | None) -> bool:
@@ -124,10 +142,13 @@ def summarize(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None,
              "judge_cost_usd": round(sum(r.get("judge_cost_usd", 0.0) for r in ran), 6),
              "ingestion_cost_usd": (ingestion.paid_usd() if ingestion else 0.0)}
     uncached = sum(r.get("spent_cost_usd_uncached", 0.0) + r.get("judge_cost_usd_uncached", 0.0) for r in ran)
+    figures, evidence = scoring.figures(rows, episodes), scoring.evidence_figures(rows, episodes)
+    figures["ci_method"] = {**figures["ci_method"], **evidence.pop("ci_method_evidence")}
     return RunSummary.of(
         n_questions=len(rows),
         n_episodes=len(episodes),
-        **scoring.figures(rows, episodes),
+        **figures,
+        **evidence,
         **scoring.epoch_figures(rows, episodes),
         episodes_by_status={s: counts.get(s, 0) for s in STATUSES + ("not_run", "missing")},
         episodes_finished=sum(counts.get(s, 0) for s in FINISHED),
@@ -297,6 +318,28 @@ def plot_sweep(runs: list[LabelledRun], path_variant: Path, path_cost: Path) -> 
     ax.set_title("cost against accuracy")
     out.append(_save(fig, path_cost))
     return out
+
+
+def plot_failure_classes(runs: list[LabelledRun], path: Path) -> Path | None:
+    """Each run's scored questions as one stacked bar of failure classes (shares of its scored questions), so what a
+    variant loses shows as retrieval misses or reasoning failures; None when no run has a scored question."""
+    runs = [r for r in runs if r.summary.scored]
+    if not runs:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(runs) + 3), 4))
+    bottom = [0.0] * len(runs)
+    for failure in scoring.FAILURE_CLASSES:
+        shares = [r.summary.failure_class_shares.get(failure, 0.0) for r in runs]
+        ax.bar(range(len(runs)), shares, bottom=bottom, label=failure.replace("_", " "))
+        bottom = [b + s for b, s in zip(bottom, shares, strict=True)]
+    ax.set_xticks(range(len(runs)), [f"{r.plot_label}\n(n={r.summary.scored})" for r in runs], rotation=30,
+                  fontsize=7)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("share of scored questions")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title("failure classes by run (evidence: gold documents shown)")
+    return _save(fig, path)
 
 
 def _or_nan(value: float | None) -> float:

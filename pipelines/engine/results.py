@@ -48,7 +48,16 @@ from typing import IO, Any, Callable, Iterable, Iterator
 import yaml
 
 from pipelines.datasets import Question
-from pipelines.engine.records import BadRecord, EpisodeRecord, Judgement, RunMeta, parse_line, validate_record
+from pipelines.engine.records import (
+    AnyRecord,
+    BadRecord,
+    EpisodeRecord,
+    Evidence,
+    Judgement,
+    RunMeta,
+    parse_line,
+    validate_record,
+)
 from pipelines.paths import source_checkout
 from srag_core import utc_now
 
@@ -187,12 +196,12 @@ class RunDir:
 Unit = tuple[str, int]  # (question id, epoch): what runs once per epoch, and what a rerun makes a new attempt of
 
 
-def unit_of(record: EpisodeRecord | Judgement) -> Unit:
+def unit_of(record: AnyRecord) -> Unit:
     """The (question, epoch) a record belongs to; records from before epochs are epoch 1."""
     return record.question_id, record.epoch
 
 
-def episode_key(record: EpisodeRecord | Judgement) -> tuple[str, int, int]:
+def episode_key(record: AnyRecord) -> tuple[str, int, int]:
     """(question, epoch, attempt): one episode."""
     return record.question_id, record.epoch, record.attempt
 
@@ -206,6 +215,7 @@ class QuestionState:
     attempts: list[EpisodeRecord] = field(default_factory=list)
     judgements: dict[int, Judgement] = field(default_factory=dict)  # the latest judgement of each attempt
     history: list[Judgement] = field(default_factory=list)  # every judgement, in the order they were made
+    evidences: dict[int, Evidence] = field(default_factory=dict)  # the latest evidence of each attempt
 
     @property
     def latest(self) -> EpisodeRecord:
@@ -219,6 +229,11 @@ class QuestionState:
     def judgement(self) -> Judgement | None:
         return self.judgements.get(self.latest.attempt)
 
+    @property
+    def evidence(self) -> Evidence | None:
+        """What the latest attempt showed its model of the gold documents (None: not read yet)."""
+        return self.evidences.get(self.latest.attempt)
+
 
 class ResultStore:
     """Append-only JSONL of episode and judgement records. `problems` lists, after `records()`, what was wrong with
@@ -229,7 +244,7 @@ class ResultStore:
         self._fh: IO[str] | None = None
         self.problems: list[str] = []
 
-    def append(self, record: EpisodeRecord | Judgement | dict[str, Any]) -> None:
+    def append(self, record: AnyRecord | dict[str, Any]) -> None:
         """Write one record (a dict is validated as its model first) and flush it to disk."""
         if isinstance(record, dict):
             given = record
@@ -288,7 +303,7 @@ class ResultStore:
             self._fh.close()
             self._fh = None
 
-    def records(self) -> list[EpisodeRecord | Judgement]:
+    def records(self) -> list[AnyRecord]:
         """Every valid record, in file order; what was skipped is in `problems`."""
         torn = self.path.with_name(TORN)
         self.problems = []
@@ -310,7 +325,7 @@ class ResultStore:
                         out.append(rec)
         return out
 
-    def _salvage(self, raw: bytes, lineno: int, last: bool) -> EpisodeRecord | Judgement | None:
+    def _salvage(self, raw: bytes, lineno: int, last: bool) -> AnyRecord | None:
         """A line `parse_line` refused: its bytes that are not UTF-8 replaced (and reported), then parsed again;
         what is still wrong is reported and the line skipped."""
         try:
@@ -335,6 +350,8 @@ class ResultStore:
             if isinstance(rec, Judgement):
                 st.judgements[rec.attempt] = rec  # a later judgement of the same attempt (srag judge) counts
                 st.history.append(rec)
+            elif isinstance(rec, Evidence):
+                st.evidences[rec.attempt] = rec  # as for judgements, the latest counts
             else:
                 st.attempts.append(rec)
         return {unit: st for unit, st in states.items() if st.attempts}
@@ -382,9 +399,15 @@ class RunFolderSink:
         record.trace_json = None  # written: the driver need not hold it
         record.trace_file = str(trace_path.relative_to(self.run_dir.path))
         self.store.append(record)
+        if record.evidence is not None:
+            self.store.append(record.evidence)
+            record.evidence = None
 
     def judgement(self, verdict: Judgement) -> None:
         self.store.append(verdict)
+
+    def evidence(self, evidence: Evidence) -> None:
+        self.store.append(evidence)
 
     def progress(self, stats) -> None:
         pass

@@ -43,7 +43,9 @@ Figures = dict[str, Any]
 OUTCOMES: tuple[Outcome, ...] = ("scored", "failed", "pending", "not_run", "missing")
 # in this order, the outcome a question takes from the worst of its epochs
 NOT_SCORED: tuple[Outcome, ...] = OUTCOMES[1:]
-DENOMINATORS = {"accuracy": "scored", "coverage": "n_questions", "accuracy_all": "n_questions"}
+DENOMINATORS = {"accuracy": "scored", "coverage": "n_questions", "accuracy_all": "n_questions",
+                "evidence_recall": "evidence_questions", "evidence_all_seen": "evidence_questions",
+                "evidence_set_recall": "evidence_set_questions", "failure_class_shares": "scored"}
 RIGHT = 0.5  # a score at or above this is a right answer (McNemar's test, the trace tags)
 
 
@@ -106,6 +108,55 @@ def ending(status: str, answer: str | None) -> str | None:
     return {"max_steps": "step_limit", "time_limit": "time_limit", "over_budget": "budget"}.get(status)
 
 
+# Why a scored question ended where it did, from its score and what its episode showed the model of its gold
+# documents (`records.Evidence`): right; wrong with every gold document shown (the evidence was there: reasoning or
+# aggregation failed); wrong with one never shown (retrieval failed); wrong where no gold document is known, or where
+# the trace was never read for them. Seen is not understood: the classes say where to look, not what went wrong.
+FAILURE_CLASSES = ("right", "wrong_evidence_seen", "wrong_evidence_missed", "wrong_no_gold", "wrong_evidence_unknown")
+
+
+def failure_class(row: EpisodeRow) -> str | None:
+    """The class of a scored row (None when it is not scored)."""
+    if outcome(row) != "scored":
+        return None
+    if float(row.get("score") or 0.0) >= RIGHT:
+        return "right"
+    if not row.get("gold_docs"):
+        return "wrong_no_gold"
+    recall = row.get("evidence_recall")
+    if recall is None:
+        return "wrong_evidence_unknown"
+    return "wrong_evidence_seen" if recall >= 1.0 else "wrong_evidence_missed"
+
+
+def evidence_figures(rows: list[QuestionRow], episodes: list[EpisodeRow]) -> Figures:
+    """Evidence recall and the failure classes over the scored questions, each with its denominator (questions),
+    and, with epochs, the classes over the scored episodes."""
+    scored = [r for r in rows if outcome(r) == "scored"]
+    known = [r for r in scored if r.get("gold_docs") and r.get("evidence_recall") is not None]
+    recalls = [r.get("evidence_recall") or 0.0 for r in known]
+    all_seen = [1.0 if x >= 1.0 else 0.0 for x in recalls]
+    in_sets = [r.get("evidence_set_recall") or 0.0 for r in known if r.get("evidence_set_recall") is not None]
+    grouped = clusters(known)
+    recall_ci, all_seen_ci = score_interval(recalls, clusters=grouped), score_interval(all_seen, clusters=grouped)
+    classes = Counter(r.get("failure_class") for r in scored)
+    out: Figures = {
+        "evidence_questions": len(known), "evidence_recall": _mean(recalls), "evidence_recall_ci95": recall_ci[0],
+        "evidence_all_seen": _mean(all_seen), "evidence_all_seen_ci95": all_seen_ci[0],
+        "evidence_set_questions": len(in_sets), "evidence_set_recall": _mean(in_sets),
+        "questions_without_gold": sum(1 for r in scored if not r.get("gold_docs")),
+        "questions_evidence_unknown": sum(1 for r in scored if r.get("gold_docs") and r.get("evidence_recall") is None),
+        "failure_classes": {c: classes.get(c, 0) for c in FAILURE_CLASSES},
+        "failure_class_shares": {c: round(classes.get(c, 0) / len(scored), 4) if scored else 0.0
+                                 for c in FAILURE_CLASSES},
+        "ci_method_evidence": {"evidence_recall": recall_ci[1], "evidence_all_seen": all_seen_ci[1]},
+    }
+    if _epochs(episodes) > 1:
+        by_episode = Counter(e.get("failure_class") for e in episodes if outcome(e) == "scored")
+        out["episodes_by_failure_class"] = {c: by_episode.get(c, 0) for c in FAILURE_CLASSES}
+    return out
+
+
 def scored_values(rows: Iterable[EpisodeRow]) -> list[float]:
     """The scores of the scored rows (a scored row always has one)."""
     return [float(r["score"] or 0.0) for r in rows if outcome(r) == "scored"]
@@ -118,7 +169,8 @@ def by_type(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -
     for r in rows:
         groups[str(r.get("type"))].append(r)
     out: Figures = {"accuracy_by_type": {}, "n_by_type": {}, "accuracy_ci95_by_type": {},
-                    "ci_method_by_type": {}, "coverage_by_type": {}}
+                    "ci_method_by_type": {}, "coverage_by_type": {}, "evidence_recall_by_type": {},
+                    "failure_classes_by_type": {}}
     for t, group in sorted(groups.items()):  # every type, with None where none is scored (MLflow then gets NaN)
         scores = scored_values(group)
         out["coverage_by_type"][t] = round(len(scores) / len(group), 4)
@@ -126,6 +178,9 @@ def by_type(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -
         out["n_by_type"][t] = len(scores)
         out["accuracy_ci95_by_type"][t], out["ci_method_by_type"][t] = score_interval(
             scores, clusters=clusters([r for r in group if outcome(r) == "scored"]))
+        evidence = evidence_figures(group, [])
+        out["evidence_recall_by_type"][t] = evidence["evidence_recall"]
+        out["failure_classes_by_type"][t] = evidence["failure_classes"]
     if episodes is not None and _epochs(episodes) > 1:
         spread = {t: _epoch_spread([r for r in rows if str(r.get("type")) == t],
                                    [e for e in episodes if str(e.get("type")) == t]) for t in sorted(groups)}
@@ -182,7 +237,7 @@ def reduced_row(epochs: list[EpisodeRow], reducer: str) -> QuestionRow:
     enough = len(scored) >= max(1, k or 1)
     worst: Outcome = "scored" if enough else next(o for o in NOT_SCORED if o in {outcome(r) for r in epochs})
     scores = [r.get("score") for r in epochs]
-    return QuestionRow(question_id=first["question_id"], question=first["question"], gold=first["gold"],
+    row = QuestionRow(question_id=first["question_id"], question=first["question"], gold=first["gold"],
                        type=first.get("type"), cluster=first.get("cluster"), answer_kind=first["answer_kind"],
                        epochs=len(epochs), reducer=reducer,
                        outcome=worst, status=",".join(r["status"] for r in epochs), epoch_scores=scores,
@@ -193,6 +248,7 @@ def reduced_row(epochs: list[EpisodeRow], reducer: str) -> QuestionRow:
                        f1=_mean(r.get("f1") for r in scored) if enough else None,
                        epochs_lost=len(epochs) - len(scored) if enough else 0,
                        replaced_scored=sum(r.get("replaced_scored", 0) for r in epochs),
+                       **_reduced_evidence(scored if enough else [], reducer, first.get("gold_docs")),
                        spent_tokens=sum(r.get("spent_tokens", 0) for r in epochs),
                        spent_cost_usd=sum(r.get("spent_cost_usd", 0.0) for r in epochs),
                        spent_cost_usd_uncached=sum(r.get("spent_cost_usd_uncached", 0.0) for r in epochs),
@@ -200,6 +256,26 @@ def reduced_row(epochs: list[EpisodeRow], reducer: str) -> QuestionRow:
                        cost_usd=sum(r.get("cost_usd", 0.0) for r in epochs),
                        llm_calls=sum(r.get("llm_calls", 0) for r in epochs),
                        wall_s=sum(r.get("wall_s", 0.0) for r in epochs))
+    row["failure_class"] = failure_class(row)
+    return row
+
+
+def _reduced_evidence(scored: list[EpisodeRow], reducer: str, gold_docs: int | None) -> EpisodeRow:
+    """A question's evidence over its scored epochs, reduced as its score is: the mean for mean and mode, the best
+    epoch for max, pass_at_<k> and at_least_<k> (which credit a question for what any epoch did). None unless every
+    scored epoch's trace was read."""
+    kind, _ = parse_reducer(reducer)
+    best = kind in ("max", "pass_at", "at_least")
+
+    def reduce(values: list[float | None]) -> float | None:
+        if not values or any(v is None for v in values):
+            return None
+        present = [float(v) for v in values if v is not None]
+        return max(present) if best else round(fmean(present), 4)
+
+    return EpisodeRow(gold_docs=gold_docs, evidence_known=bool(scored) and all(r.get("evidence_known") for r in scored),
+                      evidence_recall=reduce([r.get("evidence_recall") for r in scored]),
+                      evidence_set_recall=reduce([r.get("evidence_set_recall") for r in scored]))
 
 
 def epoch_figures(rows: list[QuestionRow], episodes: list[EpisodeRow]) -> Figures:
@@ -362,8 +438,15 @@ def compare(rows_a: list[QuestionRow], rows_b: list[QuestionRow], *, threshold: 
         p_value=round(p, 6), difference_ci95=[round(ci[0], 4), round(ci[1], 4)] if ci else None,
         ci_method=ci_method,
         min_detectable_effect=round(mde, 4) if mde is not None else None,
+        failure_class_moves=_moves([(a[q].get("failure_class"), b[q].get("failure_class")) for q in paired]),
         replaced_scored_a=sum(1 for q in paired if a[q].get("replaced_scored")),
         replaced_scored_b=sum(1 for q in paired if b[q].get("replaced_scored")))
+
+
+def _moves(pairs: list[tuple[str | None, str | None]]) -> dict[str, int]:
+    """How many paired questions moved from each failure class in A to another in B (`A -> B`), most first."""
+    moved = Counter(f"{a} -> {b}" for a, b in pairs if a != b)
+    return dict(sorted(moved.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _binary_mde(n: int, discordant: int) -> float | None:

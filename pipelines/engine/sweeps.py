@@ -11,7 +11,13 @@ from typing import Any
 from pipelines.config import RunConfig
 from pipelines.engine.lifecycle import load_run_config, open_tracker, run_one
 from pipelines.engine.records import IncomparablePair, PairwiseRow, RunComparison, RunResult, SweepInfo, SweepSummary
-from pipelines.engine.report import LabelledRun, plot_accuracy_intervals, plot_sweep, run_summary
+from pipelines.engine.report import (
+    LabelledRun,
+    plot_accuracy_intervals,
+    plot_failure_classes,
+    plot_sweep,
+    run_summary,
+)
 from pipelines.engine.results import RunDir, git_revision, new_run_id
 from pipelines.engine.scoring import compare
 from pipelines.engine.tracking import source_tags
@@ -76,6 +82,8 @@ def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> SweepSummary
     rankings = rank(rows, pairs)
     plots = plot_sweep(rows, sweep_dir / "accuracy_by_type_and_run.png", sweep_dir / "cost_vs_accuracy.png")
     plots.append(plot_accuracy_intervals(rows, sweep_dir / "accuracy_with_intervals.png", _groups_of(rankings)))
+    if (failures := plot_failure_classes(rows, sweep_dir / "failure_classes_by_run.png")) is not None:
+        plots.append(failures)
     errors: list[str] = []
     if tracker is not None and info.mlflow_run_id:
         _log_parent(tracker, info, sweep_dir, rows, pairs, incomparable, rankings, plots)
@@ -172,13 +180,14 @@ def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRu
     metrics: dict[str, float] = {}
     for r in rows:
         label, summary = metric_label(r.label), r.summary
-        for figure in ("accuracy", "coverage", "accuracy_all"):  # NaN for a figure the run no longer has
+        for figure in ("accuracy", "coverage", "accuracy_all", "evidence_recall"):  # NaN: a figure the run lacks
             value = getattr(summary, figure)
             metrics[f"{figure}/{label}"] = float("nan") if value is None else value
         metrics.update({f"complete/{label}": float(summary.complete), f"tokens/{label}": summary.tokens,
                         f"cost_usd/{label}": summary.total_cost_usd,
                         f"cost_usd_uncached/{label}": summary.total_cost_usd_uncached,
-                        f"replaced_scored/{label}": summary.replaced_scored})
+                        f"replaced_scored/{label}": summary.replaced_scored,
+                        **{f"failure_share_{c}/{label}": share for c, share in summary.failure_class_shares.items()}})
     tracker.log_metrics(parent, metrics, 0)
     tracker.set_tags(parent, {"srag.complete": str(all(r.summary.complete for r in rows)).lower(),
                               **{f"srag.ranking.{metric_label(d)}": ranking_text(groups)
@@ -198,7 +207,8 @@ def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRu
     tracker.set_terminated(parent)
 
 
-RUN_TABLE_COLUMNS = ("accuracy", "accuracy_ci95", "coverage", "accuracy_all", "complete", "scored", "n_questions",
+RUN_TABLE_COLUMNS = ("accuracy", "accuracy_ci95", "coverage", "accuracy_all", "evidence_recall", "evidence_questions",
+                     "complete", "scored", "n_questions",
                      "failed", "pending", "not_run", "missing", "replaced_scored", "episodes_no_answer", "tokens",
                      "total_cost_usd", "total_cost_usd_uncached", "cached_calls")
 

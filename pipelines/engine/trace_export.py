@@ -38,9 +38,17 @@ from typing import Any, TypedDict
 import ray
 
 from pipelines.engine.ray_utils import actor
-from pipelines.engine.records import EpisodeRecord, Judgement, RunMeta
+from pipelines.engine.records import AnyRecord, EpisodeRecord, EpisodeRow, Evidence, Judgement, RunMeta
 from pipelines.engine.results import RunDir, episode_key
-from pipelines.engine.tracking import TraceContext, attach_verdict, episode_trace, mlflow_client
+from pipelines.engine.scoring import failure_class
+from pipelines.engine.tracking import (
+    TraceContext,
+    attach_failure_class,
+    attach_verdict,
+    episode_trace,
+    mlflow_client,
+)
+from srag_core import documents_seen
 
 log = logging.getLogger(__name__)
 MARKERS = "mlflow_traces.jsonl"
@@ -70,6 +78,7 @@ class VerdictMark(TypedDict, total=False):
     trace_id: str | None
     judgement_id: str | None
     assessment_id: str | None
+    failure_assessment_id: str | None  # the `failure_class` feedback beside it (a scored verdict's)
 
 
 def _marker_key(row: dict[str, Any]) -> Key:
@@ -77,7 +86,7 @@ def _marker_key(row: dict[str, Any]) -> Key:
     return str(row["question_id"]), int(row.get("epoch", 1)), int(row["attempt"])
 
 
-def recorded_traces(run_dir: RunDir, records: list[EpisodeRecord | Judgement] | None = None) -> dict[Key, str]:
+def recorded_traces(run_dir: RunDir, records: list[AnyRecord] | None = None) -> dict[Key, str]:
     """Every recorded episode's trace file (relative to the run folder), by (question, attempt)."""
     return {episode_key(r): r.trace_file for r in (run_dir.store().records() if records is None else records)
             if isinstance(r, EpisodeRecord) and r.trace_file}
@@ -117,14 +126,14 @@ def _is_attached(mark: VerdictMark | None, trace_id: str | None, verdict: Judgem
     return mark is not None and mark.get("trace_id") == trace_id and mark.get("judgement_id") == verdict.judgement_id
 
 
-def recorded_verdicts(run_dir: RunDir, records: list[EpisodeRecord | Judgement] | None = None) -> list[Judgement]:
+def recorded_verdicts(run_dir: RunDir, records: list[AnyRecord] | None = None) -> list[Judgement]:
     """The last verdict of every judged (question, attempt)."""
     latest = {episode_key(r): r for r in (run_dir.store().records() if records is None else records)
               if isinstance(r, Judgement)}
     return list(latest.values())
 
 
-def missing_traces(run_dir: RunDir, records: list[EpisodeRecord | Judgement] | None = None) -> dict[Key, str]:
+def missing_traces(run_dir: RunDir, records: list[AnyRecord] | None = None) -> dict[Key, str]:
     done = exported(run_dir)
     return {k: f for k, f in recorded_traces(run_dir, records).items() if k not in done}
 
@@ -220,17 +229,40 @@ class TraceExporter:
             if not trace_id:
                 waiting.append(verdict)
                 continue
-            previous = mark.get("assessment_id") if mark and mark.get("trace_id") == trace_id else None
+            same_trace = mark is not None and mark.get("trace_id") == trace_id
+            previous = mark.get("assessment_id") if mark and same_trace else None
+            previous_failure = mark.get("failure_assessment_id") if mark and same_trace else None
             try:
                 assessment_id = attach_verdict(self.client, trace_id, verdict, previous)
+                failure = self._failure_class(key, verdict)
+                failure_id = attach_failure_class(self.client, trace_id, failure, previous_failure) \
+                    if failure else previous_failure
             except Exception as e:
                 self.errors.append(f"verdict {key[0]}.e{key[1]}.{key[2]}: {type(e).__name__}: {e}"[:300])
                 continue
             done.append((key, VerdictMark(trace_id=trace_id, judgement_id=verdict.judgement_id,
-                                          assessment_id=assessment_id)))
+                                          assessment_id=assessment_id, failure_assessment_id=failure_id)))
         _append_markers(self.run_dir.path / VERDICT_MARKERS, done)
         self.judged.update(done)
         return waiting
+
+    def _failure_class(self, key: Key, verdict: Judgement) -> str | None:
+        """The failure class of a scored verdict's episode, from its trace file and the question's gold documents
+        (None for a pending verdict)."""
+        if verdict.score is None:
+            return None
+        question = self.context.questions.get(key[0])
+        row = EpisodeRow(status="ok", outcome="scored", score=verdict.score, evidence_recall=None,
+                         gold_docs=len(set(question.gold_docs)) if question and question.gold_docs else None)
+        if row["gold_docs"] and question is not None:
+            path = self.run_dir.trace_path(key[0], key[2], key[1])
+            try:
+                trace = json.loads(path.read_text(encoding="utf-8"))["trace"]
+                row["evidence_recall"] = Evidence.of(key[0], key[1], key[2], question.gold_docs,
+                                                     documents_seen(trace), source="trace").recall()
+            except (OSError, ValueError, KeyError, TypeError):
+                pass  # no readable trace: the class says the evidence is unknown
+        return failure_class(row)
 
     def _in_mlflow(self) -> dict[Key, str]:
         have: dict[Key, str] = {}

@@ -11,8 +11,10 @@ What a trace holds (`episode_trace`): a root AGENT span for the question; a CHAT
 messages as sent (after redaction and compression), the reply, the model and the token usage in MLflow's standard
 attributes (so the UI's token and cost views add them up); a TOOL span per tool call with the observation as the
 model read it (ablations applied), in error when the tool returned an error; a RETRIEVER span for vanilla RAG's
-search. Tags say the run, variant, dataset, question and its type; the gold answer is an expectation, and the judge's
-verdict becomes a feedback (`attach_verdict`) when it arrives.
+search; a RETRIEVER span "documents seen" listing the documents whose text the episode showed its model
+(`srag_core.documents_seen`). Tags say the run, variant, dataset, question and its type; the gold answer is an
+expectation, the share of the gold documents shown an `evidence_recall` feedback, and the judge's verdict a feedback
+(`attach_verdict`) when it arrives, with the episode's `failure_class` beside it.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipelines.datasets import Question
-from pipelines.engine.records import EpisodeRecord, Judgement
+from pipelines.engine.records import EpisodeRecord, Evidence, Judgement
 from pipelines.paths import source_checkout
-from srag_core import FINISHED
+from srag_core import FINISHED, DocumentsSeen, documents_seen
 
 log = logging.getLogger(__name__)
 # A config key whose last part names a secret: api_key, hf_token, client_secret... but not max_tokens,
@@ -273,6 +275,14 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
                             status=content["status"], end_time_ns=end)
         previous_t = t
     end_ns = start_ns + int(record.get("wall_s", 0) * 1e9)
+    seen = documents_seen(record.get("trace", []))
+    if seen.shown:  # MLflow's retrieval views and judges read a RETRIEVER span's document list
+        span = client.start_span(name="documents seen", trace_id=trace_id, parent_id=root.span_id,
+                                 span_type="RETRIEVER", inputs={"question": record["question"]},
+                                 attributes={"srag.in_sets": seen.in_sets, "srag.answered_at": seen.answered_at},
+                                 start_time_ns=end_ns)
+        client.end_span(trace_id=trace_id, span_id=span.span_id, outputs=seen_documents(seen), status="OK",
+                        end_time_ns=end_ns)
     finished = record["status"] in FINISHED
     client.end_trace(trace_id=trace_id, outputs={"answer": record.get("answer"), "status": record["status"],
                                                  "error": record.get("error")},
@@ -285,7 +295,52 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
         mlflow.log_expectation(trace_id=trace_id, name="expected_answer", value=question.answer,
                                source=AssessmentSource(source_type="CODE", source_id="srag.question_set"),
                                metadata={"aliases": question.answer_aliases, "answer_kind": question.answer_kind})
+        if question.gold_docs:
+            evidence = Evidence.of(record["question_id"], int(record.get("epoch", 1)), int(record.get("attempt", 1)),
+                                   question.gold_docs, seen, source="trace")
+            attach_evidence(client, trace_id, evidence)
     return trace_id
+
+
+def seen_documents(seen: DocumentsSeen) -> list[dict[str, Any]]:
+    """The documents an episode showed its model, in the order they first were, as MLflow's retriever documents
+    (the text shown is in the tool spans)."""
+    order = sorted(seen.shown.items(), key=lambda item: item[1])
+    return [{"id": name, "page_content": "", "metadata": {"doc_uri": name, "first_step": step}}
+            for name, step in order]
+
+
+def attach_evidence(client, trace_id: str, evidence: Evidence) -> None:
+    """What the episode showed its model of the gold documents as an `evidence_recall` feedback (with the documents
+    shown and missed), and the tag `srag.evidence_recall` to filter the trace list by."""
+    import mlflow
+    from mlflow.entities import AssessmentSource
+
+    recall = evidence.recall()
+    if recall is None:
+        return
+    gold = sorted(set(evidence.gold or ()))
+    missed = [d for d in gold if d not in evidence.shown]
+    mlflow.log_feedback(trace_id=trace_id, name="evidence_recall", value=recall,
+                        source=AssessmentSource(source_type="CODE", source_id="srag.evidence"),
+                        rationale=f"{len(gold) - len(missed)} of {len(gold)} gold documents shown before the answer",
+                        metadata={"shown": evidence.shown, "missed": missed, "in_sets": evidence.in_sets})
+    client.set_trace_tag(trace_id, "srag.evidence_recall", f"{recall:.4g}")
+
+
+def attach_failure_class(client, trace_id: str, failure: str, overrides: str | None = None) -> str:
+    """A scored episode's failure class (`scoring.FAILURE_CLASSES`) as a `failure_class` feedback and the tag
+    `srag.failure_class`; with `overrides`, over the one an earlier verdict left. Returns its assessment id."""
+    import mlflow
+    from mlflow.entities import AssessmentSource
+
+    source = AssessmentSource(source_type="CODE", source_id="srag.evidence")
+    if overrides:
+        feedback = mlflow.override_feedback(trace_id=trace_id, assessment_id=overrides, value=failure, source=source)
+    else:
+        feedback = mlflow.log_feedback(trace_id=trace_id, name="failure_class", value=failure, source=source)
+    client.set_trace_tag(trace_id, "srag.failure_class", failure)
+    return str(feedback.assessment_id)
 
 
 SPAN_TYPES = {"llm": "CHAT_MODEL", "tool": "TOOL", "retrieval": "RETRIEVER", "branch": "CHAIN"}

@@ -23,9 +23,9 @@ import ray
 from pipelines.config import RetrievalSettings
 from pipelines.datasets import Question
 from pipelines.engine.ray_utils import actor
-from pipelines.engine.records import EpisodeRecord
+from pipelines.engine.records import EpisodeRecord, Evidence
 from pipelines.engine.systems import VariantResources, build_system
-from srag_core import AgentConfig, LLMClient, LLMConfig, Usage, Window
+from srag_core import AgentConfig, LLMClient, LLMConfig, Usage, Window, documents_seen
 from srag_core.llm import AttemptOutcome, SlotTicket
 
 LimiterState = dict[str, int | None]  # `Window.state`: limit, ceiling, lowest, in_flight, rate_limited, cuts
@@ -194,5 +194,8 @@ class EpisodeWorker:
         cpu_s = round(time.thread_time() - cpu, 4)
         where = {"attempt": attempt, "epoch": epoch, "worker": self.where, "worker_cpu_s": cpu_s}
         text = json.dumps({**episode.model_dump(), **where}, ensure_ascii=False, default=str)
-        return EpisodeRecord.from_episode(episode, attempt=attempt, epoch=epoch, worker=self.where,
-                                          worker_cpu_s=cpu_s, trace_json=text)
+        record = EpisodeRecord.from_episode(episode, attempt=attempt, epoch=epoch, worker=self.where,
+                                            worker_cpu_s=cpu_s, trace_json=text)
+        # read here, where the trace is at hand: the driver then only writes it
+        record.evidence = Evidence.of(question.id, epoch, attempt, question.gold_docs, documents_seen(episode.trace))
+        return record

@@ -1,15 +1,17 @@
 """The agent room: the loop that answers one question (`Agent`, `Episode`), the two turn protocols that read a reply
-as a tool call or a final answer, the system prompt, and branch-and-select.
+as a tool call or a final answer, the system prompt, branch-and-select, and what an episode showed its model
+(`documents_seen`, read from its trace).
 
 It sits on top: it imports the corpus, LLM, workspace and tools rooms, and nothing of srag_core imports it but
 `vanilla` (for `Episode`) and the package's own face.
 """
 
 from srag_core.agent._branching import choose_branch
+from srag_core.agent._evidence import TEXT_KEYS, DocumentsSeen, documents_seen, documents_with_text
 from srag_core.agent._loop import FAILED, FINISHED, STATUSES, Agent, AgentConfig, Episode, Status, utc_now
 from srag_core.agent._prompts import enabled_tools, system_prompt
 from srag_core.agent._turns import FINAL_ANSWER, Turn, turn_from_reply, turn_functions, turn_schema
 
-__all__ = ["FAILED", "FINAL_ANSWER", "FINISHED", "STATUSES", "Agent", "AgentConfig", "Episode", "Status", "Turn",
-           "choose_branch", "enabled_tools", "system_prompt", "turn_from_reply", "turn_functions", "turn_schema",
-           "utc_now"]
+__all__ = ["FAILED", "FINAL_ANSWER", "FINISHED", "STATUSES", "TEXT_KEYS", "Agent", "AgentConfig", "DocumentsSeen",
+           "Episode", "Status", "Turn", "choose_branch", "documents_seen", "documents_with_text", "enabled_tools",
+           "system_prompt", "turn_from_reply", "turn_functions", "turn_schema", "utc_now"]

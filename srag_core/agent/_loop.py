@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Literal, get_args
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from srag_core.agent import _prompts as prompts
@@ -167,6 +168,7 @@ class _Run:
     last_text: str = ""  # the text of the last reply (the answer of last resort)
     doing: str = ""  # what the episode is at, for the error of a call its deadline cuts
     on_usage: Callable[[Usage], None] | None = None  # told the running total after each LLM call
+    in_sets: np.ndarray | None = None  # per document of the corpus: was it in a set the agent built yet
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -252,7 +254,8 @@ class Agent:
         extra = self.extra_sections(question) if self.extra_sections else []
         user = prompts.question_message(question, landscape, extra)
         run.messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": user}]
-        self._event(run, {"type": "prompt", "system": self.system_prompt, "user": user})
+        # sets_recorded: each tool event says which documents entered the agent's sets (`entered_sets`)
+        self._event(run, {"type": "prompt", "system": self.system_prompt, "user": user, "sets_recorded": True})
         for step in range(1, self.config.max_steps + 1):
             turn = self._ask(run, step)
             if turn.is_answer:
@@ -269,12 +272,14 @@ class Agent:
             if self.config.branch_and_select and tool in REGISTRY and REGISTRY[tool].deterministic:
                 tool, args = self._branch(run, ws, step, tool, args)
             started = time.monotonic()
+            sets_before = {id(s) for s in ws.sets.values()}
             obs = run_tool(ws, tool, args)
             run.episode.tool_s += time.monotonic() - started
             run.episode.tool_errors += "error" in obs
+            entered = self._entered_sets(run, ws, sets_before)
             if self.config.stateless:
                 ws.reset()
-            self._observe(run, step, turn, tool, args, obs, None)
+            self._observe(run, step, turn, tool, args, obs, None, entered)
         request = prompts.final_answer_request(self.config.max_steps, self.protocol)
         run.messages.append({"role": "user", "content": request})
         turn = self._ask(run, self.config.max_steps + 1, final=True)
@@ -355,8 +360,21 @@ class Agent:
             raise EpisodeOverBudget(f"spent ${used.cost_usd:.4f}, its budget is ${cfg.cost_budget_usd:g} "
                                     f"(at step {step})")
 
+    def _entered_sets(self, run: _Run, ws: Workspace, sets_before: set[int]) -> list[str]:
+        """The documents that entered a set the agent built for the first time with this call (a filter's left-out
+        documents, its complement set, are not found documents): what `documents_seen` reads as `in_sets`."""
+        if run.in_sets is None:
+            run.in_sets = np.zeros(len(self.corpus), dtype=bool)
+        new: list[int] = []
+        for ds in ws.sets.values():
+            if id(ds) not in sets_before and not ds.complement:
+                fresh = ds.ids[~run.in_sets[ds.ids]]
+                run.in_sets[fresh] = True
+                new.extend(fresh.tolist())
+        return [self.corpus.docs[i].filename for i in sorted(new)]
+
     def _observe(self, run: _Run, step: int, turn: Turn, tool: str | None, args: dict | None, obs: dict,
-                 text: str | None) -> None:
+                 text: str | None, entered_sets: list[str] | None = None) -> None:
         """The observation goes back as the answer to the native call (a `tool` message), else as a user message;
         further calls of the same reply are answered as not run, since every call needs its answer."""
         shown = obs if self.config.diagnostics else ctx.strip_diagnostics(obs)
@@ -370,8 +388,9 @@ class Agent:
         for call_id in turn.ignored_calls:
             run.messages.append({"role": "tool", "tool_call_id": call_id,
                                  "content": "Not run: one function call per turn. Call it again on its own."})
+        # shown: what the model read; entered_sets: the documents first in a set the agent built, at this step
         self._event(run, {"type": "tool", "step": step, "tool": tool, "args": args, "observation": obs,
-                          "shown": rendered, "rendered_chars": len(rendered)})  # shown: what the model read
+                          "shown": rendered, "rendered_chars": len(rendered), "entered_sets": entered_sets or []})
 
     def _prepare(self, run: _Run) -> list[dict[str, str]]:
         """Redact every observation the model has already answered, then compress if still over budget."""

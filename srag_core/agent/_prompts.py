@@ -9,6 +9,7 @@ pattern search appear only when their tools are listed.
 from __future__ import annotations
 
 import json
+import re
 from typing import Collection, Iterable
 
 from srag_core.tools import REGISTRY, Tool
@@ -165,8 +166,12 @@ def landscape_text(landscape: dict) -> str:
         lines.append(f"Anchor tokens (used by diagnostics): {', '.join(landscape['anchor_tokens'])}")
     if landscape.get("snippet"):
         s = landscape["snippet"]
-        lines.append(f"First hit of '{s['keyword']}' [{s['filename']}]: {s['text']}")
+        lines.append(f"First hit of '{s['keyword']}' [{s['filename']}]: {s['text']}")  # read by LANDSCAPE_HIT
     return "\n".join(lines)
+
+
+# The document whose text the question landscape quotes (`landscape_text`), as `documents_seen` finds it in a trace.
+LANDSCAPE_HIT = re.compile(r"^First hit of '.*' \[(?P<document>[^\]\n]+)\]: ", re.MULTILINE)
 
 
 def question_message(question: str, landscape: dict | None, extra_sections: Iterable[str] = ()) -> str:

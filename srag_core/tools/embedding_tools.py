@@ -402,7 +402,7 @@ def classifier_filter(a: Any, ws: Workspace) -> dict:
     prefix = a.output_prefix or f"{clf.classifier_id}_{slug(clf.label_key, 30)}"
     kw = dict(tool="apply_filter", pattern=f"classifier {clf.classifier_id}: {clf.label_key}", source=target.name,
               refined=True)
-    ns = ws.add_set(f"{prefix}_neg", neg, **kw)
+    ns = ws.add_set(f"{prefix}_neg", neg, **kw, complement=True)
     ps = ws.add_set(f"{prefix}_pos", pos, **kw)
     borderline = int(((proba > BORDERLINE[0]) & (proba < BORDERLINE[1])).sum())
     # The negatives the classifier was least sure about are where missed positives hide.

@@ -43,7 +43,7 @@ def apply_filter(a: ApplyFilterArgs, ws: Workspace) -> dict:
     prefix = a.output_prefix or f"has_{slug(pattern)}"
     refined = target.name != ALL or pure_literal(pattern) is None
     kw = dict(tool="apply_filter", pattern=pattern, source=target.name, refined=refined)
-    ns = ws.add_set(f"{prefix}_neg", neg, **kw)
+    ns = ws.add_set(f"{prefix}_neg", neg, **kw, complement=True)
     ps = ws.add_set(f"{prefix}_pos", pos, **kw)
     obs = {"positive_set": ps.name, "positive_count": len(pos), "negative_set": ns.name,
            "negative_count": len(neg), "total_filtered": len(target), "sample_positive_docs": dx.sample_refs(ws, pos),

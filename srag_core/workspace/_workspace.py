@@ -65,6 +65,7 @@ class DocSet:
     pattern: str | None = None
     source: str | None = None
     refined: bool = False  # built by a condition-specific operation, not just a broad keyword or filename match
+    complement: bool = False  # the documents a filter did NOT keep (its _neg set): not documents the agent found
     _members: frozenset[int] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -193,12 +194,12 @@ class Workspace:
         return shown if len(names) <= limit else f"... {shown}"
 
     def add_set(self, name: str, members: Iterable[int] | np.ndarray, *, tool: str, pattern: str | None = None,
-                source: str | None = None, refined: bool = False) -> DocSet:
+                source: str | None = None, refined: bool = False, complement: bool = False) -> DocSet:
         check_name(name)
         if name == ALL:
             raise WorkspaceError("the set name 'all' is reserved for the whole corpus")
         ds = DocSet(name, members, tool=tool, step=self.step, pattern=pattern, source=source,
-                    refined=refined)
+                    refined=refined, complement=complement)
         self.sets[name] = ds
         self.last_created = name
         return ds

@@ -19,8 +19,10 @@ from pipelines.engine.records._compare import (
 )
 from pipelines.engine.records._lines import (
                                                RECORD,
+                                               AnyRecord,
                                                BadRecord,
                                                EpisodeRecord,
+                                               Evidence,
                                                Judgement,
                                                Record,
                                                UsageCounts,
@@ -45,8 +47,9 @@ from pipelines.engine.records._meta import (
 from pipelines.engine.records._rows import AttemptRow, EpisodeRow, Outcome, QuestionRow
 from pipelines.engine.records._summary import Interval, RunResult, RunSummary, Show
 
-__all__ = ["RECORD", "AttemptRow", "BadRecord", "BudgetChange", "Comparison", "CorpusReplicas", "EpisodeRecord",
-           "EpisodeRow", "ExecutionPlan", "IncomparablePair", "IngestionInfo", "Interval", "Judgement", "Outcome",
-           "PairedTest", "PairwiseRow", "QuestionRow", "Record", "Rejudging", "RequestLimitState", "RunComparison",
-           "RunMeta", "RunResult", "RunStatus", "RunSummary", "Show", "StopKind", "StopRecord", "SweepInfo",
-           "SweepSummary", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line", "problem", "validate_record"]
+__all__ = ["RECORD", "AnyRecord", "AttemptRow", "BadRecord", "BudgetChange", "Comparison", "CorpusReplicas",
+           "EpisodeRecord", "EpisodeRow", "Evidence", "ExecutionPlan", "IncomparablePair", "IngestionInfo", "Interval",
+           "Judgement", "Outcome", "PairedTest", "PairwiseRow", "QuestionRow", "Record", "Rejudging",
+           "RequestLimitState", "RunComparison", "RunMeta", "RunResult", "RunStatus", "RunSummary", "Show", "StopKind",
+           "StopRecord", "SweepInfo", "SweepSummary", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line",
+           "problem", "validate_record"]

@@ -57,6 +57,9 @@ class Comparison(_Model):
     """The difference this many paired questions detect with 80% power at alpha 0.05 (two-sided), from the observed
     discordance (binary scores) or standard deviation of the differences: a non-significant difference smaller than
     this says "too few questions", not "no effect"."""
+    failure_class_moves: dict[str, int] = {}
+    """Paired questions whose failure class (`scoring.FAILURE_CLASSES`) differs between A and B, by move (`A's class
+    -> B's class`), most first: where a difference in accuracy comes from (retrieval misses fixed, reasoning lost)."""
     replaced_scored_a: int = 0
     """Paired questions whose score in A is a rerun's that replaced a scored attempt (best-of-N)."""
     replaced_scored_b: int = 0
@@ -106,6 +109,8 @@ class PairwiseRow(_Model):
     only_in_b: int
     replaced_scored_a: int
     replaced_scored_b: int
+    failure_class_moves: str
+    """`Comparison.failure_class_moves` as text: `right -> wrong_evidence_missed: 6; ...`."""
     dataset: str
     """The question set's folder name."""
     run_id_a: str
@@ -123,9 +128,11 @@ class PairwiseRow(_Model):
     @classmethod
     def of(cls, run_a: str, run_b: str, comparison: Comparison, **where: str) -> PairwiseRow:
         """The row of `comparison` (`where`: dataset, run_id_a, run_id_b); field docs as in `Comparison`."""
-        data = comparison.model_dump(exclude={"left_out", "difference_ci95"})
+        data = comparison.model_dump(exclude={"left_out", "difference_ci95", "failure_class_moves"})
         low, high = comparison.difference_ci95 or (None, None)
+        moves = "; ".join(f"{move}: {n}" for move, n in comparison.failure_class_moves.items())
         return cls(run_a=run_a, run_b=run_b, **data, difference_ci95_low=low, difference_ci95_high=high,
+                   failure_class_moves=moves,
                    **{f"left_out_{k}": v for k, v in comparison.left_out.items()}, **where)
 
 

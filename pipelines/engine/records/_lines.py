@@ -1,6 +1,7 @@
-"""The lines of `results.jsonl`: an episode's record and a judgement of it, one model each in a union keyed on
-`type`, read through one `TypeAdapter` (`parse_line`), whose errors become one sentence naming the field at fault
-(`ResultStore.problems`, and the refusal of a bad record at write time).
+"""The lines of `results.jsonl`: an episode's record, a judgement of it and its evidence (what it showed its model
+of the gold documents), one model each in a union keyed on `type`, read through one `TypeAdapter` (`parse_line`),
+whose errors become one sentence naming the field at fault (`ResultStore.problems`, and the refusal of a bad record
+at write time).
 
 The models are strict (a line that says `"steps": "3"` or `"attempt": true` is not a record), and keep the keys this
 release does not know, so a line written by a later release loses nothing when it is read here. A record that lacks
@@ -16,7 +17,7 @@ from typing import Annotated, Any, Literal, Union, get_args
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from srag_core import STATUSES, Episode, Status, utc_now
+from srag_core import STATUSES, DocumentsSeen, Episode, Status, utc_now
 
 
 class _Stored(BaseModel):
@@ -70,6 +71,58 @@ class WorkerInfo(_Stored):
     """The worker process."""
     node_id: str
     """Ray's id of the node."""
+
+
+class Evidence(_Stored):
+    """What one attempt of one (question, epoch) showed its model of the question's gold documents, read from the
+    attempt's trace (`srag_core.documents_seen`): by the worker as the episode ends, or later from its trace file
+    (`srag judge`, for runs recorded before). The latest evidence of an attempt counts."""
+
+    type: Literal["evidence"]
+    """The record kind."""
+    question_id: str
+    """The question's id in the run's `questions.jsonl`."""
+    attempt: int = Field(ge=1)
+    """The attempt read."""
+    epoch: int = Field(1, ge=1)
+    """The epoch of the attempt read."""
+    gold: list[str] | None = None
+    """The question's gold documents (None: not known for this question; nothing is then claimed)."""
+    shown: dict[str, int] = {}
+    """Each gold document whose text the model was shown before its answer -> the first step it was (0: the
+    question landscape)."""
+    in_sets: dict[str, int] | None = None
+    """Each gold document that was in a set the agent built before its answer -> the first step it was; None when
+    the trace does not record sets (recorded before it did, or vanilla RAG, which builds none)."""
+    n_shown: int = 0
+    """Documents shown in all, gold or not."""
+    n_in_sets: int | None = None
+    """Documents in the agent's sets in all (None as for `in_sets`)."""
+    answered_at: int | None = None
+    """The step of the final answer (None without one)."""
+    source: Literal["episode", "trace"] = "episode"
+    """episode: read as the episode ended; trace: read later from its trace file."""
+    recorded_at: str | None = None
+    """UTC, ISO 8601."""
+
+    @classmethod
+    def of(cls, question_id: str, epoch: int, attempt: int, gold: list[str] | None, seen: DocumentsSeen,
+           source: Literal["episode", "trace"] = "episode") -> Evidence:
+        """The evidence of one attempt from what it showed its model (`srag_core.documents_seen` of its trace)."""
+        wanted = set(gold or ())
+        return cls(type="evidence", question_id=question_id, epoch=epoch, attempt=attempt, gold=gold,
+                   shown={d: s for d, s in seen.shown.items() if d in wanted},
+                   in_sets=None if seen.in_sets is None else {d: s for d, s in seen.in_sets.items() if d in wanted},
+                   n_shown=len(seen.shown), n_in_sets=None if seen.in_sets is None else len(seen.in_sets),
+                   answered_at=seen.answered_at, source=source, recorded_at=utc_now())
+
+    def recall(self) -> float | None:
+        """Gold documents shown / gold documents (None without gold documents)."""
+        return len(self.shown) / len(set(self.gold)) if self.gold else None
+
+    def set_recall(self) -> float | None:
+        """Gold documents in the agent's sets / gold documents (None without gold documents or set records)."""
+        return len(self.in_sets) / len(set(self.gold)) if self.gold and self.in_sets is not None else None
 
 
 class EpisodeRecord(_Stored):
@@ -133,6 +186,9 @@ class EpisodeRecord(_Stored):
     trace_json: str | None = Field(None, exclude=True)
     """In transit only, never stored: the trace file's text, serialised by the worker so the driver only writes
     it (`results.RunFolderSink`)."""
+    evidence: Evidence | None = Field(None, exclude=True)
+    """In transit only, stored as a line of its own after the episode's: what the episode showed its model of the
+    gold documents, read by the worker from the trace it holds."""
 
     @field_validator("trace_file")
     @classmethod
@@ -238,19 +294,20 @@ def _kind(value: Any) -> str | None:
     return getattr(value, "type", None)
 
 
-Record = Annotated[Union[Annotated[EpisodeRecord, Tag("episode")], Annotated[Judgement, Tag("judgement")]],
-                   Discriminator(_kind)]
-RECORD: TypeAdapter[EpisodeRecord | Judgement] = TypeAdapter(Record)
+Record = Annotated[Union[Annotated[EpisodeRecord, Tag("episode")], Annotated[Judgement, Tag("judgement")],
+                         Annotated[Evidence, Tag("evidence")]], Discriminator(_kind)]
+AnyRecord = EpisodeRecord | Judgement | Evidence
+RECORD: TypeAdapter[AnyRecord] = TypeAdapter(Record)
 # The same union keyed on the `type` field itself: pydantic-core then reads a line without building it as Python
 # objects first, a quarter faster. Every line this project wrote has its `type`; `parse_line` falls back to RECORD.
-_TYPED: TypeAdapter[EpisodeRecord | Judgement] = TypeAdapter(
-    Annotated[Union[EpisodeRecord, Judgement], Field(discriminator="type")])
+_TYPED: TypeAdapter[AnyRecord] = TypeAdapter(
+    Annotated[Union[EpisodeRecord, Judgement, Evidence], Field(discriminator="type")])
 # One frozen set of given field names per kind of line: 100,000 records would otherwise hold 100,000 equal sets (a
 # quarter of their memory). Bounded by the distinct field sets written (a handful).
 _FIELD_SETS: dict[frozenset[str], frozenset[str]] = {}
 
 
-def _share_fields(record: EpisodeRecord | Judgement) -> EpisodeRecord | Judgement:
+def _share_fields(record: AnyRecord) -> AnyRecord:
     names = frozenset(record.__pydantic_fields_set__)
     object.__setattr__(record, "__pydantic_fields_set__", _FIELD_SETS.setdefault(names, names))
     return record
@@ -260,7 +317,7 @@ class BadRecord(ValueError):
     """A line or a record that is not a valid episode or judgement; the message names the field."""
 
 
-def parse_line(raw: bytes | str) -> EpisodeRecord | Judgement:
+def parse_line(raw: bytes | str) -> AnyRecord:
     """One line of results.jsonl as its model; a BadRecord (or, for text that is not JSON, json.JSONDecodeError)
     says why not."""
     try:
@@ -277,7 +334,7 @@ def parse_line(raw: bytes | str) -> EpisodeRecord | Judgement:
     return validate_record(json.loads(raw))
 
 
-def validate_record(data: Any) -> EpisodeRecord | Judgement:
+def validate_record(data: Any) -> AnyRecord:
     """A record given as a dict (or a model), checked as the store checks a line."""
     try:
         return RECORD.validate_python(data)
@@ -293,7 +350,8 @@ def problem(error: ValidationError) -> str:
         return f"a record must be a JSON object, not {_json_type(value)}"
     if kind == "union_tag_invalid":
         return f"unknown record type {_kind(value)!r}"
-    model = EpisodeRecord if first["loc"][:1] == ("episode",) else Judgement
+    models: dict[str, type[BaseModel]] = {"episode": EpisodeRecord, "evidence": Evidence}
+    model = models.get(str(first["loc"][0]), Judgement)
     path = [str(p) for p in first["loc"][1:] if p not in ("int", "float", "str")]  # union members add their name
     field = ".".join(path)
     if kind == "outside_run":
@@ -326,5 +384,5 @@ def _json_type(value: Any) -> str:
         type(value), type(value).__name__)
 
 
-__all__ = ["BadRecord", "EpisodeRecord", "Judgement", "RECORD", "Record", "UsageCounts",
+__all__ = ["AnyRecord", "BadRecord", "EpisodeRecord", "Evidence", "Judgement", "RECORD", "Record", "UsageCounts",
            "WorkerInfo", "parse_line", "problem", "validate_record"]

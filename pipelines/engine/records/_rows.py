@@ -56,6 +56,11 @@ class EpisodeRow(TypedDict, total=False):
     rationale: str | None
     trace_file: str | None
     epoch_scores: list[float | None]  # a question row: its epochs' scores (one with one epoch)
+    gold_docs: int | None  # the question's gold documents, how many (None: not known)
+    evidence_known: bool  # the latest attempt's trace was read for the gold documents (a `records.Evidence`)
+    evidence_recall: float | None  # gold documents shown / gold documents (None: no gold, or not read)
+    evidence_set_recall: float | None  # gold documents in the agent's sets / gold documents (None: not recorded)
+    failure_class: str | None  # a scored row's class (`scoring.FAILURE_CLASSES`); None when not scored
 
 
 class QuestionRow(EpisodeRow, total=False):

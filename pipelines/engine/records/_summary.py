@@ -39,7 +39,7 @@ class Show:
     own_names: tuple[tuple[str, str], ...] = ()  # (key, metric name): entries logged under a name of their own
 
 
-SECTIONS = ("accuracy", "outcomes", "episodes", "epochs", "spend", "time", "types", "run", "more")
+SECTIONS = ("accuracy", "outcomes", "evidence", "episodes", "epochs", "spend", "time", "types", "run", "more")
 _NOT_A_METRIC = Show("run", metric=None)
 
 
@@ -195,6 +195,39 @@ class RunSummary(BaseModel):
     latency: Annotated[dict[str, float | None], Show("time", "{key}")] = {}
     """Percentiles 50, 90 and 99 of the episodes' wall, LLM and tool seconds (`wall_s_p50`, ...)."""
 
+    # -- evidence: what the episodes showed their model of the gold documents (`scoring.evidence_figures`) --------
+    evidence_questions: Annotated[int, Show("evidence")] = 0
+    """Scored questions whose gold documents are known and whose episodes' traces were read for them: the
+    denominator of `evidence_recall` and `evidence_all_seen`."""
+    evidence_recall: Annotated[float | None, Show("evidence")] = None
+    """Mean over `evidence_questions` of the share of a question's gold documents whose text its episode showed the
+    model before answering (with epochs, its epochs' shares reduced as its score is). Seen is not understood."""
+    evidence_recall_ci95: Annotated[Interval | None, Show("evidence")] = None
+    """95% interval of `evidence_recall` (`ci_method` says how)."""
+    evidence_all_seen: Annotated[float | None, Show("evidence")] = None
+    """Share of `evidence_questions` whose every gold document was shown."""
+    evidence_all_seen_ci95: Annotated[Interval | None, Show("evidence")] = None
+    """95% interval of `evidence_all_seen` (`ci_method` says how)."""
+    evidence_set_questions: Annotated[int, Show("evidence")] = 0
+    """`evidence_questions` whose traces record the agent's sets: the denominator of `evidence_set_recall`."""
+    evidence_set_recall: Annotated[float | None, Show("evidence")] = None
+    """Mean share of a question's gold documents that were in a set the agent built (not a filter's left-out
+    documents), over `evidence_set_questions`."""
+    questions_without_gold: Annotated[int, Show("evidence")] = 0
+    """Scored questions whose gold documents are not known: counted apart, never guessed."""
+    questions_evidence_unknown: Annotated[int, Show("evidence")] = 0
+    """Scored questions with gold documents whose traces were not read for evidence (recorded before it was;
+    `srag judge RUN` reads them)."""
+    failure_classes: Annotated[dict[str, int], Show("evidence", "failure_{key}")] = {}
+    """Scored questions by class: right; wrong_evidence_seen (wrong with every gold document shown: reasoning or
+    aggregation); wrong_evidence_missed (wrong with a gold document never shown: retrieval); wrong_no_gold;
+    wrong_evidence_unknown. Sums to `scored`."""
+    failure_class_shares: Annotated[dict[str, float], Show("evidence", "failure_share_{key}")] = {}
+    """`failure_classes` over `scored` questions."""
+    episodes_by_failure_class: Annotated[dict[str, int] | None,
+                                         Show("evidence", "episodes_failure_{key}", epochs_only=True)] = None
+    """With epochs: the classes over scored episodes, each epoch on its own score and evidence."""
+
     # -- per question type (`scoring.by_type`) ---------------------------------------------------------------
     accuracy_by_type: Annotated[dict[str, float | None], Show("types", "accuracy_type_{key}")] = {}
     """Accuracy of each question type over its scored questions (None for a type with none)."""
@@ -206,6 +239,10 @@ class RunSummary(BaseModel):
     """How each type's interval was computed (as `ci_method`): text."""
     coverage_by_type: Annotated[dict[str, float], Show("types", "coverage_type_{key}")] = {}
     """Scored / all questions of each type."""
+    evidence_recall_by_type: Annotated[dict[str, float | None], Show("types", "evidence_recall_type_{key}")] = {}
+    """`evidence_recall` of each type (None for a type without gold documents or read traces)."""
+    failure_classes_by_type: Annotated[dict[str, dict[str, int]], Show("types", "failure_type_{key}")] = {}
+    """`failure_classes` of each type, over its scored questions."""
     accuracy_by_type_by_epoch: Annotated[dict[str, dict[int, float | None]] | None,
                                          Show("types", "accuracy_type_{key}_epoch", epochs_only=True)] = None
     """With epochs: each type's accuracy in each epoch, over its scored episodes."""

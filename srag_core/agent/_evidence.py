@@ -1,0 +1,102 @@
+"""What an episode put in front of the model, read from its trace alone (never by running it again).
+
+Two things, each document with the step at which it first appeared:
+
+- **shown**: the documents whose text reached the model: a sampled snippet, a read, a match preview, a table row, a
+  chunk (any object of an observation that names a document and carries text of it under a `TEXT_KEYS` key), when
+  the document's name is in what the model was sent of that observation (`shown`, which the context budget may
+  have cut); the first hit the question landscape quotes (step 0); for vanilla RAG, the retrieved passages (step 1,
+  in rank order). A filename in a listing, a count or an extracted value is not text of the document.
+- **in_sets**: the documents that were in a set the agent built (a filter's kept documents, a filename search, a set
+  operation, ...; not the documents a filter left out, its `_neg` set, nor the pattern index's sets made before the
+  first step). The loop records them as they enter (`entered_sets` on each tool event, `sets_recorded` on the
+  prompt); a trace recorded before it did has none, and `in_sets` is then None: unknown, not empty.
+
+Only what happened before the answer counts: the events after the first final answer are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import BaseModel
+
+from srag_core.agent._prompts import LANDSCAPE_HIT
+
+TEXT_KEYS = frozenset({"text", "row", "preview", "excerpt", "snippet", "context"})
+"""Keys under which an observation carries a document's own text."""
+
+
+class DocumentsSeen(BaseModel):
+    """The documents an episode showed its model and the documents in the sets it built, each with its first step."""
+
+    shown: dict[str, int] = {}
+    """Document (its filename) -> the first step at which its text was shown (0: the question's landscape)."""
+    in_sets: dict[str, int] | None = None
+    """Document -> the first step at which it was in a set the agent built; None when the trace does not say."""
+    answered_at: int | None = None
+    """The step of the final answer (what came after it is not counted); None without one."""
+
+
+def documents_seen(trace: list[dict[str, Any]]) -> DocumentsSeen:
+    """`DocumentsSeen` of one episode's trace (an agent's or vanilla RAG's)."""
+    seen = DocumentsSeen()
+    in_sets: dict[str, int] = {}
+    recorded_sets = False
+    for event in trace:
+        kind, step = event.get("type"), int(event.get("step") or 0)
+        if kind == "prompt":
+            _first(seen.shown, (m.group("document") for m in LANDSCAPE_HIT.finditer(str(event.get("user") or ""))), 0)
+            recorded_sets = bool(event.get("sets_recorded"))
+        elif kind == "retrieval":
+            _first(seen.shown, (str(p["filename"]) for p in event.get("passages") or () if p.get("filename")), 1)
+        elif kind == "tool":
+            shown_text = str(event.get("shown") or "")
+            _first(seen.shown, (d for d in documents_with_text(event.get("observation")) if d in shown_text), step)
+            if "entered_sets" in event:
+                recorded_sets = True
+                _first(in_sets, event["entered_sets"] or (), step)
+        elif kind == "llm" and _is_answer(event):
+            seen.answered_at = step
+            break
+    seen.in_sets = in_sets if recorded_sets else None
+    return seen
+
+
+def documents_with_text(observation: Any) -> Iterator[str]:
+    """The documents an observation carries text of: each object naming a document (`filename`, else `doc_id`)
+    with a non-blank `TEXT_KEYS` value in it or in the objects under it that name no document of their own."""
+    if isinstance(observation, list):
+        for item in observation:
+            yield from documents_with_text(item)
+    elif isinstance(observation, dict):
+        name = observation.get("filename") or observation.get("doc_id")
+        if isinstance(name, str) and _has_text(observation):
+            yield name
+        for value in observation.values():
+            if isinstance(value, (dict, list)):
+                yield from documents_with_text(value)
+
+
+def _has_text(obj: Any) -> bool:
+    if isinstance(obj, list):
+        return any(_has_text(item) for item in obj)
+    if not isinstance(obj, dict):
+        return False
+    if any(isinstance(obj.get(key), str) and obj[key].strip() for key in TEXT_KEYS):
+        return True
+    return any(_has_text(v) for v in obj.values()
+               if isinstance(v, list) or (isinstance(v, dict) and not (v.get("filename") or v.get("doc_id"))))
+
+
+def _first(into: dict[str, int], documents: Any, step: int) -> None:
+    for document in documents:
+        into.setdefault(str(document), step)
+
+
+def _is_answer(event: dict[str, Any]) -> bool:
+    """An LLM event that gave the final answer (the agent's turn with an answer; vanilla RAG's one call)."""
+    answer = event.get("answer")
+    return (isinstance(answer, str) and bool(answer.strip())) or ("answer" not in event and "reply" in event
+                                                                  and "tool" not in event)
