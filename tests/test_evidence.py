@@ -179,6 +179,47 @@ def test_a_comparison_says_how_the_failure_classes_moved():
     assert set(FAILURE_CLASSES) >= {m.split(" -> ")[0] for m in moves}
 
 
+# -- a run recorded before evidence was ---------------------------------------------------------------------------
+
+PREVIOUS = Path(__file__).parent / "fixtures" / "previous_release" / "run_folders" / "20261204-202239-one-epoch-411f"
+
+
+def test_srag_judge_reads_the_evidence_of_a_run_recorded_before_it_without_running_anything(tmp_path, capsys):
+    import shutil
+
+    from pipelines.cli import Exit, main
+
+    run = tmp_path / "runs" / PREVIOUS.name
+    shutil.copytree(PREVIOUS, run)
+    config = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(config.replace("sqlite:////tmp/tmpnvzdmeoj/m.db", f"sqlite:///{tmp_path}/m.db"))
+    # the release that recorded it knew no gold documents for its questions: give three of them some
+    rows = [json.loads(line) for line in (run / "questions.jsonl").read_text().splitlines()]
+    gold = {"q002": ["Marco_Roth.txt", "Nowhere.txt"], "q003": ["Marco_Roth.txt", "Nowhere.txt"],
+            "q004": ["Folly_to_Be_Wise.txt"]}
+    (run / "questions.jsonl").write_text("".join(json.dumps({**r, "gold_docs": gold.get(r["id"])}) + "\n"
+                                                 for r in rows))
+    before = (run / "results.jsonl").read_text()
+    assert '"type": "evidence"' not in before
+    assert main(["report", PREVIOUS.name, "--runs-dir", str(tmp_path / "runs"), "--json"]) == 0
+    earlier = json.loads(capsys.readouterr().out)
+    assert earlier["questions_evidence_unknown"] == 3 and earlier["failure_classes"]["wrong_evidence_unknown"] == 3
+    code = main(["judge", PREVIOUS.name, "--runs-dir", str(tmp_path / "runs"), "--no-llm", "--json"])
+    out, err = capsys.readouterr()
+    assert code == Exit.INCOMPLETE  # its two failed questions: nothing here runs them
+    assert "read 12 trace(s) for evidence (0 unreadable)" in err
+    figures = json.loads(out)
+    # the traces show Marco_Roth.txt at step 1 (a sampled snippet) and Folly_to_Be_Wise.txt in every landscape
+    assert figures["evidence_questions"] == 3 and figures["evidence_recall"] == round((0.5 + 0.5 + 1.0) / 3, 4)
+    assert figures["questions_evidence_unknown"] == 0 and figures["questions_without_gold"] == 7
+    assert figures["failure_classes"] == {"right": 6, "wrong_evidence_seen": 1, "wrong_evidence_missed": 2,
+                                          "wrong_no_gold": 1, "wrong_evidence_unknown": 0}
+    after = (run / "results.jsonl").read_text()
+    assert after.startswith(before) and after.count('"source": "trace"') == 12  # appended, nothing rewritten
+    assert main(["judge", PREVIOUS.name, "--runs-dir", str(tmp_path / "runs"), "--no-llm", "--quiet"]) == code
+    assert (run / "results.jsonl").read_text().count('"type": "evidence"') == 12  # read once
+
+
 # -- srag run on the shipped sample, a scripted program ---------------------------------------------------------
 
 

@@ -139,6 +139,8 @@ def evidence_figures(rows: list[QuestionRow], episodes: list[EpisodeRow]) -> Fig
     in_sets = [r.get("evidence_set_recall") or 0.0 for r in known if r.get("evidence_set_recall") is not None]
     grouped = clusters(known)
     recall_ci, all_seen_ci = score_interval(recalls, clusters=grouped), score_interval(all_seen, clusters=grouped)
+    if not known:  # say why: not that nothing was scored
+        recall_ci = all_seen_ci = (None, "none: no scored question with known gold documents and a read trace")
     classes = Counter(r.get("failure_class") for r in scored)
     out: Figures = {
         "evidence_questions": len(known), "evidence_recall": _mean(recalls), "evidence_recall_ci95": recall_ci[0],
