@@ -383,7 +383,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                   f"({reasons}); `srag rerun` and `srag judge` can fill them")
         print(f"both right {result.both_right} · only A {result.only_a_right} · only B "
               f"{result.only_b_right} · neither {result.neither_right}")
-        test = {"mcnemar_midp": "mid-p McNemar", "paired_t": "paired t"}[result.test]
+        test = {"mcnemar_midp": "mid-p McNemar", "paired_t": "paired t",
+                "paired_t_clustered": "paired t, clustered"}[result.test]
         print(f"B - A = {result.difference}, 95% interval {result.difference_ci95} ({test}, the interval the test "
               f"inverts), p = {result.p_value:.4g}")
         mde = f"{result.min_detectable_effect:.3f}" if result.min_detectable_effect is not None else "unknown"
