@@ -15,6 +15,7 @@ from pipelines.engine.report import LabelledRun, plot_accuracy_intervals, plot_s
 from pipelines.engine.results import RunDir, git_revision, new_run_id
 from pipelines.engine.scoring import compare
 from pipelines.engine.tracking import source_tags
+from pipelines.errors import UserError
 from srag_core import utc_now
 
 
@@ -249,7 +250,7 @@ def ranking_text(groups: list[list[str]]) -> str:
     return " > ".join(" = ".join(group) for group in groups)
 
 
-class IncomparableRuns(ValueError):
+class IncomparableRuns(UserError):
     """Two runs that `srag compare` refuses to pair (bad input: one line names the difference)."""
 
 
