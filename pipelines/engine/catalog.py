@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from pipelines.engine.records import RunSummary, SweepInfo
-from pipelines.engine.results import RunDir
+from pipelines.engine.records import RunSummary
+from pipelines.engine.results import RunDir, RunFolderError, read_sweep
 from pipelines.errors import UserError
 
 
@@ -75,17 +75,17 @@ def run_entry(folder: Path) -> Entry:
         return Entry(kind="run", id=folder.name, status="damaged", problem=" ".join(str(e).split()))
     entry = Entry(kind="run", id=folder.name, name=meta.name, status=meta.status, started=meta.created,
                   sweep_id=meta.sweep_id)
-    if summary is not None:
-        entry.complete, entry.accuracy, entry.cost_usd = summary.complete, summary.accuracy, summary.total_cost_usd
+    if summary is not None:  # a summary.json of a release before total_cost_usd has no cost to show
+        entry.complete, entry.accuracy = summary.complete, summary.accuracy
+        entry.cost_usd = summary.total_cost_usd if "total_cost_usd" in summary.model_fields_set else None
     return entry
 
 
 def sweep_entry(folder: Path, runs: list[Entry]) -> Entry:
     try:
-        info = SweepInfo.model_validate_json((folder / "sweep.json").read_text(encoding="utf-8"))
-    except (OSError, ValidationError) as e:
-        return Entry(kind="sweep", id=folder.name, status="damaged",
-                     problem=f"sweep.json cannot be read: {' '.join(str(e).split())[:200]}")
+        info = read_sweep(folder)
+    except RunFolderError as e:
+        return Entry(kind="sweep", id=folder.name, status="damaged", problem=str(e))
     # its runs by the sweep id in their run.json: the run in progress too, which sweep.json lists only once done
     mine = [r for r in runs if r.sweep_id == info.sweep_id]
     costs = [r.cost_usd for r in mine if r.cost_usd is not None]

@@ -49,7 +49,15 @@ import yaml
 from pydantic import ValidationError
 
 from pipelines.datasets import Question
-from pipelines.engine.records import BadRecord, EpisodeRecord, Judgement, RunMeta, parse_line, validate_record
+from pipelines.engine.records import (
+    BadRecord,
+    EpisodeRecord,
+    Judgement,
+    RunMeta,
+    SweepInfo,
+    parse_line,
+    validate_record,
+)
 from pipelines.errors import UserError
 from pipelines.paths import source_checkout
 from srag_core import utc_now
@@ -116,7 +124,7 @@ class RunFolderError(UserError):
     """A run folder that cannot be read: a file missing or damaged (the message names it, and what to do)."""
 
 
-def _invalid(error: ValidationError) -> str:
+def what_is_wrong(error: ValidationError) -> str:
     """What is wrong with a file a model refused, in a few words: not JSON, or the first fields that are wrong."""
     problems = error.errors()
     if problems[0]["type"] == "json_invalid":
@@ -156,7 +164,7 @@ class RunDir:
         try:
             return RunMeta.model_validate_json(self._read("run.json"))
         except ValidationError as e:
-            raise self.damaged("run.json", _invalid(e)) from None
+            raise self.damaged("run.json", what_is_wrong(e)) from None
 
     def _read(self, name: str) -> str:
         """A file of the run folder as text; RunFolderError, naming it, when it is missing or unreadable."""
@@ -212,7 +220,7 @@ class RunDir:
         try:
             return RunConfig.model_validate(self.read_config())
         except ValidationError as e:
-            raise self.damaged("config.yaml", _invalid(e)) from None
+            raise self.damaged("config.yaml", what_is_wrong(e)) from None
 
     def write_questions(self, questions: Iterable[Question]) -> None:
         _atomic_write(self.path / "questions.jsonl",
@@ -223,7 +231,7 @@ class RunDir:
         try:
             return [Question.model_validate_json(line) for line in lines if line.strip()]
         except ValidationError as e:
-            raise self.damaged("questions.jsonl", _invalid(e)) from None
+            raise self.damaged("questions.jsonl", what_is_wrong(e)) from None
 
     # -- results -------------------------------------------------------------------------------------------------
 
@@ -242,6 +250,20 @@ class RunDir:
         if not target.is_relative_to(root):
             raise ValueError(f"{str(relative)[:120]!r} leads outside the run folder; not read")
         return target
+
+
+def read_sweep(sweep_dir: Path) -> SweepInfo:
+    """A sweep folder's sweep.json; RunFolderError, naming it, when it is missing or damaged."""
+    try:
+        return SweepInfo.model_validate_json((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        why = "is missing"
+    except (OSError, UnicodeDecodeError) as e:
+        why = f"cannot be read ({e})"
+    except ValidationError as e:
+        why = what_is_wrong(e)
+    raise RunFolderError(f"sweep folder {sweep_dir} is damaged: sweep.json {why}; restore it from a copy, or move the "
+                         f"folder out of {sweep_dir.parent}")
 
 
 Unit = tuple[str, int]  # (question id, epoch): what runs once per epoch, and what a rerun makes a new attempt of
