@@ -50,6 +50,11 @@ class Inputs:
         path.write_text(text)
         return path
 
+    def binary(self, name: str) -> str:
+        path = self.root / name
+        path.write_bytes(b"\xff\xfe\x00 not text")
+        return str(path)
+
     def yaml(self, name: str, data: dict) -> str:
         return str(self.write(name, yaml.safe_dump(data, sort_keys=False)))
 
@@ -187,6 +192,30 @@ CASES: dict[str, tuple[Case, int, str]] = {
         lambda i: ["run", str(i.root), *RUNS, str(i.runs)], 2, "is a folder, not a config file"),
     "data convert: an unknown dataset": (
         lambda i: ["data", "convert", "hotpotqa"], 2, "unknown dataset 'hotpotqa'; known: "),
+    "sweep: an empty list in the grid": (
+        lambda i: ["sweep", i.sweep("s.yaml", {"variant": []}), "--dry-run"],
+        2, "grid.variant: must be a non-empty list"),
+    "sweep: an unknown key in the grid": (
+        lambda i: ["sweep", i.sweep("s.yaml", {"agent.max_stepz": [1]}), "--dry-run"],
+        2, "[max_stepz=1]: agent.max_stepz: unknown key (did you mean max_steps?)"),
+    "sweep: an unknown profile": (
+        lambda i: ["sweep", i.sweep("s.yaml", {}), "--dry-run", "--profile", "nosuch"],
+        2, "unknown profile 'nosuch': not one of auto, generic"),
+    "run: a file that is not text": (
+        lambda i: ["run", i.binary("r.yaml"), *RUNS, str(i.runs)], 2, "r.yaml: not UTF-8 text"),
+    "run: a corpus that is not there": (
+        lambda i: ["run", "--corpus", str(i.root / "nowhere"), "--questions", "q.jsonl", "--model", "m",
+                   *RUNS, str(i.runs)], 2, "corpus path does not exist: {root}/nowhere"),
+    "ask: a corpus that is not there": (
+        lambda i: ["ask", "q?", "--corpus", str(i.root / "nowhere"), "--model", "m"], 2, "corpus path does not exist"),
+    "data sample-2wiki: no data root": (
+        lambda i: ["data", "sample-2wiki", "--out", str(i.root / "out")],
+        2, "srag data sample-2wiki needs a data root (the folder of staged benchmark files): pass --data-root or set "
+           "SRAG_DATA_DIR, or give the 2Wiki files' folder with --source"),
+    "car: a custom retriever that cannot be loaded": (
+        lambda i: ["car", "--dataset", "legal-real-sample", "--retriever", "nosuchmodule:X"],
+        2, "cannot load custom retriever 'nosuchmodule:X'"),
+    "status: no cluster address": (lambda i: ["status", "x"], 2, "no cluster address: pass --address"),
     # the command line itself
     "an unknown command": (lambda i: ["nope"], 2, "srag: error: argument COMMAND: invalid choice: 'nope'"),
     "an unknown option": (lambda i: ["runs", "--nope"], 2, "unrecognized arguments: --nope"),

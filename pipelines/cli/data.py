@@ -48,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_sample_2wiki(args: argparse.Namespace) -> int:
     spec = DATASETS["2wikimultihopqa"]
-    source = args.source or paths.require_data_root(args.data_root, "srag data sample-2wiki") / spec.folder
+    how = f"pass --data-root or set {paths.DATA_ENV}, or give the 2Wiki files' folder with --source"
+    source = args.source or paths.require_data_root(args.data_root, "srag data sample-2wiki", how) / spec.folder
     corpus, questions = (source / name for name in spec.files)
     for f in (corpus, questions):
         if not f.is_file():
