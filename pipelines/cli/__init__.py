@@ -167,11 +167,10 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
-def add_data_root(p: argparse.ArgumentParser, must_exist: bool = True) -> None:
-    """`--data-root`, for the commands that read a dataset by name (`must_exist`: checked here, on this machine)."""
-    p.add_argument("--data-root", type=existing_folder if must_exist else Path, metavar="DIR",
-                   help=f"folder of the staged benchmark files (default: ${paths.DATA_ENV}; the shipped samples need "
-                        "none)")
+def add_data_root(p: argparse.ArgumentParser, what: str = "the staged benchmark files") -> None:
+    """`--data-root`, for the commands that read a dataset by name (a folder that must exist)."""
+    p.add_argument("--data-root", type=existing_folder, metavar="DIR",
+                   help=f"folder of {what} (default: ${paths.DATA_ENV}; the shipped samples need none)")
 
 
 def add_cache_dir(p: argparse.ArgumentParser, what: str, sub: str) -> None:

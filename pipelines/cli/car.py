@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, help="cutoff for TCA@k and Recall@k (default 5)")
     p.add_argument("--split", choices=SPLITS, help="FinSuperQA split (default all)")
     add_json(p)
-    add_data_root(p)
+    add_data_root(p, "the staged benchmark files, the CAR files in its car/ folder")
     p.add_argument("--data-dir", dest="car_dir", type=Path, action=Renamed,
                    new="--data-root DIR (the CAR files in DIR/car), or set CAR_DATA_DIR to the CAR files' folder")
     p.add_argument("--stage1", choices=get_args(Stage1),

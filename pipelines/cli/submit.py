@@ -35,7 +35,6 @@ from typing import Any, Sequence
 from pipelines.cli import (
     CliError,
     add_command,
-    add_data_root,
     add_json,
     add_runs_dir,
     non_negative_usd,
@@ -60,10 +59,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         spread over every node. Results go to --runs-dir, which on a real cluster must be a shared filesystem
         mounted at the same path everywhere, and to the MLflow server of --tracking-uri. API keys are never
         shipped: the nodes hold them in their own environment. Follow the job with srag status and srag logs.""", [
-        "srag submit configs/scalablerag_table1.yaml --address http://head:8265 --runs-dir /shared/runs "
-        "--tracking-uri http://mlflow:5000",
-        "srag submit sweep.yaml --address http://head:8265 --limit 50 --max-cost 20 --data-root /shared/data",
-        "srag submit sweep.yaml --dry-run"])
+        "srag submit configs/quickstart.yaml --dry-run",
+        "srag submit sweep.yaml --address http://head:8265 --runs-dir /shared/runs --limit 50 --max-cost 20",
+        "srag submit sweep.yaml --runs-dir /shared/runs --tracking-uri http://mlflow:5000 --data-root /shared/data"])
     p.add_argument("sweep", metavar="SWEEP", help="the sweep file (YAML with name, base and grid)")
     _address(p)
     add_runs_dir(p, "where the job writes run folders, sent as an absolute path: on a real cluster a shared "
@@ -78,7 +76,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="the sweep's budget over all its runs (overrides the file's max_cost_usd)")
     job.add_argument("--profile", metavar="PROFILE",
                      help=PROFILE_HELP + "; a profile file is shipped with the job")
-    add_data_root(job, must_exist=False)  # a path on the cluster's nodes, which the job's sweep checks there
+    job.add_argument("--data-root", type=Path, metavar="DIR",  # checked by the job's sweep, where it is
+                     help="folder of the staged benchmark files on the cluster's nodes (default: their "
+                          "$SRAG_DATA_DIR)")
     p.add_argument("--dry-run", action="store_true", help="list the files the job would ship, submit nothing")
     add_json(p, "the job's id and state (with --dry-run: the files)")
     p.set_defaults(func=cmd_submit)
