@@ -160,7 +160,7 @@ def test_bad_run_input_is_one_line(tmp_path, capsys):
     bad.write_text("name: x\ndataset: twowiki-sample\nllm: {model: m}\nagent: {max_stepz: 3}\n")
     assert main(["run", str(bad), "--runs-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"srag run: error: {bad}: agent.max_stepz: unknown key"
+    assert err == f"srag run: error: {bad}: agent.max_stepz: unknown key (did you mean max_steps?)"
     assert main(["run", "--runs-dir", str(tmp_path)]) == 2
     assert "give a config file, or --dataset" in capsys.readouterr().err
     assert main(["report", "nope", "--runs-dir", str(tmp_path)]) == 2
