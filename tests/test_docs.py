@@ -1,0 +1,94 @@
+"""The site's reference pages are generated from the code they describe (docs/gen_reference.py): a committed page
+that differs from what the code gives now is stale, and `make docs` rewrites it. The site itself is built with
+`mkdocs build --strict` by `make docs` in CI (broken links fail there)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from types import ModuleType
+
+import pytest
+
+from tests.conftest import REPO
+
+DOCS = REPO / "docs"
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_reference", DOCS / "gen_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = _generator()
+PAGES = GEN.render()
+
+
+@pytest.mark.parametrize("path", sorted(PAGES))
+def test_the_committed_reference_page_is_what_the_code_gives(path):
+    committed = DOCS / path
+    assert committed.is_file(), f"docs/{path} is missing: run `make docs`"
+    assert committed.read_text(encoding="utf-8") == PAGES[path], f"docs/{path} is stale: run `make docs`"
+
+
+def test_the_pages_do_not_depend_on_the_users_locations(monkeypatch, tmp_path):
+    monkeypatch.setenv("SRAG_RUNS_DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("COLUMNS", "40")
+    assert GEN.render() == PAGES
+
+
+def test_every_command_and_argument_of_the_parser_is_on_the_cli_page():
+    from pipelines.cli import build_parser
+
+    page = PAGES["reference/cli.md"]
+
+    def walk(parser: argparse.ArgumentParser) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in {id(p): p for p in action.choices.values()}.values():
+                    if f"`{sub.prog}`" in page:  # hidden commands (help=SUPPRESS) are left out on purpose
+                        walk(sub)
+            elif action.help != argparse.SUPPRESS and not isinstance(action, argparse._HelpAction):
+                name = action.option_strings[-1] if action.option_strings else (action.metavar or action.dest)
+                assert f"`{name}" in page, f"{parser.prog}: {name} is not on the page"
+
+    walk(build_parser())
+    assert "`srag run`" in page and "`srag data convert`" in page
+
+
+def test_every_config_key_is_on_the_config_page():
+    from pydantic import BaseModel
+
+    from pipelines.config import RunConfig, SweepConfig
+
+    page = PAGES["reference/config.md"]
+
+    def keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+        out = []
+        for name, field in model.model_fields.items():
+            out.append(prefix + name)
+            inner = field.annotation
+            if isinstance(inner, type) and issubclass(inner, BaseModel) and name != "profile":
+                out += keys(inner, f"{prefix}{name}.")
+        return out
+
+    for key in keys(RunConfig) + keys(SweepConfig):
+        assert f"| `{key}` |" in page, key
+    assert "| `llm.price_per_million.cached_prompt` | float or `null`, ≥ 0 | `null` |" in page
+    assert "| `limits.epochs` | int, ≥ 1, ≤ 100 | `1` |" in page
+
+
+def test_a_changed_help_text_makes_the_page_stale(monkeypatch):
+    import pipelines.cli.probe as probe
+
+    register = probe.register
+
+    def changed(sub):
+        register(sub)
+        sub.choices["probe"]._actions[-1].help = "a help text the committed page does not have"
+
+    monkeypatch.setattr(probe, "register", changed)
+    assert GEN.stale() == ["reference/cli.md"]
