@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 from types import ModuleType
 
 import pytest
+import yaml
 
 from tests.conftest import REPO
 
@@ -92,3 +94,21 @@ def test_a_changed_help_text_makes_the_page_stale(monkeypatch):
 
     monkeypatch.setattr(probe, "register", changed)
     assert GEN.stale() == ["reference/cli.md"]
+
+
+def test_every_page_in_the_nav_exists_and_every_page_is_in_the_nav():
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))
+
+    def paths(nav: list) -> list[str]:
+        out = []
+        for entry in nav:
+            for value in entry.values():
+                out += paths(value) if isinstance(value, list) else [value]
+        return out
+
+    listed = paths(config["nav"])
+    on_disk = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))
+    assert sorted(listed) == on_disk
+    for page in on_disk:  # an embedded file that moved fails the build too; this says which page names it
+        for embedded in re.findall(r'^--8<-- "([^"]+)"$', (DOCS / page).read_text(encoding="utf-8"), re.M):
+            assert (REPO / embedded).is_file(), f"docs/{page} embeds {embedded}, which does not exist"
