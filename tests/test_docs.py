@@ -112,3 +112,25 @@ def test_every_page_in_the_nav_exists_and_every_page_is_in_the_nav():
     for page in on_disk:  # an embedded file that moved fails the build too; this says which page names it
         for embedded in re.findall(r'^--8<-- "([^"]+)"$', (DOCS / page).read_text(encoding="utf-8"), re.M):
             assert (REPO / embedded).is_file(), f"docs/{page} embeds {embedded}, which does not exist"
+
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_readme_is_short_gives_the_two_commands_and_links_into_the_site():
+    assert len(README.encode("utf-8")) < 8 * 1024
+    assert [n for n, line in enumerate(README.splitlines(), 1) if len(line) > 120] == []
+    commands = README.split("## The two commands", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    assert [line.split()[:2] for line in commands.strip().splitlines()] == [["make", "demo"], ["make", "test"]]
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README)
+    assert "docs/getting-started.md" in links and "docs/reference/cli.md" in links
+    assert [link for link in links if "://" not in link and not (REPO / link).exists()] == []
+
+
+def test_the_readmes_worked_example_is_what_the_command_prints(capsys):
+    from pipelines.cli import main
+
+    block = README.split("```text\n$ srag sweep configs/quickstart.yaml --dry-run\n", 1)[1].split("```", 1)[0]
+    assert main(["sweep", str(REPO / "configs" / "quickstart.yaml"), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert [line.rstrip() for line in printed.strip().splitlines()] == block.strip().splitlines()
