@@ -106,21 +106,21 @@ def prose(text: str) -> str:
 # -- the command line ------------------------------------------------------------------------------------------------
 
 def _subparsers(parser: argparse.ArgumentParser) -> list[tuple[str, list[str], str, argparse.ArgumentParser]]:
-    """(name, aliases, one-line help, parser) of each visible subcommand, in the order they were added."""
+    """(name, aliases, one-line help, parser) of each subcommand but those hidden (help=SUPPRESS), in the order they
+    were added."""
     found = []
     for action in parser._actions:
         if not isinstance(action, argparse._SubParsersAction):
             continue
-        helps = {a.dest: a.help for a in action._choices_actions}
+        helps = {a.dest: a.help for a in action._choices_actions}  # commands added with help=...
         seen: dict[int, list[str]] = {}
         for name, sub in action.choices.items():
             seen.setdefault(id(sub), []).append(name)
         for names in seen.values():
-            name = names[0]
-            if name not in helps and not any(n in helps for n in names):
-                continue  # added with help=SUPPRESS: a hidden command
-            help_text = helps.get(name) or next((helps[n] for n in names if n in helps), None) or ""
-            found.append((name, names[1:], help_text, action.choices[name]))
+            help_text = next((helps[n] for n in names if n in helps), None) or ""
+            if help_text == argparse.SUPPRESS:
+                continue  # a hidden command
+            found.append((names[0], names[1:], help_text, action.choices[names[0]]))
     return found
 
 

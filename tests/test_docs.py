@@ -50,8 +50,10 @@ def test_every_command_and_argument_of_the_parser_is_on_the_cli_page():
     def walk(parser: argparse.ArgumentParser) -> None:
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
-                for sub in {id(p): p for p in action.choices.values()}.values():
-                    if f"`{sub.prog}`" in page:  # hidden commands (help=SUPPRESS) are left out on purpose
+                hidden = {a.dest for a in action._choices_actions if a.help == argparse.SUPPRESS}
+                for name, sub in action.choices.items():
+                    if name not in hidden and name == sub.prog.rsplit(" ", 1)[-1]:  # aliases share the parser
+                        assert f"`{sub.prog}`" in page, f"{sub.prog} is not on the page"
                         walk(sub)
             elif action.help != argparse.SUPPRESS and not isinstance(action, argparse._HelpAction):
                 name = action.option_strings[-1] if action.option_strings else (action.metavar or action.dest)
