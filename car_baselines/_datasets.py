@@ -36,7 +36,7 @@ from ._domains import (
     medical_domain,
     security_domain,
 )
-from ._model import Corpus, Dataset, Doc, Example, LexicalProfile
+from ._model import CarDataError, Corpus, Dataset, Doc, Example, LexicalProfile
 
 FINSUPERQA = "finsuperqa_v1.jsonl"
 CVEPATCHQA = "cvepatchqa_v1.jsonl"
@@ -79,7 +79,7 @@ def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+        raise CarDataError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -91,9 +91,9 @@ def _read_jsonl(path: Path) -> list[dict]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: line {lineno} is not valid JSON ({e.msg})") from None
+            raise CarDataError(f"{path}: line {lineno} is not valid JSON ({e.msg})") from None
         if not isinstance(row, dict):
-            raise ValueError(f"{path}: line {lineno} must be a JSON object")
+            raise CarDataError(f"{path}: line {lineno} must be a JSON object")
         rows.append(row)
     return rows
 
@@ -101,26 +101,27 @@ def _read_jsonl(path: Path) -> list[dict]:
 def _read_list(path: Path) -> list[dict]:
     data = _read_json(path)
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-        raise ValueError(f"{path}: expected a JSON list of objects")
+        raise CarDataError(f"{path}: expected a JSON list of objects")
     return data
 
 
 def _require_file(path: Path) -> None:
     if not path.is_file():
-        raise FileNotFoundError(f"CAR data file not found: {path} (point --data-dir or CAR_DATA_DIR at the data)")
+        raise FileNotFoundError(f"CAR data file not found: {path} (set CAR_DATA_DIR, or srag car --data-root, to "
+                                "where the data is)")
 
 
 def _fields(row: dict, names: Iterable[str], where: str) -> None:
     missing = [n for n in names if n not in row]
     if missing:
-        raise ValueError(f"{where}: missing field(s) {', '.join(missing)}")
+        raise CarDataError(f"{where}: missing field(s) {', '.join(missing)}")
 
 
 def _time(value: str, where: str) -> datetime:
     try:
         return datetime.fromisoformat(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{where}: bad timestamp {value!r}") from None
+        raise CarDataError(f"{where}: bad timestamp {value!r}") from None
 
 
 def _freeform(path: Path) -> dict[str, str]:
@@ -162,7 +163,7 @@ def load_finsuperqa(data_dir: Path, contaminated: bool = False) -> Dataset:
         where = f"{path} record {i}"
         _fields(row, ("example_id", "query", "answer", "hop_type", "kb", "employee", "ticker", "provenance"), where)
         if not isinstance(row["kb"], list) or not row["kb"]:
-            raise ValueError(f"{where}: 'kb' must be a non-empty list of events")
+            raise CarDataError(f"{where}: 'kb' must be a non-empty list of events")
         kb = _kb_docs(row, {"employee": row["employee"], "ticker": row["ticker"]}, where)
         anchor = min(kb, key=lambda d: d.timestamp)
         examples.append(make_example(
@@ -218,7 +219,7 @@ def load_ghsa(data_dir: Path, freeform: bool = False) -> Dataset:
         disc = Doc(f"{p['id']}:disclosure", p["disclosure_text"], "cve_disclosed", scope)
         patch = Doc(f"{p['id']}:patch", p["patch_text"], "patch_released", scope)
         if freeform and p["id"] not in queries:
-            raise ValueError(f"{data_dir / GHSA_FREEFORM}: no free-form query for {p['id']}")
+            raise CarDataError(f"{data_dir / GHSA_FREEFORM}: no free-form query for {p['id']}")
         query = queries[p["id"]] if freeform else GHSA_QUERY.format(product=p["product"], cve_id=p["cve_id"])
         examples.append(make_example(p["id"], query, [disc, patch], [disc.doc_id], [(disc.doc_id, patch.doc_id)],
                                  hop_type="T1", meta={"product": p["product"], "cve_id": p["cve_id"]}))
@@ -250,7 +251,7 @@ def load_cve_synth(data_dir: Path, hint: bool = False) -> Dataset:
         disclosures.append(disc)
         patches.append(patch)
     if not examples:
-        raise ValueError(f"{data_dir / CVE_FREEFORM}: no query matches a CVEPatchQA T1 example")
+        raise CarDataError(f"{data_dir / CVE_FREEFORM}: no query matches a CVEPatchQA T1 example")
     docs = disclosures + patches + templated_disclosures("cve_synth", 1000, 42, "cve-dx")
     return Dataset(
         name="cve-synth-hint" if hint else "cve-synth", corpus=Corpus(docs), examples=examples,
@@ -292,7 +293,7 @@ def _data_edges(row: dict, kb: Sequence[Doc]) -> list[tuple[str, str]]:
     edges = []
     for e in row["supersession_edges"]:
         if e.get("target_id") not in ids or e.get("trigger_id") not in ids:
-            raise ValueError(f"example {row['example_id']}: supersession edge names an event outside its kb")
+            raise CarDataError(f"example {row['example_id']}: supersession edge names an event outside its kb")
         edges.append((e["target_id"], e["trigger_id"]))
     return edges
 
@@ -315,7 +316,7 @@ def _legal_rows(data_dir: Path) -> list[dict]:
 def _parties(slug: str) -> tuple[str, str, str, str]:
     m = _SLUG.match(slug)
     if not m:
-        raise ValueError(f"case key {slug!r} does not look like name_v_name_123us456")
+        raise CarDataError(f"case key {slug!r} does not look like name_v_name_123us456")
     first, second, volume, page = m.groups()
     return first.capitalize(), second.capitalize(), volume, page
 
@@ -337,7 +338,7 @@ def load_legal_synth(data_dir: Path, hint: bool = False) -> Dataset:
         issued.append(first)
         overruled.append(last)
     if not examples:
-        raise ValueError(f"{data_dir / LEGAL_FREEFORM}: no query matches a LegalPrecedentQA T1 example")
+        raise CarDataError(f"{data_dir / LEGAL_FREEFORM}: no query matches a LegalPrecedentQA T1 example")
     docs = issued + overruled + opinion_boilerplate(1000, 42)
     return Dataset(
         name="legal-synth-hint" if hint else "legal-synth", corpus=Corpus(docs), examples=examples,
@@ -479,9 +480,10 @@ def load_dataset(name: str, data_dir: str | Path | None = None) -> Dataset:
         return _load(name, SAMPLES, "")
     root = Path(data_dir) if data_dir is not None else default_data_dir()
     if root is None:
-        raise FileNotFoundError("no CAR data folder: pass one (--data-dir) or set CAR_DATA_DIR")
+        raise FileNotFoundError("no CAR data folder: set CAR_DATA_DIR (or srag car --data-root) to where the data is")
     if not root.is_dir():
-        raise FileNotFoundError(f"CAR data folder not found: {root} (point --data-dir or CAR_DATA_DIR at the data)")
+        raise FileNotFoundError(f"CAR data folder not found: {root} (set CAR_DATA_DIR, or srag car --data-root, to "
+                                "where the data is)")
     if name == "scotus" and not scotus_file(root).is_file():
         raise FileNotFoundError(
             f"the SCOTUS pairs file is not available: {scotus_file(root)}. Supply legal_scotus_expanded_pairs.json "
@@ -499,7 +501,7 @@ def _spec(name: str) -> DatasetSpec:
     try:
         return DATASETS[name]
     except KeyError:
-        raise ValueError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}") from None
+        raise CarDataError(f"unknown dataset {name!r}; choose from {', '.join(DATASETS)}") from None
 
 
 def subset(dataset: Dataset, example_ids: Iterable[str]) -> Dataset:

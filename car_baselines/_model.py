@@ -10,6 +10,11 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 
+class CarDataError(ValueError):
+    """A CAR data file, dataset, split or retriever that cannot be used (what the caller gave); the message names it.
+    Any other error is a bug."""
+
+
 @dataclass(frozen=True)
 class Doc:
     """One retrievable document. `scope` holds the entity keys that supersession is scoped by."""
@@ -137,8 +142,8 @@ class Dataset:
         if split == "all":
             return list(self.examples)
         if not self.splits:
-            raise ValueError(f"dataset {self.name!r} has no splits; use --split all")
+            raise CarDataError(f"dataset {self.name!r} has no splits; use --split all")
         if split not in self.splits:
-            raise ValueError(f"unknown split {split!r} for {self.name!r}; choose from all, {', '.join(self.splits)}")
+            raise CarDataError(f"unknown split {split!r} for {self.name!r}; choose from all, {', '.join(self.splits)}")
         wanted = self.splits[split]
         return [ex for ex in self.examples if ex.example_id in wanted]

@@ -22,7 +22,7 @@ import numpy as np
 
 from ._authority import rssg as rssg_graph  # `rssg` is also the flag of TwoStageRetriever
 from ._metrics import _check_k
-from ._model import Dataset, Doc, Example, LexicalProfile
+from ._model import CarDataError, Dataset, Doc, Example, LexicalProfile
 
 RETRIEVER_NAMES = ("bm25", "tfidf", "dense", "dense_rerank", "two_stage", "two_stage_rssg", "oracle", "regex_ner")
 SCORING_NAMES = ("bm25", "tfidf", "dense")
@@ -419,7 +419,7 @@ def build_retriever(name: str, dataset: Dataset, *, stage1: str | None = None, k
                     encoder: str = DEFAULT_ENCODER, cache_dir: str | Path | None = None) -> CorpusRetriever:
     """A built-in retriever by name. `stage1`/`k1` override the dataset's first stage for the composite ones."""
     if name not in RETRIEVER_NAMES:
-        raise ValueError(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVER_NAMES)}")
+        raise CarDataError(f"unknown retriever {name!r}; choose from {', '.join(RETRIEVER_NAMES)}")
 
     def scoring(kind: str) -> ScoringRetriever:
         if kind == "bm25":
@@ -428,7 +428,7 @@ def build_retriever(name: str, dataset: Dataset, *, stage1: str | None = None, k
             return TfidfRetriever(dataset)
         if kind == "dense":
             return DenseRetriever(dataset, encoder=encoder, cache_dir=cache_dir)
-        raise ValueError(f"unknown first-stage retriever {kind!r}; choose from {', '.join(SCORING_NAMES)}")
+        raise CarDataError(f"unknown first-stage retriever {kind!r}; choose from {', '.join(SCORING_NAMES)}")
 
     if name in SCORING_NAMES:
         return scoring(name)
@@ -446,12 +446,12 @@ def load_custom_retriever(spec: str, dataset: Dataset) -> Retriever:
     """`package.module:ClassName` -> ClassName(list of Doc); the instance must have retrieve(query, k)."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise ValueError(f"a custom retriever is given as module:ClassName; got {spec!r}")
+        raise CarDataError(f"a custom retriever is given as module:ClassName; got {spec!r}")
     try:
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as e:
-        raise ValueError(f"cannot load custom retriever {spec!r}: {e}") from None
+        raise CarDataError(f"cannot load custom retriever {spec!r}: {e}") from None
     retriever = factory(list(dataset.corpus.docs))
     if not isinstance(retriever, Retriever):
-        raise ValueError(f"{spec} does not provide retrieve(query, k)")
+        raise CarDataError(f"{spec} does not provide retrieve(query, k)")
     return retriever

@@ -20,7 +20,7 @@ from ._metrics import (
     reciprocal_rank,
     wilson_interval,
 )
-from ._model import Dataset, Example
+from ._model import CarDataError, Dataset, Example
 from ._retrievers import CorpusRetriever, Ranking, Retriever
 
 
@@ -82,10 +82,10 @@ def evaluate(dataset: Dataset, retriever: Retriever, k: int = 5, split: str = "a
     """
     _check_k(k)
     if witness not in ("direct", "transitive"):
-        raise ValueError(f"witness must be 'direct' or 'transitive'; got {witness!r}")
+        raise CarDataError(f"witness must be 'direct' or 'transitive'; got {witness!r}")
     examples = dataset.select(split)
     if not examples:
-        raise ValueError(f"dataset {dataset.name!r} has no examples in split {split!r}")
+        raise CarDataError(f"dataset {dataset.name!r} has no examples in split {split!r}")
     rankings = _rankings(dataset, retriever, examples, depth)
     rows = [_score(dataset, ex, ranking, k, witness) for ex, ranking in zip(examples, rankings, strict=True)]
     label = name or getattr(retriever, "name", None) or type(retriever).__name__

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from pipelines.errors import UserError
 from srag_core import AgentConfig, LLMConfig
 
 Variant = Literal["zero_ingestion", "no_landscape", "no_diagnostics", "no_redaction", "stateless", "vanilla_rag",
@@ -25,7 +26,7 @@ Variant = Literal["zero_ingestion", "no_landscape", "no_diagnostics", "no_redact
 VARIANTS: tuple[str, ...] = get_args(Variant)
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A config that cannot be used; the message names the file and the key."""
 
 
@@ -358,14 +359,40 @@ def set_dotted(data: dict, dotted: str, value: Any) -> None:
     node[leaf] = value
 
 
-def describe(err: ValidationError, source: str) -> str:
+def describe(err: ValidationError, source: str, model: type[BaseModel] | None = None) -> str:
+    """A validation error as one line naming the file and each key; an unknown key of `model` (the model that was
+    validated) with the nearest known key as the likely fix."""
     problems = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
+        msg = unknown_key(model, e["loc"]) if e["type"] == "extra_forbidden" else e["msg"]
         problems.append(f"{key}: {msg}")
     more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
     return f"{source}: {'; '.join(problems[:3])}{more}"
+
+
+def unknown_key(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> str:
+    """'unknown key', with the nearest key the section knows (difflib), else the keys it knows."""
+    import difflib
+
+    known = _keys_at(model, loc[:-1]) if model is not None else []
+    if not known:
+        return "unknown key"
+    near = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    return f"unknown key (did you mean {near[0]}?)" if near else f"unknown key (known here: {', '.join(known)})"
+
+
+def _keys_at(model: type[BaseModel], path: tuple[int | str, ...]) -> list[str]:
+    """The keys of the section at `path` in `model` (nested models followed through optional fields), or [] when
+    the path leads to no model."""
+    for part in path:
+        field = model.model_fields.get(str(part))
+        inner = [a for a in get_args(field.annotation) or (field.annotation,)
+                 if isinstance(a, type) and issubclass(a, BaseModel)] if field else []
+        if not inner:
+            return []
+        model = inner[0]
+    return list(model.model_fields)
 
 
 def validate_run(data: Any, source: str) -> RunConfig:
@@ -374,7 +401,7 @@ def validate_run(data: Any, source: str) -> RunConfig:
     try:
         return RunConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(describe(e, source)) from None
+        raise ConfigError(describe(e, source, RunConfig)) from None
 
 
 def section(model: type[BaseModel], data: Any, source: str, name: str):
@@ -382,7 +409,7 @@ def section(model: type[BaseModel], data: Any, source: str, name: str):
     try:
         return model.model_validate(data or {})
     except ValidationError as e:
-        raise ConfigError(describe(e, f"{source} ({name})")) from None
+        raise ConfigError(describe(e, f"{source} ({name})", model)) from None
 
 
 def endpoint_from(data: dict[str, Any], source: str, base_url: str | None, model: str | None,
@@ -416,22 +443,57 @@ def with_profile(llm: LLMConfig, profile: str, source: str) -> LLMConfig:
 def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"config file not found: {p}")
+        raise ConfigError(f"config file not found: {p}" if not p.is_dir() else f"{p} is a folder, not a config file")
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start}); is it a config file?") from None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{p}: not valid YAML{where}") from None
+        raise ConfigError(f"{p}: not valid YAML{_yaml_where(e)}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{p}: expected a mapping at the top level")
+        raise ConfigError(f"{p}: expected a mapping at the top level (key: value lines), got "
+                          f"{'an empty file' if data is None else type(data).__name__}")
     return data
+
+
+def _yaml_where(error: yaml.YAMLError) -> str:
+    """Where the YAML broke and why: ' at line L, column C: <the parser's reason>'."""
+    mark = getattr(error, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    reason = getattr(error, "problem", None) or getattr(error, "context", None)
+    return f"{where}: {reason}" if reason else where
+
+
+# The top-level keys of `srag car --grid FILE` (pipelines.cli.car.GridFile), to tell such a file from a run config.
+CAR_GRID_KEYS = frozenset({"dataset", "retriever", "k", "split", "witness", "stage1", "k1"})
+ConfigKind = Literal["run config", "sweep", "CAR grid"]
+COMMAND_FOR = {"run config": "srag run {path}", "sweep": "srag sweep {path}", "CAR grid": "srag car --grid {path}"}
+
+
+def config_kind(data: dict[str, Any]) -> ConfigKind | None:
+    """What a config file holds, by the top-level keys only one kind has: a sweep (base, grid), a run config (llm,
+    variant, limits, ...), a CAR grid (retriever, k, split, ...); None when no key tells (the file's own validation
+    then names what is wrong)."""
+    keys = set(data)
+    if keys & {"base", "grid"}:
+        return "sweep"
+    if keys & (set(RunConfig.model_fields) - {"name", "dataset"}):
+        return "run config"
+    if keys & (CAR_GRID_KEYS - {"dataset"}):
+        return "CAR grid"
+    return None
+
+
+def wrong_kind(path: str | Path, data: dict[str, Any], wanted: ConfigKind) -> None:
+    """A ConfigError naming the command that takes the file, when it holds another kind of config than `wanted`."""
+    kind = config_kind(data)
+    if kind is not None and kind != wanted:
+        raise ConfigError(f"{path} is a {kind}, not a {wanted}: run it with {COMMAND_FOR[kind].format(path=path)}")
 
 
 def load_run(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
     data = read_yaml(path)
-    if "grid" in data or "base" in data:
-        raise ConfigError(f"{path}: this is a sweep file; use `srag sweep`")
+    wrong_kind(path, data, "run config")
     for key, value in (overrides or {}).items():
         set_dotted(data, key, value)
     return validate_run(data, str(path))
@@ -439,10 +501,11 @@ def load_run(path: str | Path, overrides: dict[str, Any] | None = None) -> RunCo
 
 def load_sweep(path: str | Path) -> SweepConfig:
     data = read_yaml(path)
+    wrong_kind(path, data, "sweep")
     try:
         sweep = SweepConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(describe(e, str(path))) from None
+        raise ConfigError(describe(e, str(path), SweepConfig)) from None
     for key in sweep.grid:
         if not isinstance(sweep.grid[key], list) or not sweep.grid[key]:
             raise ConfigError(f"{path}: grid.{key}: must be a non-empty list")

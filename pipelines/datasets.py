@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterator, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipelines import converters, paths
+from pipelines.errors import UserError
 
 SAMPLE_2WIKI = Path(__file__).resolve().parent / "samples" / "twowiki"  # shipped with the package, read-only
 MANIFEST = "manifest.json"
@@ -50,7 +51,7 @@ ANSWER_KINDS: tuple[str, ...] = get_args(AnswerKind)
 
 # -- questions --------------------------------------------------------------------------------------------------------
 
-class QuestionsError(ValueError):
+class QuestionsError(UserError):
     """A questions file that cannot be used; the message is one line naming the file and line."""
 
 
@@ -237,9 +238,17 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
 ]}
 
 
+class DatasetError(UserError):
+    """A dataset name that is not registered, or that cannot be built; the message names it and the fix."""
+
+
 def _spec(name: str) -> DatasetSpec:
     if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+        import difflib
+
+        near = difflib.get_close_matches(str(name), list(DATASETS), n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else " (srag datasets lists them)"
+        raise DatasetError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}{hint}")
     return DATASETS[name]
 
 
@@ -259,7 +268,7 @@ def resolve(name: str, *, data_root: str | Path | None = None, cache_root: Path 
     spec = _spec(name)
     if spec.convert is None:
         if rebuild:
-            raise ValueError(f"{name} is shipped with the package, not converted; "
+            raise DatasetError(f"{name} is shipped with the package, not converted; "
                              "`srag data sample-2wiki` rebuilds it from the 2Wiki files")
         return Benchmark(name, SAMPLE_2WIKI / "corpus", SAMPLE_2WIKI / "questions.jsonl", spec.description,
                          spec.source)

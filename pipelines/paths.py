@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pipelines.errors import UserError
+
 DATA_ENV = "SRAG_DATA_DIR"
 CACHE_ENV = "SRAG_CACHE_DIR"
 RUNS_ENV = "SRAG_RUNS_DIR"
@@ -24,7 +26,7 @@ HOW_TO_SET_DATA_ROOT = f"set {DATA_ENV}, pass --data-root or give data_root in t
 CACHE_HELP = f"the cache folder: ${CACHE_ENV}, else ~/.cache/srag"  # for --help texts
 
 
-class DataRootError(FileNotFoundError):
+class DataRootError(UserError, FileNotFoundError):
     """No usable data root; the message is one line naming what to set."""
 
 
@@ -39,6 +41,9 @@ def require_data_root(given: str | Path | None, needed_by: str, how: str = HOW_T
     root = data_root(given)
     if root is None:
         raise DataRootError(f"{needed_by} needs a data root (the folder of staged benchmark files): {how}")
+    if root.is_file():
+        raise DataRootError(f"data root {root} is a file, not a folder ({needed_by} needs the folder of staged "
+                            f"benchmark files): {how}")
     if not root.is_dir():
         raise DataRootError(f"data root {root} does not exist ({needed_by} needs it): {how}")
     return root

@@ -60,7 +60,7 @@ def test_ask_bad_input(sample_dir, tmp_path, capsys, monkeypatch):
     cfg.write_text("llm:\n  model: m\n  temprature: 0.2\n")
     assert main(["ask", "--corpus", str(sample_dir / "corpus"), "--config", str(cfg), "q?"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"srag ask: error: {cfg} (llm): temprature: unknown key"
+    assert err == f"srag ask: error: {cfg} (llm): temprature: unknown key (did you mean temperature?)"
 
 
 def test_ask_reports_a_failed_episode_with_nonzero_exit(fake_llm, sample_dir, capsys):

@@ -116,7 +116,7 @@ def test_the_estimate_interval_holds_the_cost_of_the_run_it_predicts(ray_local, 
     fake_llm.respond_with(PricedAgent())
     cfg = _config(tmp_path, sample_dir, fake_llm.base_url, 40)
     runs = str(tmp_path / "runs")
-    code, est = cli("estimate", cfg, "--pilot", "8", "--runs-dir", runs)
+    code, est = cli("estimate", "--yes", cfg, "--pilot", "8", "--runs-dir", runs)
     (run,) = est["runs"]
     assert code == 0 and run["source"] == "pilot" and run["samples"] == 8 and run["episodes"] == 40
     pilot = RunDir.open(tmp_path / "runs" / "pilots", run["sample_runs"][0])
@@ -130,7 +130,7 @@ def test_the_estimate_interval_holds_the_cost_of_the_run_it_predicts(ray_local, 
     assert run["wall_s"] > 0 and run["llm_calls"] == pytest.approx(40 * 2)
     # a second estimate reuses what the runs have already spent: no pilot, no request
     requests = len(fake_llm.requests)
-    _, again = cli("estimate", cfg, "--runs-dir", runs)
+    _, again = cli("estimate", "--yes", cfg, "--runs-dir", runs)
     assert again["runs"][0]["source"] == "earlier runs" and len(fake_llm.requests) == requests
     assert again["runs"][0]["samples"] == 48 and pilot_requests < requests
 
@@ -140,10 +140,10 @@ def test_an_estimate_without_prices_says_the_cost_is_unknown(ray_local, fake_llm
 
     fake_llm.respond_with(PricedAgent())
     cfg = _config(tmp_path, sample_dir, fake_llm.base_url, 6, **{"llm.price_per_million": {}})
-    _, est = cli("estimate", cfg, "--pilot", "2", "--runs-dir", str(tmp_path / "runs"))
+    _, est = cli("estimate", "--yes", cfg, "--pilot", "2", "--runs-dir", str(tmp_path / "runs"))
     assert est["runs"][0]["cost_usd"] is None and "no prices" in est["runs"][0]["cost_note"]
     assert est["total"]["cost_usd"] is None and est["runs"][0]["tokens"] > 0
-    assert main(["estimate", cfg, "--runs-dir", str(tmp_path / "runs")]) == 0
+    assert main(["estimate", "--yes", cfg, "--runs-dir", str(tmp_path / "runs")]) == 0
     assert "cost_usd unknown: the config has no prices" in capsys.readouterr().out
 
 
@@ -160,7 +160,7 @@ def test_a_run_budget_stops_within_one_wave_and_resume_with_more_finishes_it(ray
     n, concurrency = 40, 4
     cfg = _config(tmp_path, sample_dir, fake_llm.base_url, n, **{"execution.concurrency": concurrency})
     runs = str(tmp_path / "runs")
-    _, full = cli("estimate", cfg, "--pilot", "8", "--runs-dir", runs)
+    _, full = cli("estimate", "--yes", cfg, "--pilot", "8", "--runs-dir", runs)
     per_episode = full["runs"][0]["cost_usd"] / n
     budget = 12 * per_episode
     code = main(["run", cfg, "--max-cost", str(budget), "--runs-dir", runs, "--json", "--quiet"])
@@ -194,7 +194,7 @@ def test_a_sweep_budget_stops_the_sweep_across_runs(ray_local, fake_llm, tmp_pat
     sweep.write_text(yaml.safe_dump({"name": "budget", "base": base, "max_cost_usd": 1.0,
                                      "grid": {"variant": ["zero_ingestion", "no_diagnostics", "no_landscape"]}}))
     runs = str(tmp_path / "runs")
-    _, est = cli("estimate", str(sweep), "--pilot", "4", "--runs-dir", runs)
+    _, est = cli("estimate", "--yes", str(sweep), "--pilot", "4", "--runs-dir", runs)
     per_run = est["runs"][0]["cost_usd"]
     sweep.write_text(yaml.safe_dump({"name": "budget", "base": base, "max_cost_usd": 1.5 * per_run,
                                      "grid": {"variant": ["zero_ingestion", "no_diagnostics", "no_landscape"]}}))

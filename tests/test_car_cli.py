@@ -17,7 +17,7 @@ def data(tmp_path: Path) -> Path:
 
 
 def car(data: Path, tmp_path: Path, *extra: str) -> list[str]:
-    return ["car", "--data-dir", str(data), "--cache-dir", str(tmp_path / "cache"), *extra]
+    return ["car", "--data-root", str(data.parent), "--cache-dir", str(tmp_path / "cache"), *extra]  # data: ROOT/car
 
 
 def test_one_cell_prints_one_json_result(data, tmp_path, capsys):
@@ -66,8 +66,8 @@ def test_bad_input_exits_2_with_one_line(data, tmp_path, capsys, monkeypatch, ar
 
 
 def test_malformed_data_file_exits_2(tmp_path, capsys):
-    bad = tmp_path / "bad"
-    bad.mkdir()
+    bad = tmp_path / "bad" / "car"
+    bad.mkdir(parents=True)
     (bad / "finsuperqa_v1.jsonl").write_text("{broken\n")
     assert main(car(bad, tmp_path, "--dataset", "finsuperqa", "--retriever", "bm25")) == 2
     assert "line 1 is not valid JSON" in capsys.readouterr().err
@@ -84,13 +84,14 @@ def test_a_grid_file_gives_the_flags_and_flags_beside_it_win(data, tmp_path, cap
     assert (result["split"], result["k"], result["witness"]) == ("all", 2, "direct")  # the default where neither says
     grid.write_text("dataset: finsuperqa\nretrievers: bm25\n")
     assert main(car(data, tmp_path, "--grid", str(grid))) == 2
-    assert capsys.readouterr().err == f"srag car: error: {grid}: retrievers: unknown key\n"
+    assert capsys.readouterr().err == f"srag car: error: {grid}: retrievers: unknown key (did you mean retriever?)\n"
     assert main(car(data, tmp_path, "--dataset", "finsuperqa")) == 2
     assert "give --dataset and --retriever, or a --grid file" in capsys.readouterr().err
 
 
 def test_missing_data_folder_exits_2(tmp_path, capsys):
-    assert main(car(tmp_path / "absent", tmp_path, "--dataset", "finsuperqa", "--retriever", "bm25")) == 2
+    (tmp_path / "root").mkdir()  # a data root without the car/ folder
+    assert main(car(tmp_path / "root" / "car", tmp_path, "--dataset", "finsuperqa", "--retriever", "bm25")) == 2
     assert "data folder not found" in capsys.readouterr().err
 
 
@@ -146,7 +147,8 @@ def test_a_grid_without_a_tracking_uri_logs_under_runs_dir(ray_local, data, tmp_
                                                            user_locations):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
-    argv = ["car", "--data-dir", str(data), "--dataset", "finsuperqa,legal-real", "--retriever", "oracle", "--json"]
+    argv = ["car", "--data-root", str(data.parent), "--dataset", "finsuperqa,legal-real", "--retriever", "oracle",
+            "--json"]
     assert main(argv + ["--runs-dir", str(tmp_path / "mine")]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["tracking_uri"] == f"sqlite:///{tmp_path / 'mine' / 'mlflow.db'}"
@@ -169,7 +171,7 @@ def test_a_dataset_that_needs_data_names_what_to_set(tmp_path, capsys, monkeypat
     assert main(["car", "--dataset", "ghsa,legal-real-sample", "--retriever", "bm25"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("srag car: error: CAR dataset ghsa needs a data root") and err.count("\n") == 1
-    assert "--data-dir" in err and "CAR_DATA_DIR" in err and "SRAG_DATA_DIR" in err
+    assert "--data-root" in err and "CAR_DATA_DIR" in err and "SRAG_DATA_DIR" in err
     root = tmp_path / "root"
     write_data(root / "car")
     monkeypatch.setenv("SRAG_DATA_DIR", str(root))  # its car/ folder, as --data-root would give it

@@ -150,9 +150,13 @@ def test_the_text_report_shows_spent_and_final_answer_tokens_and_cost():
     st.judgements[2] = _judgement("q0", 2, score=1.0)
     result = {"run_id": "r1", "variant": "v", "model": "m",
               **summarize(question_rows(questions, {("q0", 1): st})).to_json()}
-    header, rule, row = summary_table([result]).splitlines()
-    starts = [0] + [i + 2 for i in range(len(rule)) if rule.startswith("  -", i)]  # columns, empty cells included
-    cells = {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, starts[1:] + [None], strict=True)}
+    text = summary_table([result])
+    assert text.splitlines()[0] == "run r1 · variant v · model m" and max(map(len, text.splitlines())) <= 100
+    cells = {}
+    for block in text.split("\n\n"):  # blocks of columns that fit 100 columns
+        header, rule, row = block.splitlines()[-3:]
+        starts = [0] + [i + 2 for i in range(len(rule)) if rule.startswith("  -", i)]  # columns, empty cells too
+        cells |= {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, starts[1:] + [None], strict=True)}
     assert cells["spent_tokens"] == "17" and cells["spent_cost_usd"] == "0.75"  # both attempts
     assert cells["final_tokens"] == "7" and cells["final_cost_usd"] == "0.25"  # the answer that counts
     assert "tokens" not in cells and "cost_usd" not in cells

@@ -195,8 +195,10 @@ def test_the_first_wave_is_held_to_the_prior_bound_and_in_flight_spend_grows_wit
     assert cost == pytest.approx(1.04) and tokens == 260_000
     limit = SpendLimit(max_cost_usd=3.0, prior_cost_usd=1.0)
     stats = RunStats(total=100)
-    assert limit.check(stats, []) is None and limit.check(stats, [0.0]) is None  # 0 + 1 + 1 <= 3
-    assert limit.check(stats, [0.0, 0.0, 0.0]) is not None  # a fourth would pass it: the old rule started them all
+    assert not limit.waits(stats, []) and not limit.waits(stats, [0.0, 0.0])  # 0 + 2 + 1 <= 3
+    assert limit.waits(stats, [0.0, 0.0, 0.0])  # a fourth would pass it at the bound: wait for one to finish
+    assert limit.check(stats, [0.0] * 3) is None  # but a bound is not a measurement: the run is not stopped
+    assert SpendLimit(max_cost_usd=0.5, prior_cost_usd=1.0).waits(stats, []) is False  # the first always starts
     # two done at $0.10 in 10 s each: one in flight for 300 s has spent about 300 x $0.01, not $0.10
     stats.done, stats.cost, stats.episode_wall_s = 2, 0.2, 20.0
     assert limit.check(stats, [5.0, 5.0]) is None

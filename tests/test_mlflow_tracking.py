@@ -144,7 +144,7 @@ def test_a_rerun_replaces_the_table_and_updates_metrics_and_the_parent(sweep):
     assert {"path": "per_question.json", "type": "table"} in json.loads(_tags(run)["mlflow.loggedArtifacts"])
 
     metrics = _metrics(run)
-    for key in ("accuracy", "failed", "finished", "tokens", "final_tokens", "cost_usd", "final_cost_usd"):
+    for key in ("accuracy", "failed", "episodes_finished", "tokens", "final_tokens", "cost_usd", "final_cost_usd"):
         assert metrics[key] == pytest.approx(report[key]), key
     episodes = [r for r in run_dir.store().records() if r.type == "episode"]
     assert metrics["tokens"] == sum(e.usage.total_tokens for e in episodes)  # the failed attempt counts

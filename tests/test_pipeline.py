@@ -150,8 +150,9 @@ def test_sweep_logs_parent_and_children_and_compare(ray_local, mlflow_server, fa
     assert rep["n_runs"] == 2
     a, b = (r["run_id"] for r in out["runs"])
     code, cmp = cli_json(capsys, "compare", a, b, "--runs-dir", runs)
-    assert cmp["n_paired"] == 7 and cmp["both_right"] == 7 and cmp["mcnemar_p"] == 1.0
-    assert cmp["difference"] == 0.0 and cmp["difference_ci95"] == [0.0, 0.0]
+    assert cmp["n_paired"] == 7 and cmp["both_right"] == 7 and cmp["p_value"] == 1.0 and cmp["comparable"]
+    # no discordant question: the mid-p McNemar test has nothing to say of the spread, and says so
+    assert cmp["test"] == "mcnemar_midp" and cmp["difference"] == 0.0 and cmp["difference_ci95"] is None
 
 
 def test_bad_run_input_is_one_line(tmp_path, capsys):
@@ -159,7 +160,7 @@ def test_bad_run_input_is_one_line(tmp_path, capsys):
     bad.write_text("name: x\ndataset: twowiki-sample\nllm: {model: m}\nagent: {max_stepz: 3}\n")
     assert main(["run", str(bad), "--runs-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"srag run: error: {bad}: agent.max_stepz: unknown key"
+    assert err == f"srag run: error: {bad}: agent.max_stepz: unknown key (did you mean max_steps?)"
     assert main(["run", "--runs-dir", str(tmp_path)]) == 2
     assert "give a config file, or --dataset" in capsys.readouterr().err
     assert main(["report", "nope", "--runs-dir", str(tmp_path)]) == 2

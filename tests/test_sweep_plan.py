@@ -71,12 +71,13 @@ print(json.dumps({"code": code, "out": out.getvalue(), "modules": sorted({m.spli
 """
 
 
-def test_a_dry_run_lists_the_runs_and_starts_nothing(tmp_path, sample_dir):
+def test_a_dry_run_lists_the_runs_and_starts_nothing(tmp_path, sample_dir, fake_llm):
     corpus, questions = write_benchmark(tmp_path / "b", sample_dir / "corpus", 7)
     sweep = tmp_path / "sweep.yaml"
+    llm = {"model": "m", "base_url": fake_llm.base_url}  # the dry run asks whether the endpoint answers
     sweep.write_text(yaml.safe_dump({
         "name": "abl", "max_cost_usd": 5.0,
-        "base": {"corpus": str(corpus), "questions": str(questions), "llm": {"model": "m"}, "limits": {"epochs": 2}},
+        "base": {"corpus": str(corpus), "questions": str(questions), "llm": llm, "limits": {"epochs": 2}},
         "grid": {"variant": ["zero_ingestion", "no_diagnostics"], "llm.model": ["m", "n"]}}, sort_keys=False))
     runs = tmp_path / "runs"
 
@@ -91,6 +92,7 @@ def test_a_dry_run_lists_the_runs_and_starts_nothing(tmp_path, sample_dir):
     result = dry_run("--json", "--limit", "3")
     assert result["code"] == 0 and {"ray", "mlflow"}.isdisjoint(result["modules"])
     assert not runs.exists() and not (tmp_path / "mlruns").exists() and not (tmp_path / "mlflow.db").exists()
+    assert fake_llm.requests == []  # asked whether it answers (GET /models), never sent a chat request
     plan = json.loads(result["out"])
     assert plan["dry_run"] and plan["n_runs"] == 4 and plan["episodes"] == 4 * 3 * 2
     assert [r["label"] for r in plan["runs"]] == ["variant=zero_ingestion-model=m", "variant=zero_ingestion-model=n",
@@ -100,13 +102,15 @@ def test_a_dry_run_lists_the_runs_and_starts_nothing(tmp_path, sample_dir):
     assert plan["runs"][0]["counted"] == f"limits.limit of the 7 questions of {questions}"
 
 
-def test_a_dry_run_says_which_counts_it_cannot_know(tmp_path, capsys):
+def test_a_dry_run_says_which_runs_cannot_run_and_fails(tmp_path, capsys, fake_llm):
     from pipelines.cli import main
 
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump({"name": "s", "base": {"corpus": str(tmp_path), "questions": str(tmp_path / "no"),
-                                                           "llm": {"model": "m"}}, "grid": {"limits.seed": [1, 2]}}))
-    assert main(["sweep", str(sweep), "--dry-run", "--runs-dir", str(tmp_path / "runs")]) == 0
-    out = capsys.readouterr().out
-    assert "at least 0 episodes" in out and f"cannot read {tmp_path / 'no'}" in out
+                                                           "llm": {"model": "m", "base_url": fake_llm.base_url}},
+                                     "grid": {"limits.seed": [1, 2]}}))
+    assert main(["sweep", str(sweep), "--dry-run", "--runs-dir", str(tmp_path / "runs")]) == 2
+    out, err = capsys.readouterr()
+    assert "at least 0 episodes" in out and f"cannot run: seed=1: cannot read {tmp_path / 'no'}" in out
+    assert err.count("\n") == 1 and err.startswith("srag sweep: error: 2 of 2 runs cannot run, so none was started")
     assert not (tmp_path / "runs").exists()

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from pipelines.cli import CliError
+from pipelines.cli import CliError, add_command, add_json, positive_int
 from pipelines.config import (
     PROFILE_HELP,
     VARIANTS,
@@ -26,19 +26,27 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ask", help="answer one question with the agent (or another variant)")
-    p.add_argument("question")
-    p.add_argument("--corpus", required=True, help="folder of .txt files, .jsonl or HippoRAG .json")
-    p.add_argument("--config", help="YAML with llm/agent/variant sections (a run config works)")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint; default: config, else OPENAI_BASE_URL")
-    p.add_argument("--model", help="model name; default: config, else OPENAI_MODEL")
-    p.add_argument("--profile", help=PROFILE_HELP)
-    p.add_argument("--variant", choices=VARIANTS, help="system variant (default zero_ingestion)")
-    p.add_argument("--max-steps", type=int, help="tool-call limit")
+    p = add_command(sub, "ask", "answer one question with the agent (or another variant)", """
+        Answer one question over a corpus with one system variant, printing each step as it happens: the model's
+        thought, the tool it calls and what the tool found. With --gold, the answer is scored as a run would score
+        it. Nothing is written to the runs folder or MLflow. The LLM comes from --config (its llm and local_model
+        sections), --base-url and --model, or $OPENAI_BASE_URL and $OPENAI_MODEL.""", [
+        'srag ask "Who is the father of the director of film Homage At Siesta Time?" '
+        "--corpus pipelines/samples/twowiki/corpus --config configs/local_smollm2.yaml",
+        'srag ask "How many filings mention a recall?" --corpus corpus/ --model gpt-4.1-mini --gold 3 --json'])
+    p.add_argument("question", metavar="QUESTION", help="the question to answer (quote it)")
+    p.add_argument("--corpus", required=True, metavar="PATH", help="folder of .txt files, .jsonl or HippoRAG .json")
+    p.add_argument("--config", metavar="FILE", help="YAML with llm/agent/variant sections (a run config works)")
+    p.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint; default: config, else "
+                                                     "$OPENAI_BASE_URL")
+    p.add_argument("--model", metavar="NAME", help="model name; default: config, else $OPENAI_MODEL")
+    p.add_argument("--profile", metavar="PROFILE", help=PROFILE_HELP)
+    p.add_argument("--variant", choices=VARIANTS, metavar="VARIANT",
+                   help=f"the system that answers: {', '.join(VARIANTS)} (default {VARIANTS[0]})")
+    p.add_argument("--max-steps", type=positive_int, metavar="N", help="tool-call limit (agent.max_steps)")
     p.add_argument("--gold", metavar="ANSWER", help="score the answer against this one with the configured judge "
                    "(rules, and the LLM judge unless the config sets judge.use_llm: false)")
-    p.add_argument("--json", action="store_true", help="print the episode record as one JSON object (with --gold, "
-                   "its judgement under \"judgement\")")
+    add_json(p, 'the episode record (with --gold, its judgement under "judgement")')
     p.set_defaults(func=run)
 
 

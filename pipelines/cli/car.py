@@ -18,7 +18,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipelines import paths
-from pipelines.cli import add_data_root, add_runs_dir
+from pipelines.cli import CliError, Renamed, add_cache_dir, add_command, add_data_root, add_json, add_runs_dir
 
 EXPERIMENT = "car-baselines"
 Split = Literal["all", "train", "dev", "test"]
@@ -28,27 +28,35 @@ SPLITS = get_args(Split)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("car", help="score CAR baselines (TCA@k) on the CAR benchmarks; a grid runs on Ray + MLflow")
-    p.add_argument("--dataset", help="dataset name, comma-separated names, or 'all'")
-    p.add_argument("--retriever",
+    p = add_command(sub, "car", "score CAR baselines (TCA@k) on the CAR benchmarks; a grid runs on Ray + MLflow", """
+        Score Controlling Authority Retrieval baselines on the CAR benchmarks: TCA@k, Recall@k and their
+        companions, with 95% intervals. One dataset and one retriever run here and print one result; several
+        (comma-separated, or all) form a grid whose cells run as Ray tasks and are logged to MLflow as a parent run
+        with one child per cell. --grid FILE reads the grid from YAML (its keys are these flags; flags given beside
+        it win). The CAR files are read from the car/ folder of the data root, or from $CAR_DATA_DIR; the shipped
+        legal-real-sample needs neither.""", [
+        "srag car --dataset legal-real-sample --retriever oracle",
+        "srag car --dataset finsuperqa --retriever bm25,two_stage --data-root /data/srag",
+        "srag car --grid configs/car_grid.yaml --k 10 --json"])
+    p.add_argument("--dataset", metavar="NAMES", help="dataset name, comma-separated names, or 'all'")
+    p.add_argument("--retriever", metavar="NAMES",
                    help="retriever name, comma-separated names, 'all', or module:Class for a custom retriever")
     p.add_argument("--grid", type=Path, metavar="FILE",
-                   help="a YAML file with the flags below as keys (dataset and retriever may be lists); flags win")
+                   help="a YAML file with these flags as keys (dataset and retriever may be lists); flags win")
     p.add_argument("--k", type=int, help="cutoff for TCA@k and Recall@k (default 5)")
     p.add_argument("--split", choices=SPLITS, help="FinSuperQA split (default all)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--data-dir", type=Path, help="CAR data folder (default: $CAR_DATA_DIR, else car/ under the data "
-                                                 "root; the shipped legal-real-sample needs none)")
-    add_data_root(p)
+    add_json(p)
+    add_data_root(p, "the staged benchmark files, the CAR files in its car/ folder")
+    p.add_argument("--data-dir", dest="car_dir", type=Path, action=Renamed,
+                   new="--data-root DIR (the CAR files in DIR/car), or set CAR_DATA_DIR to the CAR files' folder")
     p.add_argument("--stage1", choices=get_args(Stage1),
                    help="first stage of two_stage/dense_rerank/regex_ner (default: the dataset's published choice)")
     p.add_argument("--k1", type=int, help="first-stage results that anchor the entity lookup (default per dataset)")
     p.add_argument("--witness", choices=get_args(Witness),
                    help="what may witness a superseded document: a direct superseder (published) or any")
-    p.add_argument("--cache-dir", type=Path,
-                   help=f"embedding cache (default: car/ in {paths.CACHE_HELP})")
+    add_cache_dir(p, "corpus embeddings", "car")
     p.add_argument("--rows", action="store_true", help="with --json: include the per-example rows")
-    p.add_argument("--tracking-uri",
+    p.add_argument("--tracking-uri", metavar="URI",
                    help="MLflow tracking URI for a grid (default: $MLFLOW_TRACKING_URI, else mlflow.db in --runs-dir)")
     add_runs_dir(p, "where a grid's local MLflow store lives")
     p.add_argument("--experiment", default=EXPERIMENT, help=f"MLflow experiment for a grid (default {EXPERIMENT})")
@@ -61,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
 
     with_grid_file(args)
     if args.k <= 0:
-        raise ValueError(f"--k must be a positive integer; got {args.k}")
+        raise CliError(f"--k must be a positive integer; got {args.k}")
     if args.k1 is not None and args.k1 <= 0:
-        raise ValueError(f"--k1 must be a positive integer; got {args.k1}")
+        raise CliError(f"--k1 must be a positive integer; got {args.k1}")
     datasets, skipped, data_dir = _datasets(args)
     retrievers = _retrievers(args.retriever)
     cache_dir = args.cache_dir or paths.cache_dir() / "car"
@@ -108,20 +116,22 @@ DEFAULTS = {"k": 5, "split": "all", "witness": "direct"}
 def with_grid_file(args: argparse.Namespace) -> None:
     """Fill the options no flag gave from `--grid FILE`, then from the defaults; a dataset and a retriever are
     needed from one or the other."""
-    from pipelines.config import ConfigError, describe, read_yaml
+    from pipelines.config import ConfigError, describe, read_yaml, wrong_kind
 
     grid = {}
     if args.grid is not None:
+        data = read_yaml(args.grid)
+        wrong_kind(args.grid, data, "CAR grid")
         try:
-            grid = GridFile.model_validate(read_yaml(args.grid)).model_dump(exclude_none=True)
+            grid = GridFile.model_validate(data).model_dump(exclude_none=True)
         except ValidationError as e:
-            raise ConfigError(describe(e, str(args.grid))) from None
+            raise ConfigError(describe(e, str(args.grid), GridFile)) from None
     for key in GridFile.model_fields:
         if getattr(args, key) is None:
             value = grid.get(key, DEFAULTS.get(key))
             setattr(args, key, ",".join(value) if isinstance(value, list) else value)
     if args.dataset is None or args.retriever is None:
-        raise ValueError("give --dataset and --retriever, or a --grid file that names them")
+        raise CliError("give --dataset and --retriever, or a --grid file that names them")
 
 
 def _datasets(args: argparse.Namespace) -> tuple[list[str], list[str], Path | None]:
@@ -141,12 +151,12 @@ def _datasets(args: argparse.Namespace) -> tuple[list[str], list[str], Path | No
 
 
 def _data_dir(args: argparse.Namespace, needed_by: str) -> Path:
-    """The CAR files' folder: --data-dir, else $CAR_DATA_DIR, else car/ under the data root."""
+    """The CAR files' folder: --data-dir (deprecated), else $CAR_DATA_DIR, else car/ under the data root."""
     from car_baselines import default_data_dir
 
-    how = (f"pass --data-dir or set CAR_DATA_DIR (the CAR files), or set {paths.DATA_ENV} or pass --data-root (its "
-           "car/ folder); legal-real-sample is shipped and needs none")
-    folder = args.data_dir or default_data_dir() or paths.require_data_root(args.data_root, needed_by, how) / "car"
+    how = (f"pass --data-root DIR or set {paths.DATA_ENV} (the CAR files in its car/ folder), or set CAR_DATA_DIR to "
+           "the CAR files' folder; legal-real-sample is shipped and needs none")
+    folder = args.car_dir or default_data_dir() or paths.require_data_root(args.data_root, needed_by, how) / "car"
     if not folder.is_dir():
         raise FileNotFoundError(f"CAR data folder not found: {folder}")
     return folder.resolve()
@@ -165,10 +175,10 @@ def _names(spec: str, known: list[str], kind: str) -> list[str]:
         return list(known)
     names = [s.strip() for s in spec.split(",") if s.strip()]
     if not names:
-        raise ValueError(f"--{kind} needs a name")
+        raise CliError(f"--{kind} needs a name")
     for name in names:
         if name not in known:
-            raise ValueError(f"unknown {kind} {name!r}; choose from {', '.join(known)}, or all")
+            raise CliError(f"unknown {kind} {name!r}; choose from {', '.join(known)}, or all")
     return list(dict.fromkeys(names))
 
 

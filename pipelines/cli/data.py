@@ -7,33 +7,49 @@ import json
 from pathlib import Path
 
 from pipelines import paths
-from pipelines.cli import add_data_root
+from pipelines.cli import add_command, add_data_root, add_json
 from pipelines.cli.datasets import add_root_options
 from pipelines.converters import sample_2wiki
 from pipelines.datasets import DATASETS, resolve
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("data", help="build samples and convert benchmark data")
-    dsub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION")
-    s = dsub.add_parser("sample-2wiki", help="build a 2WikiMultiHopQA sample like the shipped one")
-    s.add_argument("--out", type=Path, required=True,
+    p = add_command(sub, "data", "build samples and convert benchmark data", """
+        Turn staged public benchmark files into the form runs read: srag data convert NAME (re)builds one registered
+        benchmark into the cache folder (a run also builds its dataset the first time it is used), and srag data
+        sample-2wiki builds a 2WikiMultiHopQA sample like the shipped one.""", [
+        "srag data convert musique --data-root /data/srag",
+        "srag data sample-2wiki --out /tmp/twowiki-sample --data-root /data/srag"])
+    dsub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION", title="actions",
+                            help="what to build (srag data ACTION --help describes it)")
+    s = add_command(dsub, "sample-2wiki", "build a 2WikiMultiHopQA sample like the shipped one", """
+        Build a sample of 2WikiMultiHopQA like the shipped one (pipelines/samples/twowiki): its questions and the
+        passages they need, from the HippoRAG 2Wiki files staged under the data root (or --source).""", [
+        "srag data sample-2wiki --out /tmp/twowiki-sample --data-root /data/srag",
+        "srag data sample-2wiki --out /tmp/twowiki-sample --source /data/srag/2wikimultihopqa --json"])
+    s.add_argument("--out", type=Path, required=True, metavar="DIR",
                    help="folder to write the sample to (the shipped one, in a checkout: pipelines/samples/twowiki)")
-    s.add_argument("--source", type=Path,
+    s.add_argument("--source", type=Path, metavar="DIR",
                    help="folder with the HippoRAG 2Wiki files (default: 2wikimultihopqa/ under the data root)")
     add_data_root(s)
-    s.add_argument("--json", action="store_true")
+    add_json(s, "what was written")
     s.set_defaults(func=run_sample_2wiki)
-    c = dsub.add_parser("convert", help="(re)build one benchmark from its staged source files")
+    c = add_command(dsub, "convert", "(re)build one benchmark from its staged source files", """
+        Convert one registered benchmark from its staged source files (under the data root) into the cache folder,
+        where runs read it; an existing build is replaced. srag datasets lists the benchmarks and whether each is
+        built.""", [
+        "srag data convert musique --data-root /data/srag",
+        "srag data convert financebench --cache-dir /scratch/srag-datasets --json"])
     c.add_argument("name", metavar="NAME", help=f"one of: {', '.join(n for n, s in DATASETS.items() if s.convert)}")
     add_root_options(c)
-    c.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json(c, "the build's counts")
     c.set_defaults(func=run_convert)
 
 
 def run_sample_2wiki(args: argparse.Namespace) -> int:
     spec = DATASETS["2wikimultihopqa"]
-    source = args.source or paths.require_data_root(args.data_root, "srag data sample-2wiki") / spec.folder
+    how = f"pass --data-root or set {paths.DATA_ENV}, or give the 2Wiki files' folder with --source"
+    source = args.source or paths.require_data_root(args.data_root, "srag data sample-2wiki", how) / spec.folder
     corpus, questions = (source / name for name in spec.files)
     for f in (corpus, questions):
         if not f.is_file():
@@ -45,7 +61,7 @@ def run_sample_2wiki(args: argparse.Namespace) -> int:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    bench = resolve(args.name, data_root=args.data_root, cache_root=args.cache_root, rebuild=True)
+    bench = resolve(args.name, data_root=args.data_root, cache_root=args.cache_dir, rebuild=True)
     m = bench.manifest
     result = {"name": bench.name, "path": str(bench.root), "corpus": str(bench.corpus),
               "questions": str(bench.questions), "n_docs": m["n_docs"], "n_questions": m["n_questions"],

@@ -7,26 +7,29 @@ import json
 from pathlib import Path
 
 from pipelines import paths
-from pipelines.cli import add_data_root
+from pipelines.cli import add_cache_dir, add_command, add_data_root, add_json
 from pipelines.datasets import default_cache_root, list_datasets
 
 
 def add_root_options(p: argparse.ArgumentParser) -> None:
     add_data_root(p)
-    p.add_argument("--cache-root", type=Path,
-                   help=f"where converted benchmarks are built (default: datasets/ in {paths.CACHE_HELP})")
+    add_cache_dir(p, "converted benchmarks", "datasets")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("datasets", help="list the benchmarks the registry knows")
+    p = add_command(sub, "datasets", "list the benchmarks the registry knows", """
+        List the registered benchmarks: whether each is built in the cache folder (and up to date with its staged
+        source files), its documents and questions, and how to build what is not built.""", [
+        "srag datasets",
+        "srag datasets --data-root /data/srag --json"])
     add_root_options(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json(p, "the list")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = list_datasets(data_root=args.data_root, cache_root=args.cache_root)
-    root, cache = paths.data_root(args.data_root), args.cache_root or default_cache_root()
+    rows = list_datasets(data_root=args.data_root, cache_root=args.cache_dir)
+    root, cache = paths.data_root(args.data_root), args.cache_dir or default_cache_root()
     if args.json:
         print(json.dumps({"datasets": rows, "data_root": str(root) if root else None, "cache_root": str(cache)},
                          ensure_ascii=False))

@@ -13,28 +13,34 @@ import json
 import shutil
 import time
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 from pipelines import paths
-from pipelines.cli import CliError
+from pipelines.cli import CliError, add_cache_dir, add_command, add_json
 from pipelines.engine.ray_utils import DEFAULT_TASK_TIMEOUT_S, RayMapFn, ensure_ray
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("discover", help="discover regex and semantic patterns in a corpus and build its pattern index")
-    p.add_argument("--corpus", required=True, help="folder of .txt files, .jsonl or HippoRAG .json")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint of the LLM (with --model)")
-    p.add_argument("--model", help="model name; without a model only the deterministic stages run")
-    p.add_argument("--config", help="YAML with an llm section (and optionally local_model); a run config works")
-    p.add_argument("--sample-size", type=int, default=20, help="documents the LLM reads (default 20)")
+    p = add_command(sub, "discover", "discover regex and semantic patterns in a corpus and build its pattern index", """
+        Run pattern discovery on a corpus and print what it found: the regex patterns indexed (with the documents
+        each covers), the semantic patterns, and what was dropped and why. With an LLM (--model, or --config with an
+        llm or local_model section) every stage runs and the validation scans are Ray tasks; without one only the
+        deterministic stages run, in this process. The index is cached by the corpus's content hash, where
+        limited_ingestion runs find it.""", [
+        "srag discover --corpus pipelines/samples/twowiki/corpus",
+        "srag discover --corpus filings/ --base-url http://localhost:8000/v1 --model Qwen/Qwen3-8B --json"])
+    p.add_argument("--corpus", required=True, metavar="PATH", help="folder of .txt files, .jsonl or HippoRAG .json")
+    p.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint of the LLM (with --model)")
+    p.add_argument("--model", metavar="NAME", help="model name; without a model only the deterministic stages run")
+    p.add_argument("--config", metavar="FILE",
+                   help="YAML with an llm section (and optionally local_model); a run config works")
+    p.add_argument("--sample-size", type=int, default=20, metavar="N", help="documents the LLM reads (default 20)")
     p.add_argument("--seed", type=int, default=0, help="seed of the document sample (default 0)")
-    p.add_argument("--cache-dir", type=Path,
-                   help=f"where indexes are cached (default: patterns/ in {paths.CACHE_HELP})")
+    add_cache_dir(p, "pattern indexes", "patterns")
     p.add_argument("--rebuild", action="store_true", help="ignore a cached index and build it again")
-    p.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT_S,
+    p.add_argument("--task-timeout", type=float, default=DEFAULT_TASK_TIMEOUT_S, metavar="SECONDS",
                    help=f"hard timeout of one validation task in seconds (default {DEFAULT_TASK_TIMEOUT_S:g})")
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    add_json(p)
     p.set_defaults(func=run)
 
 

@@ -5,37 +5,92 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from typing import TYPE_CHECKING
 
-from pipelines.cli import add_data_root, add_runs_dir
+from pipelines.cli import (
+    CliError,
+    Exit,
+    add_command,
+    add_data_root,
+    add_json,
+    add_quiet,
+    add_runs_dir,
+    positive_int,
+)
 from pipelines.config import load_run, load_sweep, read_yaml
+
+if TYPE_CHECKING:
+    from pipelines.config import RunConfig
+    from pipelines.engine.estimate import PilotPlan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("estimate", help="what a run or a sweep will cost and take, before launching it")
-    p.add_argument("config", help="a run config or a sweep file")
-    p.add_argument("--pilot", type=int, default=8, help="questions in each run's pilot (default 8)")
+    p = add_command(sub, "estimate", "what a run or a sweep will cost and take, before launching it", """
+        Project the tokens, cost, LLM calls and wall time of a run or of every run of a sweep, each with its 95%
+        interval, from what similar runs already spent, or else from a pilot: a few questions run for real (kept
+        under RUNS_DIR/pilots, so the next estimate reuses them).
+
+        Pilots spend money. Before running any, srag estimate says how many episodes they are and the most they can
+        spend, and asks; --yes skips the question, and without a terminal to ask on it runs nothing unless given
+        --yes (exit status 2).""", [
+        "srag estimate configs/scalablerag_table1.yaml --pilot 8",
+        "srag estimate run.yaml --detect 0.05 --yes --json"])
+    p.add_argument("config", metavar="CONFIG", help="a run config or a sweep file")
+    p.add_argument("--pilot", type=positive_int, default=8, metavar="N",
+                   help="questions in each run's pilot (default 8)")
     p.add_argument("--detect", type=float, metavar="DELTA",
                    help="also say how many questions a paired comparison of two such variants needs to detect an "
                         "accuracy difference of DELTA (80%% power, alpha 0.05)")
+    p.add_argument("--yes", action="store_true", help="run the pilots without asking (what they may spend is still "
+                                                       "printed on stderr)")
     add_runs_dir(p, "where run folders live: earlier runs are reused, pilots go to RUNS_DIR/pilots")
     add_data_root(p)
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_json(p, "the estimate")
+    add_quiet(p)
     p.set_defaults(func=cmd_estimate)
 
 
-def cmd_estimate(args: argparse.Namespace) -> int:
-    from pipelines.cli import CliError
-    from pipelines.engine.estimate import estimate
-
-    if args.pilot < 1:
-        raise CliError("--pilot must be at least 1")
+def config_runs(args: argparse.Namespace) -> list[RunConfig]:
+    """The runs of the file (a run config, or a sweep's runs), with --data-root applied."""
     data = read_yaml(args.config)
     runs = load_sweep(args.config).expand(args.config) if "grid" in data or "base" in data else [load_run(args.config)]
     if args.data_root:
         runs = [r.model_copy(update={"data_root": str(args.data_root)}) for r in runs]
+    return runs
+
+
+def pilots_agreed(plan: PilotPlan, args: argparse.Namespace) -> bool:
+    """Whether the pilots may run: none to run, none that can cost anything, --yes, or a yes at the terminal."""
+    if not plan.episodes or plan.max_cost_usd == 0:
+        return True
+    spend = (f"at most ${plan.max_cost_usd:,.2f}" if plan.max_cost_usd is not None else
+             "an unknown amount (no llm.price_per_million in the config; each episode stops at agent.token_budget "
+             "tokens)")
+    extra = " plus pattern discovery where a corpus has no index yet" if plan.per_corpus_stage else ""
+    what = (f"the pilots run {plan.episodes} episode(s) of {', '.join(plan.runs)} on {', '.join(plan.models)}, "
+            f"spending {spend}{extra}")
+    if args.yes:
+        print(f"srag estimate: {what}", file=sys.stderr)
+        return True
+    if not sys.stdin.isatty():
+        raise CliError(f"{what}; pass --yes to run them (there is no terminal to ask on)")
+    try:
+        answer = input(f"srag estimate: {what}. Run them? [y/N] ")
+    except EOFError:  # Ctrl-D: no answer is a no
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from pipelines.engine.estimate import estimate, pilot_plan
+
     if args.detect is not None and not 0 < args.detect < 1:
         raise CliError("--detect is an accuracy difference between 0 and 1, such as 0.05")
+    runs = config_runs(args)
+    if not pilots_agreed(pilot_plan(runs, args.runs_dir, pilot=args.pilot), args):
+        print("srag estimate: nothing was run", file=sys.stderr)
+        return Exit.INCOMPLETE
     out = estimate(runs, args.runs_dir, pilot=args.pilot, quiet=args.quiet,
                    detect=args.detect).model_dump(mode="json")
     if args.json:

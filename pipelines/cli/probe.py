@@ -8,16 +8,22 @@ import json
 import re
 from pathlib import Path
 
-from pipelines.cli import CliError
+from pipelines.cli import CliError, add_command, add_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("probe", help="find out what an OpenAI-compatible endpoint accepts; write a profile")
-    p.add_argument("--base-url", required=True)
-    p.add_argument("--model", required=True)
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="NAME of the variable holding the key")
-    p.add_argument("--out", type=Path, help="profile file to write (default: profiles/<model>.json)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p = add_command(sub, "probe", "find out what an OpenAI-compatible endpoint accepts; write a profile", """
+        Send a few small requests to an endpoint to find out what it accepts: tool calls, strict json_schema,
+        json_object, which completion-limit field, temperature. Prints a table and writes a provider profile that
+        --profile and llm.profile can name. The key is read from the variable --api-key-env names, never printed.""",
+        ["srag probe --base-url http://localhost:8000/v1 --model Qwen/Qwen3-8B",
+         "srag probe --base-url https://api.openai.com/v1 --model gpt-4.1-mini --out profiles/openai.json"])
+    p.add_argument("--base-url", required=True, metavar="URL", help="the endpoint, up to its /v1")
+    p.add_argument("--model", required=True, metavar="NAME", help="the model, as the endpoint names it")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
+                   help="NAME of the variable holding the key (default OPENAI_API_KEY)")
+    p.add_argument("--out", type=Path, metavar="FILE", help="profile file to write (default: profiles/<model>.json)")
+    add_json(p, "the capabilities and the profile file")
     p.set_defaults(func=run)
 
 

@@ -13,7 +13,20 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelines.cli import CliError, Exit, add_data_root, add_runs_dir
+from pipelines.cli import (
+    HELP_WIDTH,
+    CliError,
+    DoesNothing,
+    Exit,
+    add_command,
+    add_data_root,
+    add_json,
+    add_quiet,
+    add_runs_dir,
+    non_negative_usd,
+    positive_int,
+    wrapped,
+)
 from pipelines.config import (
     PROFILE_HELP,
     VARIANTS,
@@ -24,7 +37,7 @@ from pipelines.config import (
     validate_run,
     with_profile,
 )
-from pipelines.engine.records import RunResult, StopRecord, SweepSummary
+from pipelines.engine.records import RunComparison, RunResult, StopRecord, SweepSummary
 from pipelines.engine.report import accuracy_label, incomplete_reason, table
 from pipelines.engine.results import RunDir, check_run_id
 from srag_core import FAILED, FINISHED, STATUSES
@@ -35,7 +48,7 @@ if TYPE_CHECKING:
 SUMMARY_COLUMNS = ["run_id", "variant", "model", "n_questions", "scored", "failed", "pending", "missing", "accuracy",
                    "coverage", "accuracy_all", "complete", "em", "f1", "mean_steps", "spent_tokens", "spent_cost_usd",
                    "final_tokens", "final_cost_usd"]
-FIGURES_NOTE = ("accuracy: mean score over scored questions (no answer scores 0); coverage: scored / all questions; "
+FIGURES_NOTE = ("accuracy: mean score over scored questions (no answer scores 0)\ncoverage: scored / all questions\n"
                 "accuracy_all: sum of scores / all questions (failed, pending, not run, missing count 0)")
 # The summary's `tokens` and `cost_usd` are what every attempt spent (failed ones included); the text table says so,
 # beside the final-answer counts (the attempts whose answers count). --json keeps the summary's own names.
@@ -43,82 +56,171 @@ SPENT = {"spent_tokens": "tokens", "spent_cost_usd": "cost_usd"}
 
 
 def summary_table(results: list[dict[str, Any]], columns: list[str] = SUMMARY_COLUMNS) -> str:
-    """Runs as `--json` gives them (`RunResult.to_json`), one row each."""
-    return table([{**r, **{shown: r.get(key) for shown, key in SPENT.items()}} for r in results], columns)
+    """Runs as `--json` gives them (`RunResult.to_json`), one row each, in blocks of columns that fit HELP_WIDTH,
+    each led by the first column; one run: its id, variant and model on a line of their own above its figures."""
+    rows = [{**r, **{shown: r.get(key) for shown, key in SPENT.items()}} for r in results]
+    if len(rows) > 1 or columns[0] != "run_id":
+        return table(rows, columns, width=HELP_WIDTH)
+    figures = [c for c in columns if c not in ("run_id", "variant", "model")]
+    one = rows[0]
+    return f"run {one.get('run_id')} · variant {one.get('variant')} · model {one.get('model')}\n" + \
+        table(rows, figures, width=HELP_WIDTH, keyed=False)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run one configuration over a benchmark")
-    p.add_argument("config", nargs="?", help="run config YAML (or give the essentials as flags)")
-    p.add_argument("--resume", metavar="RUN_ID", help="continue a run, skipping finished questions")
-    src = p.add_argument_group("quick runs without YAML")
-    src.add_argument("--dataset", help="registry name (see `srag datasets`)")
-    src.add_argument("--corpus", help="corpus folder (with --questions)")
-    src.add_argument("--questions", help="questions.jsonl (with --corpus)")
-    src.add_argument("--variant", choices=VARIANTS)
-    src.add_argument("--base-url")
-    src.add_argument("--model")
-    src.add_argument("--profile", help=PROFILE_HELP)
-    src.add_argument("--concurrency", type=int, help="episodes in flight across all workers (execution.concurrency)")
-    src.add_argument("--limit", type=int, help="first N questions")
-    p.add_argument("--epochs", type=int, help="run every question K times (limits.epochs)")
-    p.add_argument("--max-cost", type=float, metavar="USD",
+    _register_run(sub)
+    _register_rerun(sub)
+    _register_judge(sub)
+    _register_sweep(sub)
+    _register_report(sub)
+    _register_compare(sub)
+
+
+def _register_run(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "run", "run one configuration over a benchmark", """
+        Run one system variant with one LLM over a benchmark's questions on Ray, judge every answer, and log the run
+        to MLflow. The run folder (RUNS_DIR/RUN_ID) holds everything: the resolved config, every episode and verdict,
+        the traces and the summary.
+
+        Give a run config file, or the essentials as flags: --dataset (or --corpus with --questions) and --model;
+        flags given beside a config file override it. --resume RUN_ID continues a run that stopped or was killed.
+        A sweep file (base: and grid:) belongs to srag sweep.""", [
+        "srag run configs/local_smollm2.yaml --limit 5",
+        "srag run --dataset twowiki-sample --model gpt-4.1-mini --profile openai-chat --limit 20 --max-cost 1",
+        "srag run --resume 20261204-202239-one-epoch-411f --max-cost 2"])
+    p.add_argument("config", nargs="?", metavar="CONFIG",
+                   help="a run config (YAML); or give --dataset, or --corpus with --questions, instead")
+    p.add_argument("--resume", metavar="RUN_ID",
+                   help="continue the run RUN_ID: run what never ran, skipping finished questions")
+    src = p.add_argument_group("quick runs without YAML (beside a config file, they override it)")
+    src.add_argument("--dataset", metavar="NAME", help="a registered benchmark (srag datasets lists them)")
+    src.add_argument("--corpus", metavar="PATH",
+                     help="a corpus: a folder of .txt files, a .jsonl or a HippoRAG .json (with --questions)")
+    src.add_argument("--questions", metavar="FILE", help="the corpus's questions.jsonl (with --corpus)")
+    src.add_argument("--variant", choices=VARIANTS, metavar="VARIANT",
+                     help=f"the system that answers: {', '.join(VARIANTS)} (default {VARIANTS[0]})")
+    src.add_argument("--base-url", metavar="URL",
+                     help="the OpenAI-compatible endpoint, up to its /v1 (default: llm.base_url, else "
+                          "$OPENAI_BASE_URL, else OpenAI's)")
+    src.add_argument("--model", metavar="NAME", help="the model, as the endpoint names it (default: llm.model, else "
+                                                     "$OPENAI_MODEL)")
+    src.add_argument("--profile", metavar="PROFILE", help=PROFILE_HELP)
+    src.add_argument("--concurrency", type=positive_int, metavar="N",
+                     help="episodes in flight across all workers (execution.concurrency)")
+    src.add_argument("--limit", type=positive_int, metavar="N", help="run only the first N questions (limits.limit)")
+    p.add_argument("--epochs", type=positive_int, metavar="K", help="run every question K times (limits.epochs)")
+    p.add_argument("--max-cost", type=non_negative_usd, metavar="USD",
                    help="the run's budget (limits.max_cost_usd); with --resume, a new budget for what is left")
     add_data_root(p)
-    _common(p)
+    _common(p, "the run's summary")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("rerun", help="re-run the questions of a run that failed (or are missing)")
-    p.add_argument("run_id")
-    p.add_argument("--status", action="append", default=None,
+
+def _register_rerun(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "rerun", "run again the questions of a run that failed", """
+        Run again, as new attempts in the same run folder, the questions of a run that the infrastructure failed
+        (llm_error, timeout, crashed: the default) or those of the statuses given; then bring its summary, its MLflow
+        run and its sweep's parent run up to date. Nothing is deleted: earlier attempts stay in results.jsonl.
+        Questions that never ran are srag run --resume's.""", [
+        "srag rerun 20261204-202239-one-epoch-411f",
+        "srag rerun 20261204-202239-one-epoch-411f --status timeout --json"])
+    p.add_argument("run_id", metavar="RUN_ID", help="the run, as srag run printed it (srag runs lists them)")
+    p.add_argument("--status", action="append", default=None, metavar="STATUS",
                    help="statuses to re-run: failed (llm_error, timeout, crashed; the default) or one of them; a "
                         "scored status (ok, max_steps, over_budget, time_limit) needs --replace-scored; repeatable")
     p.add_argument("--replace-scored", action="store_true",
                    help="allow re-running scored questions: the later attempt's score counts (best-of-N), and the "
                         "summary, MLflow and srag compare say how many were replaced")
-    _common(p)
+    _common(p, "the run's summary")
     p.set_defaults(func=cmd_rerun)
 
-    p = sub.add_parser("judge", help="score a finished run again without running any episode")
-    p.add_argument("run_id")
+
+def _register_judge(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "judge", "score a finished run again without running any episode", """
+        Judge a run's finished episodes again, running none: the pending ones (the judge could not decide), or every
+        one with --all; with the run's own judge, another one (--judge FILE) or deterministic rules only (--no-llm).
+        The summary, the MLflow run, the traces' feedback and the sweep's parent run are brought up to date.""", [
+        "srag judge 20261204-202239-one-epoch-411f",
+        "srag judge 20261204-202239-one-epoch-411f --all --judge judge.yaml",
+        "srag judge 20261204-202239-one-epoch-411f --all --no-llm"])
+    p.add_argument("run_id", metavar="RUN_ID", help="the run, as srag run printed it (srag runs lists them)")
     p.add_argument("--all", action="store_true", help="re-judge every finished question, not only pending ones")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--judge", type=Path, metavar="FILE.yaml",
                        help="a file holding a judge: section (with its own llm: for another judge model)")
     which.add_argument("--no-llm", action="store_true", help="deterministic rules, then exact match")
-    _common(p)
+    _common(p, "the run's summary")
     p.set_defaults(func=cmd_judge)
 
-    p = sub.add_parser("sweep", help="run a grid of configurations (a parent MLflow run with one child per run)")
-    p.add_argument("sweep")
-    p.add_argument("--limit", type=int, help="first N questions of every run")
-    p.add_argument("--epochs", type=int, help="run every question K times in every run (limits.epochs)")
-    p.add_argument("--max-cost", type=float, metavar="USD", help="the sweep's budget over all its runs")
-    p.add_argument("--profile", help=PROFILE_HELP)
+
+def _register_sweep(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "sweep", "run a grid of configurations under one MLflow parent run", """
+        Run every configuration of a sweep file's grid, one after another, each a run of its own (an MLflow child of
+        the sweep's parent run), then compare the runs pairwise. Before the first run starts, every run is checked:
+        its config, its dataset and data root, its corpus and questions, and that its endpoint answers (a local
+        model is started by the run itself and is not asked); a problem in any run stops the sweep before anything
+        is spent.
+
+        --dry-run makes the same checks, lists the runs (what differs, questions, episodes) and starts nothing; it
+        exits with status 2 when any run cannot run. A run config belongs to srag run, a CAR grid to srag car
+        --grid.""", [
+        "srag sweep configs/quickstart.yaml --dry-run",
+        "srag sweep configs/quickstart.yaml",
+        "srag sweep configs/scalablerag_table1.yaml --limit 50 --max-cost 20 --data-root /data/srag"])
+    p.add_argument("sweep", metavar="SWEEP", help="the sweep file (YAML with name, base and grid)")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="run only the first N questions of every run")
+    p.add_argument("--epochs", type=positive_int, metavar="K",
+                   help="run every question K times in every run (limits.epochs)")
+    p.add_argument("--max-cost", type=non_negative_usd, metavar="USD",
+                   help="the sweep's budget over all its runs (overrides the file's max_cost_usd)")
+    p.add_argument("--profile", metavar="PROFILE", help=PROFILE_HELP)
     p.add_argument("--dry-run", action="store_true",
-                   help="list the runs the sweep would make (what differs, questions, episodes) and start nothing")
+                   help="check every run and list what the sweep would run (what differs, questions, episodes); "
+                        "start nothing")
     add_data_root(p)
-    _common(p)
+    _common(p, "the sweep's summary (with --dry-run: its plan)")
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser("report", help="summary of a run or a sweep")
-    p.add_argument("id", help="RUN_ID or SWEEP_ID")
-    _common(p)
+
+def _register_report(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "report", "the summary of a run or a sweep", """
+        The summary of a run (its figures with their intervals, outcomes, spend and time), or of a sweep (its runs
+        and their pairwise comparisons), read from the runs folder: nothing is run or written. A report exits with
+        status 0 whether or not the run is complete; a line on stderr says what is missing and which command fills
+        it.""", [
+        "srag report 20261204-202239-one-epoch-411f",
+        "srag report 20261204-202239-one-epoch-411f --json",
+        "srag report SWEEP_ID --runs-dir /shared/runs"])
+    p.add_argument("id", metavar="ID", help="a run id or a sweep id (srag runs lists them)")
+    _common(p, "the summary", progress=False)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("compare", help="pair two runs question by question, with significance")
-    p.add_argument("run_a")
-    p.add_argument("run_b")
+
+def _register_compare(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, "compare", "pair two runs question by question, with significance", """
+        Pair two runs on their shared questions: which questions each got right, the difference in accuracy (B - A)
+        with its 95% interval and p-value (mid-p McNemar for 0/1 scores, a paired t-test otherwise), and the
+        smallest difference these questions can detect. Runs whose question sets, epochs and reducer, or judges
+        differ are refused unless --force.""", [
+        "srag compare 20261204-202239-one-epoch-411f 20261204-202247-three-epochs-7944 --force",
+        "srag compare RUN_A RUN_B --json"])
+    p.add_argument("run_a", metavar="RUN_A", help="the first run (A)")
+    p.add_argument("run_b", metavar="RUN_B", help="the second run (B); the difference is B - A")
     p.add_argument("--force", action="store_true",
                    help="compare runs whose question sets, epochs and reducer, or judges differ (marked so)")
-    _common(p)
+    _common(p, "the comparison", progress=False)
     p.set_defaults(func=cmd_compare)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, what: str, progress: bool = True) -> None:
+    """--runs-dir, --json and --quiet: report and compare print no progress, so their --quiet (which they once
+    took) only warns."""
     add_runs_dir(p)
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_json(p, what)
+    if progress:
+        add_quiet(p)
+    else:
+        p.add_argument("--quiet", action=DoesNothing)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -206,7 +308,7 @@ def _print_summary(result: RunResult, args: argparse.Namespace) -> bool:
         print(json.dumps(result.to_json()))
         return False
     print(summary_table([result.to_json()]))
-    print(f"\naccuracy {accuracy_label(result)}")
+    print(wrapped(f"\naccuracy {accuracy_label(result)}"))
     print("\n".join(result.text_lines()))
     print(FIGURES_NOTE)
     return True
@@ -214,8 +316,8 @@ def _print_summary(result: RunResult, args: argparse.Namespace) -> bool:
 
 def _print_run(result: RunResult, args: argparse.Namespace) -> int:
     if _print_summary(result, args):
-        print(f"results: {args.runs_dir / result.run_id}  ·  MLflow: mlflow ui --backend-store-uri "
-              f"{_mlflow_uri(args.runs_dir, result.run_id)}")
+        print(wrapped(f"results: {args.runs_dir / result.run_id}  ·  MLflow: mlflow ui --backend-store-uri "
+                      f"{_mlflow_uri(args.runs_dir, result.run_id)}"))
     if errors := result.mlflow_errors:
         print(f"srag: run {result.run_id}: MLflow did not take {len(errors)} write(s) at the end (first: "
               f"{errors[0][:200]}); the run folder holds everything: srag run --resume {result.run_id} writes it "
@@ -272,7 +374,7 @@ def sweep_runs(args: argparse.Namespace) -> tuple[Any, list[RunConfig]]:
     sweep = load_sweep(args.sweep)
     runs = sweep.expand(args.sweep)
     for key, value in (("limit", args.limit), ("epochs", args.epochs)):
-        if value:
+        if value is not None:
             runs = [validate_run({**r.model_dump(mode="json"), "limits": {**r.limits.model_dump(), key: value}},
                                  f"--{key}") for r in runs]
     if args.profile:
@@ -283,12 +385,26 @@ def sweep_runs(args: argparse.Namespace) -> tuple[Any, list[RunConfig]]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    """Every run of the sweep is checked (`sweep_plan`) before the first one starts: one that cannot run stops the
+    sweep before anything is spent, and fails the dry run."""
+    from pipelines.engine.sweep_plan import ENDPOINT_TIMEOUT_S, sweep_plan
+
     sweep, runs = sweep_runs(args)
     max_cost = args.max_cost if args.max_cost is not None else sweep.max_cost_usd
+    plan = sweep_plan(sweep.name, runs, max_cost_usd=max_cost, max_tokens=sweep.max_tokens,
+                      endpoint_timeout_s=ENDPOINT_TIMEOUT_S)
     if args.dry_run:
-        from pipelines.engine.sweep_plan import sweep_plan
-
-        return _print_plan(sweep_plan(sweep.name, runs, max_cost_usd=max_cost, max_tokens=sweep.max_tokens), args)
+        _print_plan(plan, args)
+    for r in plan.runs:
+        if r.warning:
+            print(f"srag sweep: warning: run {r.label}: {r.warning}", file=sys.stderr)
+    if bad := plan.problems():
+        others = f"; {len(bad) - 1} more can't either" if len(bad) > 1 else ""
+        listed = "" if args.dry_run else f" (srag sweep {args.sweep} --dry-run lists them all)"
+        raise CliError(f"{len(bad)} of {plan.n_runs} runs cannot run, so none was started: run {bad[0].label}: "
+                       f"{bad[0].problem}{others}{listed}")
+    if args.dry_run:
+        return Exit.COMPLETE
     from pipelines.engine.sweeps import run_sweep
 
     out = run_sweep(sweep.name, args.sweep, sweep.grid, runs, args.runs_dir, quiet=args.quiet,
@@ -296,20 +412,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return _print_sweep(out, args)
 
 
-def _print_plan(plan: SweepPlan, args: argparse.Namespace) -> int:
+def _print_plan(plan: SweepPlan, args: argparse.Namespace) -> None:
     if args.json:
         print(plan.model_dump_json())
-        return 0
+        return
     rows = [{"label": r.label, "questions": r.n_questions if r.n_questions is not None else "?",
              "episodes": r.episodes if r.episodes is not None else "?",
              "differs": ", ".join(f"{k}={json.dumps(v)}" for k, v in r.differs.items()) or "-"} for r in plan.runs]
-    print(table(rows, ["label", "questions", "episodes", "differs"]))
-    print("questions counted from: " + "; ".join(dict.fromkeys(r.counted for r in plan.runs)))
+    print(table(rows, ["label", "questions", "episodes", "differs"], width=HELP_WIDTH))
+    counted = [r.counted for r in plan.runs if r.n_questions is not None]
+    if counted:
+        print(wrapped("questions counted from: " + "; ".join(dict.fromkeys(counted))))
+    for r in plan.problems():
+        print(wrapped(f"cannot run: {r.label}: {r.problem}"))
     episodes = plan.episodes if plan.episodes is not None else f"at least {plan.episodes_known}"
     budget = f"; sweep budget ${plan.max_cost_usd:,.2f}" if plan.max_cost_usd is not None else ""
-    print(f"\n{plan.n_runs} runs, {episodes} episodes in all{budget}. Dry run: nothing was started "
-          "(`srag estimate` projects the cost).")
-    return 0
+    runs = f"{plan.n_runs} run" + ("s" if plan.n_runs != 1 else "")
+    print(wrapped(f"\n{runs}, {episodes} episodes in all{budget}. Dry run: nothing was started "
+                  "(`srag estimate` projects the cost)."))
 
 
 def _print_sweep(out: SweepSummary, args: argparse.Namespace) -> int:
@@ -318,7 +438,7 @@ def _print_sweep(out: SweepSummary, args: argparse.Namespace) -> int:
     else:
         print(summary_table([r.to_json() for r in out.runs], ["label"] + SUMMARY_COLUMNS))
         print_pairwise(out)
-        print(f"\n{FIGURES_NOTE}\nsweep {out.sweep_id}: {args.runs_dir / 'sweeps' / out.sweep_id}")
+        print(wrapped(f"\n{FIGURES_NOTE}\nsweep {out.sweep_id}: {args.runs_dir / 'sweeps' / out.sweep_id}"))
     for r in out.runs:
         if r.stopped:
             print(stop_line(r.run_id, r.stopped), file=sys.stderr)
@@ -343,14 +463,16 @@ def print_pairwise(out: SweepSummary) -> None:
                  "p": p.p_value, "p_holm": p.p_value_holm, "p_bh": p.p_value_bh,
                  "holm<0.05": "yes" if p.significant_holm else "no", "mde": p.min_detectable_effect}
                 for p in out.pairwise]
-        print("\n" + table(rows, ["pair", "dataset", "diff", "ci95", "p", "p_holm", "p_bh", "holm<0.05", "mde"]))
-        print(f"p_holm and p_bh adjust p over each dataset's {out.pairwise[0].family_size or 0}-pair family (Holm: "
-              "family-wise error at most 5%; Benjamini-Hochberg: false discovery rate, for exploring); mde: the "
-              "difference the pair's questions detect with 80% power")
+        print("\n" + table(rows, ["pair", "dataset", "diff", "ci95", "p", "p_holm", "p_bh", "holm<0.05", "mde"],
+                           width=HELP_WIDTH))
+        family = out.pairwise[0].family_size or 0
+        print(wrapped(f"p_holm and p_bh adjust p over each dataset's {family}-pair family (Holm: family-wise error "
+                      "at most 5%; Benjamini-Hochberg: false discovery rate, for exploring); mde: the difference the "
+                      "pair's questions detect with 80% power"))
     for pair in out.incomparable:
-        print(f"not compared: {pair.run_a} and {pair.run_b} ({pair.dataset}): {'; '.join(pair.differences)}")
+        print(wrapped(f"not compared: {pair.run_a} and {pair.run_b} ({pair.dataset}): {'; '.join(pair.differences)}"))
     for dataset, groups in out.rankings.items():
-        print(f"ranking on {dataset} (= : not separated after Holm's adjustment): {ranking_text(groups)}")
+        print(wrapped(f"ranking on {dataset} (= : not separated after Holm's adjustment): {ranking_text(groups)}"))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -370,34 +492,38 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from pipelines.engine.sweeps import compare_runs
 
     result = compare_runs(args.runs_dir, args.run_a, args.run_b, force=args.force)
-    if args.json:
-        print(json.dumps(result.model_dump(mode="json")))
-    else:
-        if not result.comparable:
-            print(f"warning: not comparable ({'; '.join(result.differences)}): compared only because of --force")
-        print(f"paired questions: {result.n_paired}  (A {result.accuracy_a}, B {result.accuracy_b}), "
-              f"scored in both runs (an empty answer is a wrong answer)")
-        if result.n_left_out:
-            reasons = ", ".join(f"{n} {why}" for why, n in result.left_out.items() if n)
-            print(f"left out: {result.n_left_out} question(s) failed, pending or missing in either run "
-                  f"({reasons}); `srag rerun` and `srag judge` can fill them")
-        print(f"both right {result.both_right} · only A {result.only_a_right} · only B "
-              f"{result.only_b_right} · neither {result.neither_right}")
-        test = {"mcnemar_midp": "mid-p McNemar", "paired_t": "paired t",
-                "paired_t_clustered": "paired t, clustered"}[result.test]
-        print(f"B - A = {result.difference}, 95% interval {result.difference_ci95} ({test}, the interval the test "
-              f"inverts), p = {result.p_value:.4g}")
-        mde = f"{result.min_detectable_effect:.3f}" if result.min_detectable_effect is not None else "unknown"
-        print(f"minimum detectable effect (80% power, alpha 0.05, these {result.n_paired} paired questions): {mde}; "
-              "a non-significant difference smaller than that says too few questions, not no effect")
-        if result.failure_class_moves:  # where the difference comes from: retrieval misses or reasoning
-            moves = ", ".join(f"{move} {n}" for move, n in result.failure_class_moves.items())
-            print(f"failure classes that changed (A -> B, questions): {moves}")
-        if result.replaced_scored_a or result.replaced_scored_b:
-            print(f"warning: {result.replaced_scored_a} paired question(s) of A and {result.replaced_scored_b} of B "
-                  "were re-run after they were scored (srag rerun --replace-scored): their scores are the later "
-                  "attempts', a best-of-N")
+    print(json.dumps(result.model_dump(mode="json")) if args.json else wrapped("\n".join(comparison_lines(result))))
     return 0
+
+
+def comparison_lines(result: RunComparison) -> list[str]:
+    """`srag compare` as text: what was paired, how the answers split, the difference and what it could detect."""
+    lines = []
+    if not result.comparable:
+        lines.append(f"warning: not comparable ({'; '.join(result.differences)}): compared only because of --force")
+    lines.append(f"paired questions: {result.n_paired}  (A {result.accuracy_a}, B {result.accuracy_b}), scored in "
+                 "both runs (an empty answer is a wrong answer)")
+    if result.n_left_out:
+        reasons = ", ".join(f"{n} {why}" for why, n in result.left_out.items() if n)
+        lines.append(f"left out: {result.n_left_out} question(s) failed, pending or missing in either run "
+                     f"({reasons}); `srag rerun` and `srag judge` can fill them")
+    lines.append(f"both right {result.both_right} · only A {result.only_a_right} · only B {result.only_b_right} · "
+                 f"neither {result.neither_right}")
+    test = {"mcnemar_midp": "mid-p McNemar", "paired_t": "paired t",
+            "paired_t_clustered": "paired t, clustered"}[result.test]
+    lines.append(f"B - A = {result.difference}, 95% interval {result.difference_ci95} ({test}, the interval the "
+                 f"test inverts), p = {result.p_value:.4g}")
+    mde = f"{result.min_detectable_effect:.3f}" if result.min_detectable_effect is not None else "unknown"
+    lines.append(f"minimum detectable effect (80% power, alpha 0.05, these {result.n_paired} paired questions): "
+                 f"{mde}; a non-significant difference smaller than that says too few questions, not no effect")
+    if result.failure_class_moves:  # where the difference comes from: retrieval misses or reasoning
+        moves = ", ".join(f"{move} {n}" for move, n in result.failure_class_moves.items())
+        lines.append(f"failure classes that changed (A -> B, questions): {moves}")
+    if result.replaced_scored_a or result.replaced_scored_b:
+        lines.append(f"warning: {result.replaced_scored_a} paired question(s) of A and {result.replaced_scored_b} of "
+                     "B were re-run after they were scored (srag rerun --replace-scored): their scores are the later "
+                     "attempts', a best-of-N")
+    return lines
 
 
 def cmd_judge(args: argparse.Namespace) -> int:

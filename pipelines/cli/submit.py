@@ -30,10 +30,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from pipelines.cli import add_runs_dir
-from pipelines.config import load_sweep
+from pipelines.cli import (
+    CliError,
+    add_command,
+    add_json,
+    add_runs_dir,
+    non_negative_usd,
+    positive_int,
+)
+from pipelines.config import PROFILE_HELP, load_sweep
 from pipelines.engine.results import git_revision
 from srag_core import utc_now
 
@@ -45,34 +52,63 @@ POLL_S = 2.0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("submit", help="submit a sweep to a Ray cluster as a Ray Job")
-    p.add_argument("sweep", help="sweep YAML file")
+    p = add_command(sub, "submit", "submit a sweep to a Ray cluster as a Ray Job", """
+        Run a sweep on a Ray cluster as a Ray Job: the files git tracks in this checkout (never untracked ones such
+        as .env, nor the virtualenv, caches, run folders or git history) are shipped as the job's working directory
+        with the sweep file inside, and the job runs srag sweep there with the options given here, so its episodes
+        spread over every node. Results go to --runs-dir, which on a real cluster must be a shared filesystem
+        mounted at the same path everywhere, and to the MLflow server of --tracking-uri. API keys are never
+        shipped: the nodes hold them in their own environment. Follow the job with srag status and srag logs.""", [
+        "srag submit configs/quickstart.yaml --dry-run",
+        "srag submit sweep.yaml --address http://head:8265 --runs-dir /shared/runs --limit 50 --max-cost 20",
+        "srag submit sweep.yaml --runs-dir /shared/runs --tracking-uri http://mlflow:5000 --data-root /shared/data"])
+    p.add_argument("sweep", metavar="SWEEP", help="the sweep file (YAML with name, base and grid)")
     _address(p)
     add_runs_dir(p, "where the job writes run folders, sent as an absolute path: on a real cluster a shared "
                     "filesystem mounted at the same path on every node")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI for the job (default: MLFLOW_TRACKING_URI)")
-    p.add_argument("--limit", type=int, help="first N questions of every run")
+    p.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI for the job (default: "
+                                                         "$MLFLOW_TRACKING_URI)")
+    job = p.add_argument_group("passed on to the job's srag sweep")
+    job.add_argument("--limit", type=positive_int, metavar="N", help="run only the first N questions of every run")
+    job.add_argument("--epochs", type=positive_int, metavar="K",
+                     help="run every question K times in every run (limits.epochs)")
+    job.add_argument("--max-cost", type=non_negative_usd, metavar="USD",
+                     help="the sweep's budget over all its runs (overrides the file's max_cost_usd)")
+    job.add_argument("--profile", metavar="PROFILE",
+                     help=PROFILE_HELP + "; a profile file is shipped with the job")
+    job.add_argument("--data-root", type=Path, metavar="DIR",  # checked by the job's sweep, where it is
+                     help="folder of the staged benchmark files on the cluster's nodes (default: their "
+                          "$SRAG_DATA_DIR)")
     p.add_argument("--dry-run", action="store_true", help="list the files the job would ship, submit nothing")
-    p.add_argument("--json", action="store_true")
+    add_json(p, "the job's id and state (with --dry-run: the files)")
     p.set_defaults(func=cmd_submit)
 
-    p = sub.add_parser("status", help="the state of a submitted sweep (and its sweep and run ids once finished)")
-    p.add_argument("job_id")
+    p = add_command(sub, "status", "the state of a submitted sweep (and its sweep and run ids once finished)", """
+        The state of a sweep submitted with srag submit: PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED, and once
+        it has finished, its sweep id and run ids with the srag report command that reads them. Exits 1 when the
+        job failed or was stopped.""", [
+        "srag status srag-quickstart-20261204-101500-a1b2 --address http://head:8265",
+        "srag status srag-quickstart-20261204-101500-a1b2 --wait --json"])
+    p.add_argument("job_id", metavar="JOB_ID", help="the job's id, as srag submit printed it")
     _address(p)
     p.add_argument("--wait", action="store_true", help="wait until the job has finished")
-    p.add_argument("--json", action="store_true")
+    add_json(p, "the job's state")
     p.set_defaults(func=cmd_status)
 
-    p = sub.add_parser("logs", help="the output of a submitted sweep")
-    p.add_argument("job_id")
+    p = add_command(sub, "logs", "the output of a submitted sweep", """
+        The output of a sweep submitted with srag submit, as the job's driver printed it; --follow keeps printing
+        until the job has finished.""", [
+        "srag logs srag-quickstart-20261204-101500-a1b2 --address http://head:8265",
+        "srag logs srag-quickstart-20261204-101500-a1b2 --follow"])
+    p.add_argument("job_id", metavar="JOB_ID", help="the job's id, as srag submit printed it")
     _address(p)
     p.add_argument("--follow", action="store_true", help="keep printing until the job has finished")
     p.set_defaults(func=cmd_logs)
 
 
 def _address(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--address", default=os.environ.get(ADDRESS_ENV),
-                   help=f"the Ray Jobs API of the cluster, http://HEAD:8265 (default: {ADDRESS_ENV})")
+    p.add_argument("--address", default=os.environ.get(ADDRESS_ENV), metavar="URL",
+                   help=f"the Ray Jobs API of the cluster, http://HEAD:8265 (default: ${ADDRESS_ENV})")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -91,13 +127,13 @@ def jobs_client(address: str | None):
     from ray.job_submission import JobSubmissionClient
 
     if not address:
-        raise ValueError(f"no cluster address: pass --address http://HEAD:8265 or set {ADDRESS_ENV}")
+        raise CliError(f"no cluster address: pass --address http://HEAD:8265 or set {ADDRESS_ENV}")
     if not re.match(r"^https?://", address):
-        raise ValueError(f"--address must be the Jobs API URL, like http://HEAD:8265 (got {address!r})")
+        raise CliError(f"--address must be the Jobs API URL, like http://HEAD:8265 (got {address!r})")
     try:
         return JobSubmissionClient(address, headers=auth_headers())
     except Exception as e:  # ConnectionError, an authentication error, a version mismatch: one line for the user
-        raise ValueError(f"cannot reach the Ray Jobs API at {address}: {_first_line(e)}") from None
+        raise CliError(f"cannot reach the Ray Jobs API at {address}: {_first_line(e)}") from None
 
 
 def _first_line(error: BaseException) -> str:
@@ -112,30 +148,44 @@ def shipped_files(repo: Path = REPO_ROOT) -> list[str]:
         out = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached"], capture_output=True,
                              timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError) as e:
-        raise ValueError(f"srag submit ships the files git tracks, but {repo} is not a usable git checkout "
-                         f"({_first_line(e)})") from None
+        raise CliError(f"srag submit ships the files git tracks, but {repo} is not a usable git checkout "
+                       f"({_first_line(e)})") from None
     names = [n.decode("utf-8", "surrogateescape") for n in out.split(b"\0") if n]
     return [n for n in names if (repo / n).is_file() or (repo / n).is_symlink()]  # deleted ones are not shipped
 
 
-def stage_working_dir(sweep_file: Path, into: Path, files: list[str] | None = None) -> Path:
-    """The tracked files of this checkout with the sweep file inside, as the job's working directory. Relative paths
-    in the sweep resolve against it, as they do for `srag sweep` run from the repository root."""
+def stage_working_dir(sweep_file: Path, into: Path, files: list[str] | None = None,
+                      extra: tuple[Path, ...] = ()) -> Path:
+    """The tracked files of this checkout with the sweep file (and `extra` files, such as a profile file) inside, as
+    the job's working directory. Relative paths in the sweep resolve against it, as they do for `srag sweep` run
+    from the repository root."""
     root = into / "srag"
     for name in shipped_files() if files is None else files:
         target = root / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO_ROOT / name, target, follow_symlinks=False)
     (root / SUBMITTED_DIR).mkdir(parents=True, exist_ok=True)
-    shutil.copy2(sweep_file, root / SUBMITTED_DIR / sweep_file.name)
+    for path in (sweep_file, *extra):
+        shutil.copy2(path, root / SUBMITTED_DIR / path.name)
     return root
 
 
-def entrypoint(sweep_name: str, runs_dir: Path, limit: int | None) -> str:
+def profile_file(args: argparse.Namespace) -> Path | None:
+    """--profile when it names a file here: it is shipped with the job, which cannot read this machine's files."""
+    return Path(args.profile) if args.profile and Path(args.profile).is_file() else None
+
+
+def sweep_options(args: argparse.Namespace) -> list[str]:
+    """The options of `srag submit` that the job's `srag sweep` takes, as its command line gives them."""
+    profile = profile_file(args)
+    given = {"--limit": args.limit, "--epochs": args.epochs, "--max-cost": args.max_cost,
+             "--profile": f"{SUBMITTED_DIR}/{profile.name}" if profile else args.profile, "--data-root": args.data_root}
+    return [part for flag, value in given.items() if value is not None for part in (flag, str(value))]
+
+
+def entrypoint(sweep_name: str, runs_dir: Path, options: Sequence[str] = ()) -> str:
     argv = ["python", "-m", "pipelines.cli", "sweep", f"{SUBMITTED_DIR}/{sweep_name}", "--runs-dir", str(runs_dir),
-            "--json"]
-    if limit:
-        argv += ["--limit", str(limit)]
+            "--json", *options]
     return shlex.join(argv)
 
 
@@ -156,14 +206,17 @@ def submission_id(sweep_name: str) -> str:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    from pipelines.cli.run import sweep_runs
+
     sweep_file = Path(args.sweep)
     if not sweep_file.is_file():
         raise FileNotFoundError(f"sweep file not found: {sweep_file}")
     sweep = load_sweep(sweep_file)
-    sweep.expand(str(sweep_file))  # a config error shows here, not minutes later in the job's log
+    sweep_runs(args)  # a config error (the options' too) shows here, not minutes later in the job's log
     files = shipped_files()
+    extra = (profile,) if (profile := profile_file(args)) else ()
     if args.dry_run:
-        shipped = files + [f"{SUBMITTED_DIR}/{sweep_file.name}"]
+        shipped = files + [f"{SUBMITTED_DIR}/{path.name}" for path in (sweep_file, *extra)]
         print(json.dumps({"files": shipped, "n_files": len(shipped)}) if args.json else "\n".join(shipped))
         return 0
     client = jobs_client(args.address)
@@ -171,10 +224,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
     tracking_uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     revision = git_revision()
     with tempfile.TemporaryDirectory(prefix="srag-submit-") as tmp:
-        working_dir = stage_working_dir(sweep_file, Path(tmp), files)
+        working_dir = stage_working_dir(sweep_file, Path(tmp), files, extra)
         try:
             job_id = client.submit_job(
-                entrypoint=entrypoint(sweep_file.name, runs_dir, args.limit),
+                entrypoint=entrypoint(sweep_file.name, runs_dir, sweep_options(args)),
                 submission_id=submission_id(sweep.name),
                 runtime_env={"working_dir": str(working_dir), "env_vars": job_env(tracking_uri, revision)},
                 metadata={"srag_sweep": sweep.name, "srag_sweep_file": str(sweep_file),
@@ -182,7 +235,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
                           # the shipped copy has no .git, so the runs cannot tell which revision they ran
                           "srag_git_revision": str(revision)})
         except RuntimeError as e:  # the Jobs API's own refusal (a working dir over Ray's size cap, ...)
-            raise ValueError(f"the cluster refused the job: {_first_line(e)}") from None
+            raise CliError(f"the cluster refused the job: {_first_line(e)}") from None
     out = {"job_id": job_id, "address": args.address, "status": str(client.get_job_status(job_id).value),
            "sweep": sweep.name, "runs_dir": str(runs_dir)}
     if args.json:
@@ -203,7 +256,7 @@ def job_state(client, job_id: str) -> dict[str, Any]:
     try:
         info = client.get_job_info(job_id)
     except RuntimeError as e:  # the Jobs API answers 404 for an unknown id
-        raise ValueError(f"job {job_id}: {_first_line(e)}") from None
+        raise CliError(f"job {job_id}: {_first_line(e)}") from None
     status = str(info.status.value)
     meta = info.metadata or {}
     out: dict[str, Any] = {"job_id": job_id, "status": status, "message": info.message,

@@ -21,6 +21,7 @@ from pipelines.config import RunConfig
 from pipelines.datasets import Question
 from pipelines.engine.records import Interval
 from pipelines.engine.results import RunDir
+from srag_core import LLMConfig
 
 FIGURES = ("tokens", "cost_usd", "llm_calls")
 RESAMPLES = 2000
@@ -106,6 +107,70 @@ class Estimate(BaseModel):
 
     runs: list[RunEstimate]
     total: TotalEstimate
+
+
+class PilotPlan(BaseModel):
+    """What `srag estimate` would spend before it can estimate: a pilot for each kind of run (episode fingerprint)
+    that no earlier run measured, and the most those pilots can spend."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    runs: list[str]
+    """The runs whose pilots would run (one per episode fingerprint)."""
+    episodes: int
+    """Pilot episodes in all (one epoch each)."""
+    max_cost_usd: float | None
+    """The most they can spend: each episode's cap (`agent.cost_budget_usd`, or `agent.token_budget` at the dearest
+    price) plus one call's worth past it (the cap is checked between calls), and the LLM judge's two calls; 0 on a
+    local model; None when a pilot's model has no prices."""
+    models: list[str]
+    """The models the pilots call."""
+    per_corpus_stage: bool
+    """Whether a pilot may also build a limited_ingestion index with LLM calls (pattern discovery, not in
+    `max_cost_usd`) where its corpus has none yet."""
+
+
+def pilot_plan(runs: list[RunConfig], runs_dir: Path, *, pilot: int) -> PilotPlan:
+    """The pilots `estimate` would run, before any runs: those of the runs that no earlier run (pilots included)
+    measured, one per episode fingerprint, as `estimate_run` picks them."""
+    from pipelines.engine.lifecycle import load_inputs
+
+    planned: dict[str, tuple[RunConfig, int]] = {}
+    for cfg in runs:
+        n = min(pilot, len(load_inputs(cfg)[3]))
+        if cfg.episode_fingerprint() not in planned and not earlier_runs(runs_dir, cfg, min_questions=n):
+            planned[cfg.episode_fingerprint()] = (cfg, n)
+    bounds = [episode_max_usd(cfg) for cfg, _ in planned.values()]
+    return PilotPlan(runs=[cfg.name for cfg, _ in planned.values()], episodes=sum(n for _, n in planned.values()),
+                     max_cost_usd=None if None in bounds else round(sum(
+                         b * n for b, (_, n) in zip(bounds, planned.values(), strict=True) if b is not None), 2),
+                     models=sorted({cfg.llm.model for cfg, _ in planned.values()}),
+                     per_corpus_stage=any(cfg.variant == "limited_ingestion" and cfg.ingestion.discovery_llm
+                                          for cfg, _ in planned.values()))
+
+
+def episode_max_usd(cfg: RunConfig) -> float | None:
+    """The most one episode of `cfg` can spend with its LLM judge; None without prices, 0 on a local model."""
+    from pipelines.engine.judging import judge_llm_config
+
+    if cfg.local_model.enabled:
+        return 0.0
+    if not priced(cfg):
+        return None
+    llm, agent = cfg.llm, cfg.agent
+    dearest = max(llm.price_per_million.prompt, llm.price_per_million.completion)
+    capped = min(agent.cost_budget_usd, agent.token_budget * dearest / 1e6)
+    system = call_max_usd(llm) if cfg.variant == "vanilla_rag" else capped + call_max_usd(llm)  # vanilla: one call
+    judge = judge_llm_config(cfg.judge, llm)
+    return system + (2 * call_max_usd(judge) if judge is not None else 0.0)
+
+
+def call_max_usd(llm: LLMConfig) -> float:
+    """The most one call can cost: a full context window in, and twice the completion limit out (a reply cut at
+    the limit is asked once more with twice the limit)."""
+    prices = llm.price_per_million
+    completion = 2 * (llm.max_tokens or llm.context_tokens)
+    return (llm.context_tokens * prices.prompt + completion * prices.completion) / 1e6
 
 
 def estimate(runs: list[RunConfig], runs_dir: Path, *, pilot: int, quiet: bool,

@@ -26,8 +26,8 @@ class Stop:
 class SpendLimit:
     """A run's budget in dollars and tokens, over everything it spent: every episode's attempts, the LLM judge and
     the per-corpus stage, earlier invocations included. `prior_cost_usd` and `prior_tokens` bound what one episode
-    (and its judgement) can spend; they stand for the mean until an episode has finished, so the first wave of
-    episodes cannot pass the budget (`prior_spend`)."""
+    (and its judgement) can spend (`prior_spend`); until an episode has finished they decide how many may start
+    (`waits`), so the first wave cannot pass the budget, but never stop the run: a bound is not a measurement."""
 
     max_cost_usd: float | None = None
     max_tokens: int | None = None
@@ -35,24 +35,42 @@ class SpendLimit:
     prior_tokens: int | None = None
 
     def check(self, stats: RunStats, in_flight: Sequence[float]) -> Stop | None:
-        """A Stop when one more episode, beside those in flight (`in_flight`: how long each has run, seconds), would
-        pass a limit. An episode is projected at the mean spend of those done, and one in flight at least at the
-        spend per second of those done times its time so far (long episodes cost more than the first, short ones to
-        finish); before any has finished, at the prior bound."""
-        for limit, spent, per_episode, per_second, prior, unit in (
-                (self.max_cost_usd, stats.spent_cost(), stats.cost_per_episode(), stats.cost_per_second(),
-                 self.prior_cost_usd, "$"),
-                (self.max_tokens, stats.spent_tokens(), stats.tokens_per_episode(), stats.tokens_per_second(),
-                 self.prior_tokens, "tokens")):
-            if limit is None:
-                continue
-            mean = per_episode if stats.done else float(prior or 0.0)
-            flying = sum(max(mean, per_second * t) for t in in_flight)
-            if spent >= limit or spent + flying + mean > limit:
+        """A Stop when the run has spent its budget, or when, from the episodes done, one more beside those in flight
+        (`in_flight`: how long each has run, seconds) would pass a limit. An episode is projected at the mean spend of
+        those done, and one in flight at least at the spend per second of those done times its time so far (long
+        episodes cost more than the first, short ones to finish). Before any has finished only what was spent
+        stops the run (`waits` holds the first wave to the prior bound)."""
+        for limit, spent, per_episode, per_second, unit in self._limits(stats):
+            flying = sum(max(per_episode, per_second * t) for t in in_flight)
+            if spent >= limit or (stats.done and spent + flying + per_episode > limit):
                 return Stop("budget", f"the run's budget of {_amount(limit, unit)} would be passed: "
                                       f"{_amount(spent, unit)} spent, {_amount(flying, unit)} projected for the "
-                                      f"{len(in_flight)} episode(s) in flight, {_amount(mean, unit)} for one more")
+                                      f"{len(in_flight)} episode(s) in flight, {_amount(per_episode, unit)} for one "
+                                      "more")
         return None
+
+    def waits(self, stats: RunStats, in_flight: Sequence[float]) -> bool:
+        """Whether to start no more episodes until one in flight finishes: none has finished yet (what one costs is
+        unknown) and at the prior bound, one more beside those in flight could pass a limit. With none in flight one
+        starts anyway: only a finished episode tells what an episode costs (its own budget caps it,
+        agent.cost_budget_usd)."""
+        if stats.done or not in_flight:
+            return False
+        for limit, spent, _, _, unit in self._limits(stats):
+            prior = float((self.prior_cost_usd if unit == "$" else self.prior_tokens) or 0.0)
+            if spent + prior * (len(in_flight) + 1) > limit:
+                return True
+        return False
+
+    def _limits(self, stats: RunStats) -> list[tuple[float, float, float, float, str]]:
+        """(limit, spent, per episode, per second, unit) of each limit the run has."""
+        out = []
+        if self.max_cost_usd is not None:
+            out.append((self.max_cost_usd, stats.spent_cost(), stats.cost_per_episode(), stats.cost_per_second(), "$"))
+        if self.max_tokens is not None:
+            out.append((float(self.max_tokens), float(stats.spent_tokens()), stats.tokens_per_episode(),
+                        stats.tokens_per_second(), "tokens"))
+        return out
 
 
 def prior_spend(calls: int, context_tokens: int, prompt_price: float, completion_price: float) -> tuple[float, int]:

@@ -16,7 +16,7 @@ import secrets
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Literal
 
-from pipelines.config import JudgeSettings, RunConfig
+from pipelines.config import JudgeSettings
 from pipelines.datasets import Question
 from pipelines.engine.records import EpisodeRecord, Evidence, Judgement, Rejudging
 from pipelines.engine.results import RunDir, RunFolderSink
@@ -84,7 +84,7 @@ def rejudge(run_dir: RunDir, settings: JudgeSettings, *, everything: bool) -> di
     pending."""
     from srag_core.llm import LocalLimiter
 
-    cfg = RunConfig.model_validate(run_dir.read_config())
+    cfg = run_dir.read_run_config()
     store = run_dir.store()
     questions = {q.id: q for q in run_dir.read_questions()}
     todo = [(questions[qid], st.latest) for (qid, _), st in store.states().items()

@@ -182,7 +182,7 @@ def question_set(run_dir: RunDir, name: str, source: str):
 
 
 def load_run_config(run_dir: RunDir) -> RunConfig:
-    return RunConfig.model_validate(run_dir.read_config())
+    return run_dir.read_run_config()
 
 
 def pending_work(run_dir: RunDir, statuses: Iterable[str] | None, states: dict[Unit, QuestionState] | None = None

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from pipelines.errors import UserError
 from srag_core.discovery.sandbox import DEFAULT_MEMORY_LIMIT_MB, memory_capped
 
 log = logging.getLogger(__name__)
@@ -47,9 +48,9 @@ def init_ray(address: str | None) -> None:
                 _check_loopback(ray)
 
 
-class RaySetupError(ValueError):
-    """Ray could not be set up with the guarantees the engine promises (a ValueError: the command reports it in one
-    line, as it does a bad config)."""
+class RaySetupError(UserError):
+    """Ray could not be set up with the guarantees the engine promises: the command reports it in one line, as it
+    does a bad config (what to set or start is the user's to fix)."""
 
 
 def _join(ray, address: str, env: dict) -> None:

@@ -32,9 +32,8 @@ def read_run(run_dir: RunDir, store: ResultStore | None = None, states: dict[Uni
     """A run's per-question rows (each question's epochs reduced as its config says) and its per-episode rows,
     from its results store (`store`, whose `problems` then say what was skipped; `states`, when the caller has
     already read them: the store is read once per command, not once per reader)."""
-    from pipelines.config import RunConfig
 
-    limits = RunConfig.model_validate(run_dir.read_config()).limits
+    limits = run_dir.read_run_config().limits
     questions = run_dir.read_questions()
     states = states if states is not None else (store or run_dir.store()).states()
     stop = run_dir.read_meta().stop
@@ -260,16 +259,35 @@ class LabelledRun:
 
 
 # A table's rows: any mapping of column to value (summaries as JSON, pairwise comparisons, run rows).
-def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return f"{v:.4g}"
-        return "" if v is None else str(v)
+def table(rows: list[dict[str, Any]], columns: list[str], width: int | None = None, keyed: bool = True) -> str:
+    """`rows` as a text table of `columns`. With `width`, a table wider than that is cut into blocks of columns, one
+    under the other, no wider than `width` where the columns allow; `keyed`: each block led by the first column
+    (which names the row)."""
+    widths = {c: max(len(c), *(len(_cell(r.get(c))) for r in rows)) if rows else len(c) for c in columns}
+    blocks = _column_blocks(columns, widths, width, keyed) if width else [columns]
+    return "\n\n".join(_block(rows, block, widths) for block in blocks)
 
-    widths = [max(len(c), *(len(cell(r.get(c))) for r in rows)) if rows else len(c) for c in columns]
-    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))
-    body = ["  ".join(cell(r.get(c)).ljust(w) for c, w in zip(columns, widths, strict=True)) for r in rows]
-    return "\n".join([line, "  ".join("-" * w for w in widths), *body])
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "" if v is None else str(v)
+
+
+def _column_blocks(columns: list[str], widths: dict[str, int], width: int, keyed: bool) -> list[list[str]]:
+    lead = columns[:1] if keyed else []
+    blocks: list[list[str]] = [list(columns[:1])]
+    for c in columns[1:]:
+        if sum(widths[b] + 2 for b in blocks[-1]) + widths[c] > width and len(blocks[-1]) > len(lead):
+            blocks.append(list(lead))
+        blocks[-1].append(c)
+    return blocks
+
+
+def _block(rows: list[dict[str, Any]], columns: list[str], widths: dict[str, int]) -> str:
+    line = "  ".join(c.ljust(widths[c]) for c in columns).rstrip()
+    body = ["  ".join(_cell(r.get(c)).ljust(widths[c]) for c in columns).rstrip() for r in rows]
+    return "\n".join([line, "  ".join("-" * widths[c] for c in columns), *body])
 
 
 def plot_accuracy_by_type(summary: RunSummary, title: str, path: Path) -> Path | None:

@@ -43,9 +43,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import yaml
+from pydantic import ValidationError
 
 from pipelines.datasets import Question
 from pipelines.engine.records import (
@@ -55,11 +56,16 @@ from pipelines.engine.records import (
     Evidence,
     Judgement,
     RunMeta,
+    SweepInfo,
     parse_line,
     validate_record,
 )
+from pipelines.errors import UserError
 from pipelines.paths import source_checkout
 from srag_core import utc_now
+
+if TYPE_CHECKING:
+    from pipelines.config import RunConfig
 
 RESULTS = "results.jsonl"
 TORN = "results.torn.jsonl"  # torn tails moved out of results.jsonl, kept for inspection
@@ -79,8 +85,8 @@ def check_run_id(run_id: str) -> str:
     """`run_id` if it names a folder directly inside the runs directory (run and sweep ids), else a ValueError: an id
     such as ../../etc or /tmp/x must not reach outside --runs-dir."""
     if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id) or ".." in run_id:
-        raise ValueError(f"invalid run id {str(run_id)[:80]!r}: expected letters, digits, '.', '_' and '-' only, "
-                         "as printed by srag run")
+        raise UserError(f"invalid run id {str(run_id)[:80]!r}: expected letters, digits, '.', '_' and '-' only, "
+                        "as printed by srag run (srag runs lists them)")
     return run_id
 
 
@@ -112,6 +118,26 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+class NoSuchRun(UserError, FileNotFoundError):
+    """A run id with no run folder under the runs folder."""
+
+
+class RunFolderError(UserError):
+    """A run folder that cannot be read: a file missing or damaged (the message names it, and what to do)."""
+
+
+def what_is_wrong(error: ValidationError) -> str:
+    """What is wrong with a file a model refused, in a few words: not JSON, or the first fields that are wrong."""
+    problems = error.errors()
+    if problems[0]["type"] == "json_invalid":
+        return f"is not valid JSON ({problems[0]['msg'].removeprefix('Invalid JSON: ')})"
+    missing = [str(p["loc"][-1]) for p in problems if p["type"] == "missing" and p["loc"]]
+    if missing:
+        return f"lacks {', '.join(missing[:5])}"
+    where = ".".join(str(part) for part in problems[0]["loc"]) or "its content"
+    return f"holds a bad value at {where} ({problems[0]['msg']})"
+
+
 @dataclass
 class RunDir:
     path: Path
@@ -130,13 +156,30 @@ class RunDir:
     def open(cls, runs_dir: Path, run_id: str) -> "RunDir":
         path = runs_dir / check_run_id(run_id)
         if not (path / "run.json").is_file():
-            raise FileNotFoundError(f"no run {run_id!r} under {runs_dir} (expected {path / 'run.json'})")
+            raise NoSuchRun(f"no run {run_id!r} under {runs_dir} (expected {path / 'run.json'}; srag runs --runs-dir "
+                            f"{runs_dir} lists the runs there)")
         return cls(path)
 
     # -- metadata ------------------------------------------------------------------------------------------------
 
     def read_meta(self) -> RunMeta:
-        return RunMeta.model_validate_json((self.path / "run.json").read_text(encoding="utf-8"))
+        try:
+            return RunMeta.model_validate_json(self._read("run.json"))
+        except ValidationError as e:
+            raise self.damaged("run.json", what_is_wrong(e)) from None
+
+    def _read(self, name: str) -> str:
+        """A file of the run folder as text; RunFolderError, naming it, when it is missing or unreadable."""
+        try:
+            return (self.path / name).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise self.damaged(name, "is missing") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise self.damaged(name, f"cannot be read ({getattr(e, 'strerror', None) or e})") from None
+
+    def damaged(self, name: str, why: str) -> RunFolderError:
+        return RunFolderError(f"run folder {self.path} is damaged: {name} {why}; restore {name} from a copy, or move "
+                              f"the folder out of {self.path.parent}")
 
     def write_meta(self, meta: RunMeta) -> None:
         _atomic_write(self.path / "run.json", json.dumps(meta.model_dump(mode="json", exclude_unset=True), indent=2,
@@ -164,15 +207,33 @@ class RunDir:
         _atomic_write(self.path / "config.yaml", yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
 
     def read_config(self) -> dict[str, Any]:
-        return yaml.safe_load((self.path / "config.yaml").read_text(encoding="utf-8"))
+        try:
+            data = yaml.safe_load(self._read("config.yaml"))
+        except yaml.YAMLError:
+            raise self.damaged("config.yaml", "is not valid YAML") from None
+        if not isinstance(data, dict):
+            raise self.damaged("config.yaml", "is not a mapping of a run config")
+        return data
+
+    def read_run_config(self) -> RunConfig:
+        """config.yaml as the run config it holds."""
+        from pipelines.config import RunConfig
+
+        try:
+            return RunConfig.model_validate(self.read_config())
+        except ValidationError as e:
+            raise self.damaged("config.yaml", what_is_wrong(e)) from None
 
     def write_questions(self, questions: Iterable[Question]) -> None:
         _atomic_write(self.path / "questions.jsonl",
                       "".join(q.model_dump_json() + "\n" for q in questions))
 
     def read_questions(self) -> list[Question]:
-        lines = (self.path / "questions.jsonl").read_text(encoding="utf-8").splitlines()
-        return [Question.model_validate_json(line) for line in lines if line.strip()]
+        lines = self._read("questions.jsonl").splitlines()
+        try:
+            return [Question.model_validate_json(line) for line in lines if line.strip()]
+        except ValidationError as e:
+            raise self.damaged("questions.jsonl", what_is_wrong(e)) from None
 
     # -- results -------------------------------------------------------------------------------------------------
 
@@ -191,6 +252,20 @@ class RunDir:
         if not target.is_relative_to(root):
             raise ValueError(f"{str(relative)[:120]!r} leads outside the run folder; not read")
         return target
+
+
+def read_sweep(sweep_dir: Path) -> SweepInfo:
+    """A sweep folder's sweep.json; RunFolderError, naming it, when it is missing or damaged."""
+    try:
+        return SweepInfo.model_validate_json((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        why = "is missing"
+    except (OSError, UnicodeDecodeError) as e:
+        why = f"cannot be read ({e})"
+    except ValidationError as e:
+        why = what_is_wrong(e)
+    raise RunFolderError(f"sweep folder {sweep_dir} is damaged: sweep.json {why}; restore it from a copy, or move the "
+                         f"folder out of {sweep_dir.parent}")
 
 
 Unit = tuple[str, int]  # (question id, epoch): what runs once per epoch, and what a rerun makes a new attempt of

@@ -238,7 +238,8 @@ class Scheduler:
 
     def _dispatch(self) -> None:
         pool = self.pool
-        while self.pending and self._room() and not self._stopped() and (w := pool.pick()) is not None:
+        while self.pending and self._room() and not self._stopped() and not self._waiting() \
+                and (w := pool.pick()) is not None:
             q, epoch, attempt = self.pending.popleft()
             deadline = time.monotonic() + self.episode_timeout_s + self.grace_s
             ref = pool.workers[w].run_episode.remote(q, attempt, epoch)
@@ -251,6 +252,13 @@ class Scheduler:
     def _room(self) -> bool:
         capacity = self.endpoint.cap(self.capacity) if self.endpoint is not None else self.capacity
         return len(self.inflight) + sum(self.pool.stuck) < capacity
+
+    def _waiting(self) -> bool:
+        """Whether the budget holds further episodes back until one in flight finishes (`SpendLimit.waits`)."""
+        if self.budget is None:
+            return False
+        now = time.monotonic()
+        return self.budget.waits(self.stats, [now - slot.started for slot in self.inflight.values()])
 
     def _stopped(self) -> bool:
         """Whether the run starts no more episodes: a stop seen before, or the budget's answer now."""

@@ -1,17 +1,24 @@
-"""What `srag sweep FILE --dry-run` shows: the runs a sweep would make, what sets each one's resolved config apart
-from the others', and how many questions and episodes each would run. It starts nothing: no Ray, no MLflow store,
-no run folder. The question counts come from the dataset registry: a registered dataset not built yet is converted
-into the dataset cache first, as the run would do (each registered one takes under a second)."""
+"""What `srag sweep FILE --dry-run` shows, and what `srag sweep` checks before its first run starts: the runs a sweep
+would make, what sets each one's resolved config apart from the others', how many questions and episodes each would
+run, and why any of them cannot run (its dataset, data root, corpus or questions, or an endpoint that does not
+answer). It starts nothing: no Ray, no MLflow store, no run folder, no LLM request. The question counts come from the
+dataset registry: a registered dataset not built yet is converted into the dataset cache first, as the run would do
+(each registered one takes under a second)."""
 
 from __future__ import annotations
 
 import json
+import os
+import urllib.error
+import urllib.request
+from http.client import HTTPException
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from pipelines.config import RunConfig
+from srag_core import LLMConfig
 
 # A resolved config's settings by dotted key (`llm.model`, ...): config values, free-form.
 Settings = dict[str, Any]
@@ -38,6 +45,12 @@ class PlannedRun(BaseModel):
     """`n_questions` x `epochs`."""
     counted: str
     """Where the question count comes from, or why it cannot be counted."""
+    problem: str | None = None
+    """Why the run cannot run (its questions cannot be read, its endpoint does not answer), with the fix; None: it
+    can. `srag sweep` starts no run while any run has one, and `--dry-run` exits with status 2."""
+    warning: str | None = None
+    """What will go wrong without stopping the run: an LLM judge whose endpoint does not answer leaves its verdicts
+    pending (`srag judge` scores them later)."""
 
 
 class SweepPlan(BaseModel):
@@ -60,18 +73,27 @@ class SweepPlan(BaseModel):
     max_tokens: int | None
     """The sweep's budget in tokens."""
 
+    def problems(self) -> list[PlannedRun]:
+        """The runs that cannot run."""
+        return [r for r in self.runs if r.problem is not None]
+
 
 def sweep_plan(name: str, runs: list[RunConfig], *, max_cost_usd: float | None = None,
-               max_tokens: int | None = None) -> SweepPlan:
+               max_tokens: int | None = None, endpoint_timeout_s: float | None = None) -> SweepPlan:
     """The dry run's report: one entry per run (label, fingerprint, the settings that differ, questions, epochs,
-    episodes) and the totals, with the sweep's budget if it has one."""
-    built: dict[str, int | str] = {}
+    episodes, why it cannot run) and the totals, with the sweep's budget if it has one. With `endpoint_timeout_s`,
+    each endpoint is asked once whether it answers, waiting that long at most; None: none is asked."""
+    built: dict[tuple[str, str | None], int | str] = {}
+    answers: dict[str, str | None] = {}
     rows = []
     for cfg, differs in zip(runs, differences(runs), strict=True):
         n, counted = question_count(cfg, built)
+        problem = counted if n is None else "it has no question to run" if n == 0 else None
         rows.append(PlannedRun(label=cfg.name.split("/", 1)[-1], name=cfg.name, fingerprint=cfg.fingerprint(),
                                differs=differs, n_questions=n, epochs=cfg.limits.epochs,
-                               episodes=None if n is None else n * cfg.limits.epochs, counted=counted))
+                               episodes=None if n is None else n * cfg.limits.epochs, counted=counted,
+                               problem=problem or endpoint_problem(cfg, answers, endpoint_timeout_s),
+                               warning=judge_warning(cfg, answers, endpoint_timeout_s)))
     known = [r.episodes for r in rows if r.episodes is not None]
     return SweepPlan(sweep=name, n_runs=len(rows), runs=rows,
                      episodes=sum(known) if len(known) == len(rows) else None, episodes_known=sum(known),
@@ -97,19 +119,23 @@ def _flatten(data: Settings, prefix: str = "") -> Settings:
     return out
 
 
-def question_count(cfg: RunConfig, built: dict[str, int | str]) -> tuple[int | None, str]:
+def question_count(cfg: RunConfig, built: dict[tuple[str, str | None], int | str]) -> tuple[int | None, str]:
     """The questions the run would take (after `limits.limit`) and where the count comes from; None, with the
-    reason, when it cannot be counted. `built` holds the counts (or the errors) of the datasets seen so far."""
+    reason, when it cannot be counted. `built` holds the counts (or the errors) of the datasets seen so far, by name
+    and data root."""
     if cfg.dataset:
-        if cfg.dataset not in built:
-            built[cfg.dataset] = _registry_count(cfg.dataset)
-        n = built[cfg.dataset]
+        key = (cfg.dataset, cfg.data_root)
+        if key not in built:
+            built[key] = _registry_count(cfg.dataset, cfg.data_root)
+        n = built[key]
         if isinstance(n, str):
             return None, n
         where = f"{cfg.dataset} in the dataset registry"
     else:
         assert cfg.questions, "RunConfig requires questions without a dataset"
         path = Path(cfg.questions).expanduser()
+        if not (corpus := Path(str(cfg.corpus)).expanduser()).exists():
+            return None, f"corpus {corpus} does not exist: fix the config's corpus path"
         try:
             with path.open(encoding="utf-8") as fh:
                 n = sum(1 for line in fh if line.strip())
@@ -121,15 +147,62 @@ def question_count(cfg: RunConfig, built: dict[str, int | str]) -> tuple[int | N
     return n, where
 
 
-def _registry_count(name: str) -> int | str:
-    """The number of questions of a registered dataset (built into the cache if it is not yet), or why not."""
+def _registry_count(name: str, data_root: str | None) -> int | str:
+    """The number of questions of a registered dataset (built into the cache if it is not yet, from `data_root`:
+    None for SRAG_DATA_DIR), or why not."""
     from pipelines.datasets import resolve
 
     try:
-        bench = resolve(name)
+        bench = resolve(name, data_root=data_root)
     except (OSError, ValueError) as e:
-        return f"{name} cannot be counted: {e}"
+        return " ".join(str(e).split())
     if bench.manifest:
         return int(bench.manifest["n_questions"])
     with bench.questions.open(encoding="utf-8") as fh:  # the shipped sample, used in place
         return sum(1 for line in fh if line.strip())
+
+
+# Long enough for a remote provider across the world to answer a GET, short enough that a sweep of dead endpoints
+# says so in seconds.
+ENDPOINT_TIMEOUT_S = 5.0
+
+
+def endpoint_problem(cfg: RunConfig, answers: dict[str, str | None], timeout_s: float | None) -> str | None:
+    """Why the run's endpoint cannot be used (it does not answer), or None. A local model is started by the run
+    itself, so it is not asked; nor is any endpoint without `timeout_s`."""
+    if cfg.local_model.enabled or timeout_s is None:
+        return None
+    problem = _ask_once(cfg.llm, answers, timeout_s)
+    return None if problem is None else f"{problem}: start it, or fix llm.base_url"
+
+
+def judge_warning(cfg: RunConfig, answers: dict[str, str | None], timeout_s: float | None) -> str | None:
+    """A warning when the LLM judge has an endpoint of its own that does not answer: the run goes on, its verdicts
+    stay pending."""
+    judge = cfg.judge
+    if not judge.use_llm or judge.llm is None or timeout_s is None:
+        return None
+    problem = _ask_once(judge.llm, answers, timeout_s)
+    return None if problem is None else f"the LLM judge's {problem}: its verdicts will stay pending (srag judge " \
+                                        "RUN_ID scores them once it answers, or with --no-llm)"
+
+
+def _ask_once(llm: LLMConfig, answers: dict[str, str | None], timeout_s: float) -> str | None:
+    url = llm.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"  # as the openai SDK does
+    if url not in answers:
+        answers[url] = reachable(url, timeout_s)
+    return answers[url]
+
+
+def reachable(base_url: str, timeout_s: float = ENDPOINT_TIMEOUT_S) -> str | None:
+    """None when an HTTP server answers a GET of `base_url`/models (any status: a 401 or a 404 is an answer, and the
+    run's own requests say more), else why not. No key is sent: whether it answers is all this asks."""
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=timeout_s):
+            return None
+    except urllib.error.HTTPError:
+        return None
+    except urllib.error.URLError as e:
+        return f"endpoint {base_url} does not answer ({e.reason})"
+    except (OSError, HTTPException, ValueError) as e:  # a timeout, a reset, not HTTP at all, not a URL
+        return f"endpoint {base_url} does not answer ({type(e).__name__}: {e})".replace(": )", ")")

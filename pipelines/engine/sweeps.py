@@ -18,9 +18,10 @@ from pipelines.engine.report import (
     plot_sweep,
     run_summary,
 )
-from pipelines.engine.results import RunDir, git_revision, new_run_id
+from pipelines.engine.results import RunDir, git_revision, new_run_id, read_sweep
 from pipelines.engine.scoring import compare
 from pipelines.engine.tracking import source_tags
+from pipelines.errors import UserError
 from srag_core import utc_now
 
 
@@ -239,10 +240,6 @@ def is_sweep(runs_dir: Path, some_id: str) -> bool:
     return (runs_dir / "sweeps" / some_id / "sweep.json").is_file()
 
 
-def read_sweep(sweep_dir: Path) -> SweepInfo:
-    return SweepInfo.model_validate_json((sweep_dir / "sweep.json").read_text(encoding="utf-8"))
-
-
 def _write_sweep(sweep_dir: Path, info: SweepInfo) -> None:
     (sweep_dir / "sweep.json").write_text(json.dumps(info.model_dump(mode="json"), indent=2), encoding="utf-8")
 
@@ -259,7 +256,7 @@ def ranking_text(groups: list[list[str]]) -> str:
     return " > ".join(" = ".join(group) for group in groups)
 
 
-class IncomparableRuns(ValueError):
+class IncomparableRuns(UserError):
     """Two runs that `srag compare` refuses to pair (bad input: one line names the difference)."""
 
 
