@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from typing import Callable
+from typing import Callable, Collection
 
 from srag_core.agent import Episode, utc_now
 from srag_core.corpus import Corpus
@@ -31,8 +31,10 @@ class VanillaRAG:
             out.append({"chunk": int(chunk), "filename": doc.filename, "score": round(score, 4), "text": text})
         return out
 
-    def run(self, question: str, question_id: str = "q", on_usage: Callable[[Usage], None] | None = None) -> Episode:
-        """Retrieve, then answer in one LLM call; `on_usage` is told that call's usage (as `Agent.run` does)."""
+    def run(self, question: str, question_id: str = "q", on_usage: Callable[[Usage], None] | None = None,
+            watch: Collection[str] = ()) -> Episode:
+        """Retrieve, then answer in one LLM call; `on_usage` is told that call's usage (as `Agent.run` does).
+        `watch` is accepted as `Agent.run` takes it: vanilla RAG narrows nothing, its passages say what it saw."""
         started = time.monotonic()
         ep = Episode(question_id=question_id, question=question, started_at=utc_now())
         try:

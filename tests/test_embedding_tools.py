@@ -390,3 +390,23 @@ def test_agent_with_the_embeddings_module(fake_llm, corpus, index):
     plain = Agent(corpus, llm, AgentConfig())
     assert "cosine_search" not in plain.system_prompt and "cosine_search" not in plain.tool_names
     assert REGISTRY["label_docs"].deterministic is False and REGISTRY["train_classifier"].deterministic is False
+
+
+def test_a_classifier_split_records_which_watched_documents_it_kept(corpus, index):
+    from srag_core.agent._evidence import classifier_narrowing
+
+    ws, _ = labelled_workspace(corpus, index)
+    run_tool(ws, "train_classifier", {"label_batch_id": "label_0", "label_key": CONDITION,
+                                      "model": "logistic_regression"})
+    astro = sorted(d.filename for d in corpus.docs if IS_ASTRONOMY[d.filename])
+    cooking = sorted(d.filename for d in corpus.docs if not IS_ASTRONOMY[d.filename])
+    watch = corpus.indices_of_files([astro[0], cooking[0], "not_in_the_corpus.txt"])
+    before = {id(s) for s in ws.sets.values()}
+    run_tool(ws, "apply_filter", {"filter_type": "classifier", "filter_id": "clf_1", "target_set": "all",
+                                  "output_prefix": "sky"})
+    # the split kept the astronomy document and left out the cooking one; the left-out set is not reported
+    assert classifier_narrowing(ws, before, watch) == [{"set": "sky_pos", "from": sorted([astro[0], cooking[0]]),
+                                                       "kept": [astro[0]]}]
+    before = {id(s) for s in ws.sets.values()}
+    run_tool(ws, "apply_filter", {"filter_type": "regex", "pattern": "galaxy", "target_set": "all"})
+    assert classifier_narrowing(ws, before, watch) == []  # a regex filter is not a classifier's narrowing

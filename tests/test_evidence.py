@@ -110,6 +110,44 @@ def test_the_agent_records_the_documents_that_enter_its_sets_but_not_a_filters_l
     assert set(seen.in_sets or {}) == house and set(seen.in_sets.values()) == {1}  # type: ignore[union-attr]
 
 
+def test_the_narrowing_of_the_limited_ingestion_modules_is_read_for_the_gold_documents():
+    trace = [{**prompt(), "watched_in_pattern_sets": ["A.txt"]}, llm(1),
+             tool(1, {"positive_set": "c_pos"}, entered=["A.txt"],
+                  ) | {"watched_narrowing": [{"set": "c_pos", "from": ["A.txt", "B.txt"], "kept": ["A.txt"]}]},
+             llm(2), tool(2, {"count": 1}, entered=[]) | {"watched_narrowing": [
+                 {"set": "d_pos", "from": ["A.txt"], "kept": []}]}, llm(3, "a")]
+    seen = documents_seen(trace)
+    assert seen.in_pattern_sets == ["A.txt"] and len(seen.narrowing or []) == 2
+    evidence = Evidence.of("q", 1, 1, ["A.txt", "B.txt"], seen)
+    assert evidence.pattern_share() == 0.5 and (evidence.classifier_from, evidence.classifier_kept) == (3, 1)
+    plain = Evidence.of("q", 1, 1, ["A.txt", "B.txt"], documents_seen([prompt(), llm(1, "a")]))
+    assert plain.pattern_share() is None and plain.classifier_from is None  # no module: nothing claimed
+
+
+def test_the_agent_records_which_gold_documents_the_pattern_index_holds(fake_llm, tmp_path):
+    from pipelines.config import RetrievalSettings
+    from pipelines.engine.systems import build_system
+    from srag_core import LLMClient, LLMConfig, Modules, Workspace
+    from srag_core.agent import AgentConfig
+    from srag_core.tools.patterns import register_pattern_sets
+    from tests.corpora import hearings_corpus
+    from tests.test_limited_ingestion import resources_for
+
+    corpus = hearings_corpus()
+    resources = resources_for(corpus, tmp_path)
+    ws = Workspace(corpus, modules=Modules(pattern_index=resources.pattern_index))
+    held = {corpus.docs[i].filename for name in register_pattern_sets(ws) for i in ws.sets[name].members}
+    assert held
+    fake_llm.script([json.dumps({"thought": "done", "answer": "x"})])
+    llm = LLMClient(LLMConfig(base_url=fake_llm.base_url, model="m", backoff_base_s=0.01))
+    agent = build_system("limited_ingestion", corpus, llm, AgentConfig(), RetrievalSettings(), resources)
+    watch = [d.filename for d in corpus.docs] + ["not_in_the_corpus.txt"]
+    episode = agent.run("Which committee?", "q1", watch=watch)
+    assert documents_seen(episode.trace).in_pattern_sets == sorted(held)
+    sent = json.dumps(fake_llm.requests)
+    assert "watched" not in sent and "not_in_the_corpus" not in sent  # the model never sees the watched list
+
+
 # -- failure classes and the figures -------------------------------------------------------------------------------
 
 
@@ -147,6 +185,18 @@ def test_the_summary_counts_questions_without_gold_apart_and_names_each_denomina
     assert s.failure_class_shares["wrong_evidence_missed"] == round(2 / 7, 4)
     assert s.failure_classes_by_type == {"t": s.failure_classes}
     assert "failure_wrong_evidence_seen" in s.mlflow_metrics() and "evidence_recall" in s.mlflow_metrics()
+
+
+def test_the_summary_says_how_much_gold_the_narrowing_kept_over_its_own_denominators():
+    rows = [row("a", 1.0, 2, 1.0), row("b", 0.0, 2, 0.5), row("c", 0.0, 2, 0.0), row("d", 0.0, None, None)]
+    rows[0].update(pattern_index_gold_share=1.0, classifier_gold_from=2, classifier_gold_kept=2)
+    rows[1].update(pattern_index_gold_share=0.5, classifier_gold_from=2, classifier_gold_kept=1)
+    rows[2].update(pattern_index_gold_share=None, classifier_gold_from=None, classifier_gold_kept=None)
+    rows[3].update(pattern_index_gold_share=None, classifier_gold_from=4, classifier_gold_kept=0)  # no gold: out
+    s = summarize(rows)  # type: ignore[arg-type]
+    assert s.pattern_index_questions == 2 and s.pattern_index_gold_share == 0.75
+    assert s.classifier_gold_from == 4 and s.classifier_gold_kept == 0.75
+    assert s.denominators["classifier_gold_kept"] == "classifier_gold_from"
 
 
 def test_with_epochs_evidence_is_reduced_like_the_score():

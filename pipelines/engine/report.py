@@ -112,8 +112,12 @@ def _episode_row(q: Question, st: QuestionState | None, epoch: int, not_run: str
 
 def _evidence_fields(evidence: Evidence | None) -> EpisodeRow:
     if evidence is None:
-        return EpisodeRow(evidence_known=False, evidence_recall=None, evidence_set_recall=None)
-    return EpisodeRow(evidence_known=True, evidence_recall=evidence.recall(), evidence_set_recall=evidence.set_recall())
+        return EpisodeRow(evidence_known=False, evidence_recall=None, evidence_set_recall=None,
+                          pattern_index_gold_share=None, classifier_gold_from=None, classifier_gold_kept=None)
+    return EpisodeRow(evidence_known=True, evidence_recall=evidence.recall(), evidence_set_recall=evidence.set_recall(),
+                      pattern_index_gold_share=evidence.pattern_share(),
+                      classifier_gold_from=evidence.classifier_from if evidence.gold else None,
+                      classifier_gold_kept=evidence.classifier_kept if evidence.gold else None)
 
 
 def _scored(judgement: Judgement | None) -> bool:

@@ -45,7 +45,8 @@ OUTCOMES: tuple[Outcome, ...] = ("scored", "failed", "pending", "not_run", "miss
 NOT_SCORED: tuple[Outcome, ...] = OUTCOMES[1:]
 DENOMINATORS = {"accuracy": "scored", "coverage": "n_questions", "accuracy_all": "n_questions",
                 "evidence_recall": "evidence_questions", "evidence_all_seen": "evidence_questions",
-                "evidence_set_recall": "evidence_set_questions", "failure_class_shares": "scored"}
+                "evidence_set_recall": "evidence_set_questions", "failure_class_shares": "scored",
+                "pattern_index_gold_share": "pattern_index_questions", "classifier_gold_kept": "classifier_gold_from"}
 RIGHT = 0.5  # a score at or above this is a right answer (McNemar's test, the trace tags)
 
 
@@ -151,12 +152,24 @@ def evidence_figures(rows: list[QuestionRow], episodes: list[EpisodeRow]) -> Fig
         "failure_classes": {c: classes.get(c, 0) for c in FAILURE_CLASSES},
         "failure_class_shares": {c: round(classes.get(c, 0) / len(scored), 4) if scored else 0.0
                                  for c in FAILURE_CLASSES},
+        **_narrowing_figures(known),
         "ci_method_evidence": {"evidence_recall": recall_ci[1], "evidence_all_seen": all_seen_ci[1]},
     }
     if _epochs(episodes) > 1:
         by_episode = Counter(e.get("failure_class") for e in episodes if outcome(e) == "scored")
         out["episodes_by_failure_class"] = {c: by_episode.get(c, 0) for c in FAILURE_CLASSES}
     return out
+
+
+def _narrowing_figures(known: list[QuestionRow]) -> Figures:
+    """limited_ingestion: the share of gold documents the pattern index's sets hold, and the share of those in a
+    classifier's split that it kept, over the scored questions with gold documents and a read trace."""
+    shares = [r.get("pattern_index_gold_share") for r in known]
+    present = [float(s) for s in shares if s is not None]
+    came = sum(r.get("classifier_gold_from") or 0 for r in known)
+    kept = sum(r.get("classifier_gold_kept") or 0 for r in known)
+    return {"pattern_index_questions": len(present), "pattern_index_gold_share": _mean(present),
+            "classifier_gold_from": came, "classifier_gold_kept": round(kept / came, 4) if came else None}
 
 
 def scored_values(rows: Iterable[EpisodeRow]) -> list[float]:
@@ -275,9 +288,16 @@ def _reduced_evidence(scored: list[EpisodeRow], reducer: str, gold_docs: int | N
         present = [float(v) for v in values if v is not None]
         return max(present) if best else round(fmean(present), 4)
 
+    def total(values: list[int | None]) -> int | None:  # counts over the epochs: summed where any epoch has one
+        present = [v for v in values if v is not None]
+        return sum(present) if present else None
+
     return EpisodeRow(gold_docs=gold_docs, evidence_known=bool(scored) and all(r.get("evidence_known") for r in scored),
                       evidence_recall=reduce([r.get("evidence_recall") for r in scored]),
-                      evidence_set_recall=reduce([r.get("evidence_set_recall") for r in scored]))
+                      evidence_set_recall=reduce([r.get("evidence_set_recall") for r in scored]),
+                      pattern_index_gold_share=reduce([r.get("pattern_index_gold_share") for r in scored]),
+                      classifier_gold_from=total([r.get("classifier_gold_from") for r in scored]),
+                      classifier_gold_kept=total([r.get("classifier_gold_kept") for r in scored]))
 
 
 def epoch_figures(rows: list[QuestionRow], episodes: list[EpisodeRow]) -> Figures:

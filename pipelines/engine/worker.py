@@ -188,7 +188,8 @@ class EpisodeWorker:
             self.running[key] = asdict(usage)
 
         try:
-            episode = self.system_for(epoch).run(question.question, question.id, on_usage=spent)
+            episode = self.system_for(epoch).run(question.question, question.id, on_usage=spent,
+                                                 watch=question.gold_docs or ())
         finally:
             self.running.pop(key, None)
         cpu_s = round(time.thread_time() - cpu, 4)

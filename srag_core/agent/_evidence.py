@@ -13,6 +13,11 @@ Two things, each document with the step at which it first appeared:
   prompt); a trace recorded before it did has none, and `in_sets` is then None: unknown, not empty.
 
 Only what happened before the answer counts: the events after the first final answer are ignored.
+
+Where the limited-ingestion modules narrow the documents, the loop also records what happened to the documents it
+was asked to watch (`Agent.run(watch=...)`: the evaluation's gold documents, which the model never sees): which of
+them the pattern index's sets hold (`watched_in_pattern_sets` on the prompt), and, for each classifier split, which
+were in the set it split and which it kept (`watched_narrowing` on the tool event).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from srag_core.agent._prompts import LANDSCAPE_HIT
+from srag_core.tools.embedding_tools import CLASSIFIER_PATTERN
+from srag_core.workspace import DocSet, Workspace
 
 TEXT_KEYS = frozenset({"text", "row", "preview", "excerpt", "snippet", "context"})
 """Keys under which an observation carries a document's own text."""
@@ -37,6 +44,11 @@ class DocumentsSeen(BaseModel):
     """Document -> the first step at which it was in a set the agent built; None when the trace does not say."""
     answered_at: int | None = None
     """The step of the final answer (what came after it is not counted); None without one."""
+    in_pattern_sets: list[str] | None = None
+    """The watched documents the pattern index's sets hold; None without a pattern index (or a record of it)."""
+    narrowing: list[dict[str, Any]] | None = None
+    """Each classifier split before the answer: the watched documents in the set it split (`from`) and those it kept
+    (`kept`); None when no split was recorded."""
 
 
 def documents_seen(trace: list[dict[str, Any]]) -> DocumentsSeen:
@@ -49,6 +61,8 @@ def documents_seen(trace: list[dict[str, Any]]) -> DocumentsSeen:
         if kind == "prompt":
             _first(seen.shown, (m.group("document") for m in LANDSCAPE_HIT.finditer(str(event.get("user") or ""))), 0)
             recorded_sets = bool(event.get("sets_recorded"))
+            if "watched_in_pattern_sets" in event:
+                seen.in_pattern_sets = list(event["watched_in_pattern_sets"])
         elif kind == "retrieval":
             _first(seen.shown, (str(p["filename"]) for p in event.get("passages") or () if p.get("filename")), 1)
         elif kind == "tool":
@@ -57,6 +71,8 @@ def documents_seen(trace: list[dict[str, Any]]) -> DocumentsSeen:
             if "entered_sets" in event:
                 recorded_sets = True
                 _first(in_sets, event["entered_sets"] or (), step)
+            if event.get("watched_narrowing"):
+                seen.narrowing = (seen.narrowing or []) + list(event["watched_narrowing"])
         elif kind == "llm" and _is_answer(event):
             seen.answered_at = step
             break
@@ -100,3 +116,21 @@ def _is_answer(event: dict[str, Any]) -> bool:
     answer = event.get("answer")
     return (isinstance(answer, str) and bool(answer.strip())) or ("answer" not in event and "reply" in event
                                                                   and "tool" not in event)
+
+
+def watched_in(watch: dict[str, int], sets: list[DocSet]) -> list[str]:
+    """The watched documents (filename -> index) that any of `sets` holds."""
+    return sorted(name for name, i in watch.items() if any(i in ds.members for ds in sets))
+
+
+def classifier_narrowing(ws: Workspace, sets_before: set[int], watch: dict[str, int]) -> list[dict[str, Any]]:
+    """For each classifier split this call made (its kept set, new in the workspace): the watched documents in the
+    set it split and those it kept."""
+    out = []
+    for ds in ws.sets.values():
+        if id(ds) in sets_before or ds.complement or not (ds.pattern or "").startswith(CLASSIFIER_PATTERN):
+            continue
+        source = ws.sets.get(ds.source or "")
+        held = {name for name, i in watch.items() if source is not None and i in source.members}
+        out.append({"set": ds.name, "from": sorted(held), "kept": sorted(n for n in held if watch[n] in ds.members)})
+    return out if watch else []

@@ -22,13 +22,14 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Literal, get_args
+from typing import Any, Callable, Collection, Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from srag_core.agent import _prompts as prompts
 from srag_core.agent._branching import choose_branch
+from srag_core.agent._evidence import classifier_narrowing, watched_in
 from srag_core.agent._turns import FINAL_ANSWER, Turn, turn_from_reply, turn_functions, turn_schema
 from srag_core.corpus import Corpus
 from srag_core.llm import DEFAULT_CONTEXT_TOKENS, ChatResult, LLMError, Usage
@@ -169,6 +170,7 @@ class _Run:
     doing: str = ""  # what the episode is at, for the error of a call its deadline cuts
     on_usage: Callable[[Usage], None] | None = None  # told the running total after each LLM call
     in_sets: np.ndarray | None = None  # per document of the corpus: was it in a set the agent built yet
+    watch: dict[str, int] = field(default_factory=dict)  # watched documents (`Agent.run`): filename -> index
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -214,10 +216,13 @@ class Agent:
         # Tool definitions travel with every request: the conversation budget leaves room for them.
         self.definition_chars = len(json.dumps([asdict(f) for f in self.functions])) if self.functions else 0
 
-    def run(self, question: str, question_id: str = "q", on_usage: Callable[[Usage], None] | None = None) -> Episode:
+    def run(self, question: str, question_id: str = "q", on_usage: Callable[[Usage], None] | None = None,
+            watch: Collection[str] = ()) -> Episode:
         """Answer `question`; `on_usage` is told the episode's usage so far after each LLM call (so that what an
-        episode spent is known even if it never returns)."""
-        run = _Run(Episode(question_id=question_id, question=question, started_at=utc_now()), on_usage=on_usage)
+        episode spent is known even if it never returns). `watch`: documents (filenames) whose fate in the
+        narrowing steps the trace records (the evaluation's gold documents: the model never sees them)."""
+        run = _Run(Episode(question_id=question_id, question=question, started_at=utc_now()), on_usage=on_usage,
+                   watch=self.corpus.indices_of_files(watch))
         try:
             self._loop(run, question)
         except LLMError as e:
@@ -249,13 +254,16 @@ class Agent:
                               run.started + self.config.episode_timeout_s)
         ws = Workspace(self.corpus, question=question, budgets=self.budgets,
                        regex_budget_s=self.config.regex_budget_s, modules=self._episode_modules(charged))
-        register_pattern_sets(ws)  # pat_{name} sets, when a pattern index is present
+        pattern_sets = register_pattern_sets(ws)  # pat_{name} sets, when a pattern index is present
         landscape = question_landscape(question, self.corpus) if self.config.landscape else None
         extra = self.extra_sections(question) if self.extra_sections else []
         user = prompts.question_message(question, landscape, extra)
         run.messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": user}]
         # sets_recorded: each tool event says which documents entered the agent's sets (`entered_sets`)
-        self._event(run, {"type": "prompt", "system": self.system_prompt, "user": user, "sets_recorded": True})
+        prompt = {"type": "prompt", "system": self.system_prompt, "user": user, "sets_recorded": True}
+        if pattern_sets and run.watch:  # which watched documents the pattern index's sets hold (`documents_seen`)
+            prompt["watched_in_pattern_sets"] = watched_in(run.watch, [ws.sets[n] for n in pattern_sets])
+        self._event(run, prompt)
         for step in range(1, self.config.max_steps + 1):
             turn = self._ask(run, step)
             if turn.is_answer:
@@ -276,10 +284,12 @@ class Agent:
             obs = run_tool(ws, tool, args)
             run.episode.tool_s += time.monotonic() - started
             run.episode.tool_errors += "error" in obs
-            entered = self._entered_sets(run, ws, sets_before)
+            recorded: dict[str, Any] = {"entered_sets": self._entered_sets(run, ws, sets_before)}
+            if narrowed := classifier_narrowing(ws, sets_before, run.watch):
+                recorded["watched_narrowing"] = narrowed
             if self.config.stateless:
                 ws.reset()
-            self._observe(run, step, turn, tool, args, obs, None, entered)
+            self._observe(run, step, turn, tool, args, obs, None, recorded)
         request = prompts.final_answer_request(self.config.max_steps, self.protocol)
         run.messages.append({"role": "user", "content": request})
         turn = self._ask(run, self.config.max_steps + 1, final=True)
@@ -374,7 +384,7 @@ class Agent:
         return [self.corpus.docs[i].filename for i in sorted(new)]
 
     def _observe(self, run: _Run, step: int, turn: Turn, tool: str | None, args: dict | None, obs: dict,
-                 text: str | None, entered_sets: list[str] | None = None) -> None:
+                 text: str | None, recorded: dict[str, Any] | None = None) -> None:
         """The observation goes back as the answer to the native call (a `tool` message), else as a user message;
         further calls of the same reply are answered as not run, since every call needs its answer."""
         shown = obs if self.config.diagnostics else ctx.strip_diagnostics(obs)
@@ -388,9 +398,11 @@ class Agent:
         for call_id in turn.ignored_calls:
             run.messages.append({"role": "tool", "tool_call_id": call_id,
                                  "content": "Not run: one function call per turn. Call it again on its own."})
-        # shown: what the model read; entered_sets: the documents first in a set the agent built, at this step
+        # shown: what the model read; recorded: the documents first in a set the agent built at this step, and what
+        # a classifier's split did to the watched documents (`documents_seen` reads both)
         self._event(run, {"type": "tool", "step": step, "tool": tool, "args": args, "observation": obs,
-                          "shown": rendered, "rendered_chars": len(rendered), "entered_sets": entered_sets or []})
+                          "shown": rendered, "rendered_chars": len(rendered),
+                          **(recorded or {"entered_sets": []})})
 
     def _prepare(self, run: _Run) -> list[dict[str, str]]:
         """Redact every observation the model has already answered, then compress if still over budget."""

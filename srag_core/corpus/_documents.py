@@ -20,7 +20,7 @@ import os
 import posixpath
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
 from pathlib import Path
@@ -194,6 +194,17 @@ class Corpus:
 
     def __getitem__(self, index: int) -> StoredDocument:
         return self.docs[index]
+
+    def indices_of_files(self, filenames: Iterable[str]) -> dict[str, int]:
+        """The index of each of these filenames that is in the corpus (a C scan of the filename column)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        wanted = sorted({f for f in filenames if isinstance(f, str)})
+        if not wanted:
+            return {}
+        found = pc.index_in(self.docs.column("filename"), value_set=pa.array(wanted)).to_pylist()
+        return {wanted[k]: i for i, k in enumerate(found) if k is not None}
 
     def index_of(self, doc_id: str) -> int | None:
         import pyarrow.compute as pc

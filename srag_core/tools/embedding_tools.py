@@ -387,6 +387,9 @@ def _classifier(ws: Workspace, classifier_id: str) -> TrainedClassifier:
 # apply_filter(filter_type="classifier") and listings
 
 
+CLASSIFIER_PATTERN = "classifier "  # how a classifier's split names itself in its sets' provenance
+
+
 def classifier_filter(a: Any, ws: Workspace) -> dict:
     """apply_filter's classifier path: split target_set into <prefix>_pos / <prefix>_neg by a trained classifier."""
     if not a.filter_id:
@@ -400,8 +403,8 @@ def classifier_filter(a: Any, ws: Workspace) -> dict:
     pos = [m for m, p in zip(members, proba, strict=True) if p >= 0.5]
     neg = [m for m, p in zip(members, proba, strict=True) if p < 0.5]
     prefix = a.output_prefix or f"{clf.classifier_id}_{slug(clf.label_key, 30)}"
-    kw = dict(tool="apply_filter", pattern=f"classifier {clf.classifier_id}: {clf.label_key}", source=target.name,
-              refined=True)
+    kw = dict(tool="apply_filter", pattern=f"{CLASSIFIER_PATTERN}{clf.classifier_id}: {clf.label_key}",
+              source=target.name, refined=True)
     ns = ws.add_set(f"{prefix}_neg", neg, **kw, complement=True)
     ps = ws.add_set(f"{prefix}_pos", pos, **kw)
     borderline = int(((proba > BORDERLINE[0]) & (proba < BORDERLINE[1])).sum())

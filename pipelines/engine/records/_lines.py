@@ -100,6 +100,13 @@ class Evidence(_Stored):
     """Documents in the agent's sets in all (None as for `in_sets`)."""
     answered_at: int | None = None
     """The step of the final answer (None without one)."""
+    in_pattern_sets: list[str] | None = None
+    """limited_ingestion: the gold documents the pattern index's sets hold (None without a pattern index)."""
+    classifier_from: int | None = None
+    """limited_ingestion: gold documents in the sets the episode's classifier splits split, summed over the splits
+    (None when it made none)."""
+    classifier_kept: int | None = None
+    """Of `classifier_from`, those the classifiers kept."""
     source: Literal["episode", "trace"] = "episode"
     """episode: read as the episode ended; trace: read later from its trace file."""
     recorded_at: str | None = None
@@ -114,11 +121,22 @@ class Evidence(_Stored):
                    shown={d: s for d, s in seen.shown.items() if d in wanted},
                    in_sets=None if seen.in_sets is None else {d: s for d, s in seen.in_sets.items() if d in wanted},
                    n_shown=len(seen.shown), n_in_sets=None if seen.in_sets is None else len(seen.in_sets),
-                   answered_at=seen.answered_at, source=source, recorded_at=utc_now())
+                   answered_at=seen.answered_at, source=source, recorded_at=utc_now(),
+                   in_pattern_sets=None if seen.in_pattern_sets is None else
+                   sorted(d for d in seen.in_pattern_sets if d in wanted),
+                   classifier_from=None if seen.narrowing is None else
+                   sum(len([d for d in n["from"] if d in wanted]) for n in seen.narrowing),
+                   classifier_kept=None if seen.narrowing is None else
+                   sum(len([d for d in n["kept"] if d in wanted]) for n in seen.narrowing))
 
     def recall(self) -> float | None:
         """Gold documents shown / gold documents (None without gold documents)."""
         return len(self.shown) / len(set(self.gold)) if self.gold else None
+
+    def pattern_share(self) -> float | None:
+        """Gold documents the pattern index's sets hold / gold documents (None without either)."""
+        return len(self.in_pattern_sets) / len(set(self.gold)) if self.gold and self.in_pattern_sets is not None \
+            else None
 
     def set_recall(self) -> float | None:
         """Gold documents in the agent's sets / gold documents (None without gold documents or set records)."""

@@ -60,6 +60,9 @@ class EpisodeRow(TypedDict, total=False):
     evidence_known: bool  # the latest attempt's trace was read for the gold documents (a `records.Evidence`)
     evidence_recall: float | None  # gold documents shown / gold documents (None: no gold, or not read)
     evidence_set_recall: float | None  # gold documents in the agent's sets / gold documents (None: not recorded)
+    pattern_index_gold_share: float | None  # gold documents the pattern index's sets hold / gold documents
+    classifier_gold_from: int | None  # gold documents in the sets its classifier splits split (None: no split)
+    classifier_gold_kept: int | None  # of those, the ones the classifiers kept
     failure_class: str | None  # a scored row's class (`scoring.FAILURE_CLASSES`); None when not scored
 
 

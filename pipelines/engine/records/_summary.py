@@ -213,6 +213,17 @@ class RunSummary(BaseModel):
     evidence_set_recall: Annotated[float | None, Show("evidence")] = None
     """Mean share of a question's gold documents that were in a set the agent built (not a filter's left-out
     documents), over `evidence_set_questions`."""
+    pattern_index_questions: Annotated[int, Show("evidence")] = 0
+    """limited_ingestion: `evidence_questions` whose episodes had a pattern index: the denominator of
+    `pattern_index_gold_share`."""
+    pattern_index_gold_share: Annotated[float | None, Show("evidence")] = None
+    """Mean share of a question's gold documents that the pattern index's sets hold (how much of the evidence
+    pattern discovery's narrowing keeps), over `pattern_index_questions`."""
+    classifier_gold_from: Annotated[int, Show("evidence")] = 0
+    """limited_ingestion: gold documents that were in a set a classifier split (counted once per split), over the
+    `evidence_questions`: the denominator of `classifier_gold_kept`."""
+    classifier_gold_kept: Annotated[float | None, Show("evidence")] = None
+    """Share of `classifier_gold_from` the classifiers kept (None when no classifier split held a gold document)."""
     questions_without_gold: Annotated[int, Show("evidence")] = 0
     """Scored questions whose gold documents are not known: counted apart, never guessed."""
     questions_evidence_unknown: Annotated[int, Show("evidence")] = 0
