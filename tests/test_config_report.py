@@ -239,7 +239,10 @@ def test_every_question_counts_and_each_figure_names_its_denominator():
     assert s.n_questions == 82 and s.scored == 77 and s.failed == 5 and s.episodes_no_answer == 10
     assert s.accuracy == round(62 / 77, 4)  # was 62/72 when the empty answers vanished from the mean
     assert s.coverage == round(77 / 82, 4) and s.accuracy_all == round(62 / 82, 4)
-    assert s.denominators == {"accuracy": "scored", "coverage": "n_questions", "accuracy_all": "n_questions"}
+    assert {k: s.denominators[k] for k in ("accuracy", "coverage", "accuracy_all")} == \
+        {"accuracy": "scored", "coverage": "n_questions", "accuracy_all": "n_questions"}
+    # every figure with a denominator, and the denominator itself, is a figure of the summary
+    assert all(hasattr(s, figure) and hasattr(s, count) for figure, count in s.denominators.items())
     assert s.outcome_counts == {"scored": 77, "failed": 5, "pending": 0, "not_run": 0, "missing": 0}
     assert not s.complete
     for figure in ("accuracy", "coverage", "accuracy_all"):

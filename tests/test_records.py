@@ -39,6 +39,8 @@ def test_a_run_folder_of_the_previous_release_reports_the_same_figures(tmp_path,
         now = report[RENAMED.get(key, key)]
         if key == "status_counts":  # a status was added (time_limit), with no episode in these runs
             assert {k: now[k] for k in value} == value and sum(now.values()) == sum(value.values())
+        elif key == "denominators":  # figures were added (issue 38: evidence), each naming its own
+            assert {k: now[k] for k in value} == value
         elif key not in CHANGED:
             assert now == value, key
     assert report["failed"] == report["outcome_counts"]["failed"]  # questions, as every count not named episodes_

@@ -11,8 +11,8 @@ What a trace holds (`episode_trace`): a root AGENT span for the question; a CHAT
 messages as sent (after redaction and compression), the reply, the model and the token usage in MLflow's standard
 attributes (so the UI's token and cost views add them up); a TOOL span per tool call with the observation as the
 model read it (ablations applied), in error when the tool returned an error; a RETRIEVER span for vanilla RAG's
-search; a RETRIEVER span "documents seen" listing the documents whose text the episode showed its model
-(`srag_core.documents_seen`). Tags say the run, variant, dataset, question and its type; the gold answer is an
+search. The root span's attributes list the documents whose text the episode showed its model and those in the sets
+it built (`srag_core.documents_seen`). Tags say the run, variant, dataset, question and its type; the gold answer is an
 expectation, the share of the gold documents shown an `evidence_recall` feedback, and the judge's verdict a feedback
 (`attach_verdict`) when it arrives, with the episode's `failure_class` beside it.
 """
@@ -256,9 +256,10 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
     tags = {**ctx.tags, "srag.question_id": record["question_id"], "srag.attempt": str(record.get("attempt", 1)),
             "srag.epoch": str(record.get("epoch", 1)),
             "srag.status": record["status"], "srag.question_type": str(question.type if question else None)}
+    seen = documents_seen(record.get("trace", []))
     root = client.start_trace(name=f"episode {record['question_id']}", span_type="AGENT",
                               inputs={"question": record["question"]}, experiment_id=experiment_id, run_id=run_id,
-                              start_time_ns=start_ns, tags=tags)
+                              attributes=seen_attributes(seen), start_time_ns=start_ns, tags=tags)
     trace_id = root.trace_id
     previous_t = 0.0
     for ev in record.get("trace", []):
@@ -275,14 +276,6 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
                             status=content["status"], end_time_ns=end)
         previous_t = t
     end_ns = start_ns + int(record.get("wall_s", 0) * 1e9)
-    seen = documents_seen(record.get("trace", []))
-    if seen.shown:  # MLflow's retrieval views and judges read a RETRIEVER span's document list
-        span = client.start_span(name="documents seen", trace_id=trace_id, parent_id=root.span_id,
-                                 span_type="RETRIEVER", inputs={"question": record["question"]},
-                                 attributes={"srag.in_sets": seen.in_sets, "srag.answered_at": seen.answered_at},
-                                 start_time_ns=end_ns)
-        client.end_span(trace_id=trace_id, span_id=span.span_id, outputs=seen_documents(seen), status="OK",
-                        end_time_ns=end_ns)
     finished = record["status"] in FINISHED
     client.end_trace(trace_id=trace_id, outputs={"answer": record.get("answer"), "status": record["status"],
                                                  "error": record.get("error")},
@@ -302,12 +295,14 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
     return trace_id
 
 
-def seen_documents(seen: DocumentsSeen) -> list[dict[str, Any]]:
-    """The documents an episode showed its model, in the order they first were, as MLflow's retriever documents
-    (the text shown is in the tool spans)."""
+def seen_attributes(seen: DocumentsSeen) -> dict[str, Any]:
+    """The documents an episode showed its model (in the order they first were, with that step) and the step of its
+    answer, as the root span's attributes. Not a RETRIEVER span: MLflow's retrieval judges would read its empty
+    texts as retrieved context; the text shown is in the tool spans."""
     order = sorted(seen.shown.items(), key=lambda item: item[1])
-    return [{"id": name, "page_content": "", "metadata": {"doc_uri": name, "first_step": step}}
-            for name, step in order]
+    return {"srag.documents_shown": [{"document": name, "first_step": step} for name, step in order],
+            "srag.documents_in_sets": sorted(seen.in_sets) if seen.in_sets is not None else None,
+            "srag.answered_at": seen.answered_at}
 
 
 def attach_evidence(client, trace_id: str, evidence: Evidence) -> None:
