@@ -26,6 +26,7 @@ from srag_core.agent import (
     DocumentsSeen,
     Episode,
     Status,
+    document_texts,
     documents_seen,
     utc_now,
 )
@@ -59,6 +60,6 @@ from srag_core.workspace import (
 __all__ = ["FAILED", "FINISHED", "REGISTRY", "STATUSES", "Agent", "AgentConfig", "Budget", "Budgets", "ChatResult",
            "Corpus", "CorpusError", "DocSet", "Document", "DocumentsSeen", "Episode", "LLMClient", "LLMConfig",
            "LLMError", "Modules", "RegexError", "RegexTimeout", "Status", "Usage", "ValueSet", "VanillaRAG", "Window",
-           "Workspace", "WorkspaceError", "anchor_tokens", "compile_untrusted", "documents_seen",
+           "Workspace", "WorkspaceError", "anchor_tokens", "compile_untrusted", "document_texts", "documents_seen",
            "filename_for_title", "load_corpus", "normalize_sections", "question_landscape", "run_tool", "unique_name",
            "utc_now"]

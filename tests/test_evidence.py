@@ -60,6 +60,23 @@ def test_only_what_the_model_was_sent_counts():
     assert documents_seen(trace).shown == {"Kept.txt": 1}  # the context budget cut the second one
 
 
+def test_a_tool_span_that_showed_text_is_a_retriever_span_with_that_text():
+    from pipelines.engine.tracking import span_content
+
+    observation = {"positive_set": "p", "sample_positive_docs": [{"doc_id": "L", "filename": "Listed.txt"}],
+                   "snippets": {"positive": [{"filename": "Kept.txt", "text": "a line of it"},
+                                             {"filename": "Kept.txt", "text": "another line"},
+                                             {"filename": "Cut.txt", "text": "never sent"}]}}
+    event = tool(1, observation, shown='{"snippets": {"positive": [{"filename": "Kept.txt", "text": "a line of it"}...')
+    span = span_content(event, "m")
+    assert span["span_type"] == "RETRIEVER" and span["attributes"]["srag.shown"] == event["shown"]
+    assert span["outputs"] == [{"id": "Kept.txt", "page_content": "a line of it\nanother line",
+                                "metadata": {"doc_uri": "Kept.txt"}}]  # a listed name is no text; Cut.txt not sent
+    values = tool(2, {"count": 3, "sample_values": [{"filename": "V.txt", "value": 1}]})
+    counted = span_content(values, "m")  # a count and a value are no text of a document: a TOOL span
+    assert "span_type" not in counted and counted["outputs"] == {"observation": values["shown"]}
+
+
 def test_a_document_read_after_the_answer_is_not_counted():
     read = {"docs": [{"filename": "Late.txt", "text": "z"}]}
     trace = [prompt(), llm(1, "the answer"), tool(2, read, entered=["Late.txt"])]

@@ -231,10 +231,15 @@ def test_traces_carry_correctness_and_standard_span_content(sweep):
         assert tools, variant  # the scripted agent calls a tool in every episode that reaches it
         q4 = [(tags, span) for tags, span in tools if tags["srag.question_id"] == "q004"]
         assert q4 and all(span.status.status_code.value == "ERROR" for _, span in q4)
-        shown = [span.outputs["observation"] for _, span in tools if span.status.status_code.value == "OK"]
+        shown = [_shown(span) for _, span in tools if span.status.status_code.value == "OK"]
         with_diagnostics = [o for o in shown if any(f'"{k}"' in o for k in DIAGNOSTIC_KEYS)]
         # zero_ingestion's tool results carry diagnostics (so the check below could fail), no_diagnostics' none
         assert shown and len(with_diagnostics) == (len(shown) if variant == "zero_ingestion" else 0), variant
+
+
+def _shown(span) -> str:
+    """The observation as the model read it: a tool span's output, a retriever span's `srag.shown`."""
+    return span.outputs["observation"] if span.span_type == "TOOL" else span.attributes["srag.shown"]
 
 
 def _check_spans(trace, variant: str, tags: dict) -> list:
@@ -257,9 +262,12 @@ def _check_spans(trace, variant: str, tags: dict) -> list:
         assert all("chunk_id" in d["metadata"] and "score" in d["metadata"] for d in retrieval.outputs)
         assert retrieval.end_time_ns > retrieval.start_time_ns
         return []
-    tools = [s for s in spans if s.span_type == "TOOL"]
+    # a tool's span; a RETRIEVER span when it showed the model text of documents, each with the text shown
+    tools = [s for s in spans if s.span_type == "TOOL" or (s.span_type == "RETRIEVER" and "srag.step" in s.attributes)]
     for tool in tools:
-        shown = tool.outputs["observation"]
+        shown = _shown(tool)
+        if tool.span_type == "RETRIEVER":
+            assert tool.outputs and all(d["page_content"] and d["metadata"]["doc_uri"] in shown for d in tool.outputs)
         later = [c for c in chats if c.start_time_ns >= tool.end_time_ns]
         if later:  # the observation on the span is what the model read next
             assert any(shown in m["content"] for m in later[0].inputs["messages"])

@@ -10,7 +10,8 @@ of the variable holding an API key), and a key named like a secret is dropped an
 What a trace holds (`episode_trace`): a root AGENT span for the question; a CHAT_MODEL span per LLM call with the
 messages as sent (after redaction and compression), the reply, the model and the token usage in MLflow's standard
 attributes (so the UI's token and cost views add them up); a TOOL span per tool call with the observation as the
-model read it (ablations applied), in error when the tool returned an error; a RETRIEVER span for vanilla RAG's
+model read it (ablations applied), in error when the tool returned an error, and a RETRIEVER span instead when it
+showed the model text of documents (`retrieved_documents`, `shown_documents`); a RETRIEVER span for vanilla RAG's
 search. The root span's attributes list the documents whose text the episode showed its model and those in the sets
 it built (`srag_core.documents_seen`). Tags say the run, variant, dataset, question and its type; the gold answer is an
 expectation, the share of the gold documents shown an `evidence_recall` feedback, and the judge's verdict a feedback
@@ -33,7 +34,7 @@ from typing import Any, Callable
 from pipelines.datasets import Question
 from pipelines.engine.records import EpisodeRecord, Evidence, Judgement
 from pipelines.paths import source_checkout
-from srag_core import FINISHED, DocumentsSeen, documents_seen
+from srag_core import FINISHED, DocumentsSeen, document_texts, documents_seen
 
 log = logging.getLogger(__name__)
 # A config key whose last part names a secret: api_key, hf_token, client_secret... but not max_tokens,
@@ -353,8 +354,8 @@ def span_content(ev: dict[str, Any], model: str) -> dict[str, Any]:
         span: dict[str, Any] = {"name": str(ev.get("tool") or "invalid turn"), "inputs": {"args": ev.get("args")},
                 "outputs": {"observation": shown}, "attributes": {"srag.step": ev.get("step")},
                 "status": _error(str(error)) if error else "OK"}
-        documents = retrieved_documents(obs) if not error else None
-        if documents is not None:  # MLflow's retrieval judges read a RETRIEVER span's document list
+        documents = None if error else retrieved_documents(obs) or shown_documents(obs, str(shown))
+        if documents:  # MLflow's retrieval judges read a RETRIEVER span's document list
             span.update(span_type="RETRIEVER", outputs=documents,
                         attributes={**span["attributes"], "srag.observation": _without_documents(obs),
                                     "srag.shown": shown})
@@ -386,6 +387,18 @@ def retrieved_documents(observation: Any) -> list[dict[str, Any]] | None:
                                   **{k: d[k] for k in ("rank", "score", "chunk_idx", "start_char") if k in d}}}
                     for d in items]
     return None
+
+
+def shown_documents(observation: Any, shown: str) -> list[dict[str, Any]]:
+    """The documents whose text a tool observation showed the model (a snippet, a match preview, a table row: those
+    `srag_core.documents_seen` counts as shown, named in what the model was sent), each with that text, as MLflow's
+    retriever documents."""
+    texts: dict[str, list[str]] = {}
+    for name, text in document_texts(observation):
+        if name in shown:
+            texts.setdefault(name, []).append(text)
+    return [{"id": name, "page_content": "\n".join(parts), "metadata": {"doc_uri": name}}
+            for name, parts in texts.items()]
 
 
 def _without_documents(observation: dict[str, Any]) -> dict[str, Any]:

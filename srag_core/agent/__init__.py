@@ -7,11 +7,17 @@ It sits on top: it imports the corpus, LLM, workspace and tools rooms, and nothi
 """
 
 from srag_core.agent._branching import choose_branch
-from srag_core.agent._evidence import TEXT_KEYS, DocumentsSeen, documents_seen, documents_with_text
+from srag_core.agent._evidence import (
+    TEXT_KEYS,
+    DocumentsSeen,
+    document_texts,
+    documents_seen,
+    documents_with_text,
+)
 from srag_core.agent._loop import FAILED, FINISHED, STATUSES, Agent, AgentConfig, Episode, Status, utc_now
 from srag_core.agent._prompts import enabled_tools, system_prompt
 from srag_core.agent._turns import FINAL_ANSWER, Turn, turn_from_reply, turn_functions, turn_schema
 
 __all__ = ["FAILED", "FINAL_ANSWER", "FINISHED", "STATUSES", "TEXT_KEYS", "Agent", "AgentConfig", "DocumentsSeen",
-           "Episode", "Status", "Turn", "choose_branch", "documents_seen", "documents_with_text", "enabled_tools",
-           "system_prompt", "turn_from_reply", "turn_functions", "turn_schema", "utc_now"]
+           "Episode", "Status", "Turn", "choose_branch", "document_texts", "documents_seen", "documents_with_text",
+           "enabled_tools", "system_prompt", "turn_from_reply", "turn_functions", "turn_schema", "utc_now"]

@@ -81,29 +81,39 @@ def documents_seen(trace: list[dict[str, Any]]) -> DocumentsSeen:
 
 
 def documents_with_text(observation: Any) -> Iterator[str]:
-    """The documents an observation carries text of: each object naming a document (`filename`, else `doc_id`)
-    with a non-blank `TEXT_KEYS` value in it or in the objects under it that name no document of their own."""
+    """The documents an observation carries text of (`document_texts`), by name."""
+    return (name for name, _ in document_texts(observation))
+
+
+def document_texts(observation: Any) -> Iterator[tuple[str, str]]:
+    """Each object of an observation naming a document (`filename`, else `doc_id`) with its non-blank `TEXT_KEYS`
+    values and those of the objects under it that name no document of their own, as (document, the texts joined)."""
     if isinstance(observation, list):
         for item in observation:
-            yield from documents_with_text(item)
+            yield from document_texts(item)
     elif isinstance(observation, dict):
         name = observation.get("filename") or observation.get("doc_id")
-        if isinstance(name, str) and _has_text(observation):
-            yield name
+        if isinstance(name, str):
+            texts = list(_texts(observation))
+            if texts:
+                yield name, "\n".join(texts)
         for value in observation.values():
             if isinstance(value, (dict, list)):
-                yield from documents_with_text(value)
+                yield from document_texts(value)
 
 
-def _has_text(obj: Any) -> bool:
+def _texts(obj: Any) -> Iterator[str]:
     if isinstance(obj, list):
-        return any(_has_text(item) for item in obj)
-    if not isinstance(obj, dict):
-        return False
-    if any(isinstance(obj.get(key), str) and obj[key].strip() for key in TEXT_KEYS):
-        return True
-    return any(_has_text(v) for v in obj.values()
-               if isinstance(v, list) or (isinstance(v, dict) and not (v.get("filename") or v.get("doc_id"))))
+        for item in obj:
+            yield from _texts(item)
+    elif isinstance(obj, dict):
+        for key in sorted(TEXT_KEYS & obj.keys()):
+            if isinstance(obj[key], str) and obj[key].strip():
+                yield obj[key]
+        for value in obj.values():
+            if isinstance(value, list) or (isinstance(value, dict) and not (value.get("filename")
+                                                                            or value.get("doc_id"))):
+                yield from _texts(value)
 
 
 def _first(into: dict[str, int], documents: Any, step: int) -> None:
