@@ -186,6 +186,28 @@ def test_the_paired_interval_agrees_with_the_test_in_the_degenerate_cases():
     # no discordant question: no interval rather than [0, 0], and no detectable effect to speak of
     out = compare(rows([1.0, 0.0]), rows([1.0, 0.0]))
     assert out.difference_ci95 is None and out.p_value == 1.0 and out.min_detectable_effect is None
+    assert out.unestimated_reason.startswith("no discordant question")
+    assert compare(rows([0.0] * 4), rows([1.0] * 4)).unestimated_reason is None
+
+
+def test_a_paired_t_without_spread_says_so_and_keeps_scipys_p():
+    from scipy import stats
+
+    def rows(scores):  # three epochs' mean scores: the paired t-test, not McNemar's
+        return [{"question_id": f"q{i}", "status": "ok", "score": s, "epochs": 3} for i, s in enumerate(scores)]
+
+    same = compare(rows([0.0] * 4), rows([0.0] * 4))  # every question 0 in both (the local model's demo sweep)
+    assert same.test == "paired_t" and same.difference_ci95 is None and same.min_detectable_effect is None
+    assert same.p_value == 1.0 and "difference is 0" in same.unestimated_reason
+    # B a third better on every question: SciPy's paired t-test says p = 0 (it was reported as 1)
+    ahead = compare(rows([0.0] * 4), rows([1 / 3] * 4))
+    assert ahead.p_value == stats.ttest_rel([1 / 3] * 4, [0.0] * 4).pvalue == 0.0
+    assert ahead.difference_ci95 is None and "no spread" in ahead.unestimated_reason
+    one = compare(rows([0.0]), rows([1 / 3]))
+    assert one.p_value == 1.0 and "at least 2" in one.unestimated_reason
+    spread = compare(rows([0.0, 0.0, 1 / 3, 2 / 3]), rows([1 / 3, 0.0, 1 / 3, 1.0]))
+    assert spread.unestimated_reason is None and spread.p_value == pytest.approx(
+        stats.ttest_rel([1 / 3, 0.0, 1 / 3, 1.0], [0.0, 0.0, 1 / 3, 2 / 3]).pvalue)
 
 
 def test_compare_pairs_questions_and_intervals_cover_the_difference():

@@ -469,6 +469,9 @@ def print_pairwise(out: SweepSummary) -> None:
         print(wrapped(f"p_holm and p_bh adjust p over each dataset's {family}-pair family (Holm: family-wise error "
                       "at most 5%; Benjamini-Hochberg: false discovery rate, for exploring); mde: the difference the "
                       "pair's questions detect with 80% power"))
+        for p in out.pairwise:
+            if p.unestimated_reason:
+                print(wrapped(f"{p.run_b} - {p.run_a} ({p.dataset}): no interval or mde: {p.unestimated_reason}"))
     for pair in out.incomparable:
         print(wrapped(f"not compared: {pair.run_a} and {pair.run_b} ({pair.dataset}): {'; '.join(pair.differences)}"))
     for dataset, groups in out.rankings.items():
@@ -513,9 +516,11 @@ def comparison_lines(result: RunComparison) -> list[str]:
             "paired_t_clustered": "paired t, clustered"}[result.test]
     lines.append(f"B - A = {result.difference}, 95% interval {result.difference_ci95} ({test}, the interval the "
                  f"test inverts), p = {result.p_value:.4g}")
-    mde = f"{result.min_detectable_effect:.3f}" if result.min_detectable_effect is not None else "unknown"
+    mde = f"{result.min_detectable_effect:.3f}" if result.min_detectable_effect is not None else "none"
     lines.append(f"minimum detectable effect (80% power, alpha 0.05, these {result.n_paired} paired questions): "
                  f"{mde}; a non-significant difference smaller than that says too few questions, not no effect")
+    if result.unestimated_reason:
+        lines.append(f"no interval or detectable effect: {result.unestimated_reason}")
     if result.failure_class_moves:  # where the difference comes from: retrieval misses or reasoning
         moves = ", ".join(f"{move} {n}" for move, n in result.failure_class_moves.items())
         lines.append(f"failure classes that changed (A -> B, questions): {moves}")

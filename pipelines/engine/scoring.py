@@ -433,24 +433,31 @@ def compare(rows_a: list[QuestionRow], rows_b: list[QuestionRow], *, threshold: 
     epochs = max((r.get("epochs", 1) for r in (*a.values(), *b.values())), default=1)
     binary = epochs == 1 and all(v in (0.0, 1.0) for v in [*sa.values(), *sb.values()])
     ci: Interval | None = None
+    mde: float | None = None
+    why: str | None = None
     if grouped is not None:  # questions that share a source are not independent pairs: McNemar's test assumes so
-        test, ci_method, p, mde = "paired_t_clustered", "paired_t_clustered", 1.0, None
-        if len(set(grouped)) >= MIN_CLUSTERS and len(set(diffs)) > 1:
-            lo, hi, se = evalstats.paired_mean_interval(diffs, level, clusters=grouped, dist="t")
-            ci, p = [lo, hi], float(evalstats.paired_mean_p(diffs, clusters=grouped, dist="t"))
-            # the clustered standard error in place of sd / sqrt(n): the design effect of the clusters included
-            mde = evalstats.min_detectable_effect_paired(n, se * math.sqrt(n))
+        test = ci_method = "paired_t_clustered"
+        # no test at all with too few clusters: the most conservative p, and the reason
+        p, why = 1.0, f"{len(set(grouped))} clusters, fewer than {MIN_CLUSTERS} for a clustered test (p is 1)"
+        if len(set(grouped)) >= MIN_CLUSTERS:
+            p = evalstats.paired_mean_p(diffs, clusters=grouped, dist="t")
+            ci, mde, why = _t_interval(diffs, level, grouped)
     elif binary:
         test, ci_method, p = "mcnemar_midp", "mcnemar_midp_inversion", float(evalstats.mcnemar_midp_p(only_a, only_b))
         interval = evalstats.mcnemar_midp_difference_interval(only_a, only_b, n, level)
         ci = list(interval) if interval is not None else None
         mde = _binary_mde(n, only_a + only_b)
+        if not only_a + only_b:
+            why = ("no discordant question (each paired question right in both runs or wrong in both): the data say "
+                   "nothing of the spread")
+        elif mde is None:
+            why = f"{n} paired questions are too few for any difference to reach 80% power"
     else:
-        test, ci_method, p, mde = "paired_t", "paired_t", 1.0, None
-        if n >= 2 and len(set(diffs)) > 1:
-            lo, hi, _ = evalstats.paired_mean_interval(diffs, level, dist="t")
-            ci, p = [lo, hi], float(evalstats.paired_mean_p(diffs, dist="t"))
-            mde = evalstats.min_detectable_effect_paired(n, stdev(diffs))
+        test = ci_method = "paired_t"
+        p, why = 1.0, f"{n} paired question(s): a test or an interval needs at least 2 (p is 1)"
+        if n >= 2:
+            p = evalstats.paired_mean_p(diffs, dist="t")
+            ci, mde, why = _t_interval(diffs, level)
     return Comparison(
         n_paired=n, n_left_out=sum(left_out.values()),
         left_out={reason: left_out.get(reason, 0) for reason in NOT_SCORED},
@@ -459,10 +466,23 @@ def compare(rows_a: list[QuestionRow], rows_b: list[QuestionRow], *, threshold: 
         accuracy_a=_mean(sa.values()), accuracy_b=_mean(sb.values()), difference=_mean(diffs), test=test,
         p_value=round(p, 6), difference_ci95=[round(ci[0], 4), round(ci[1], 4)] if ci else None,
         ci_method=ci_method,
-        min_detectable_effect=round(mde, 4) if mde is not None else None,
+        min_detectable_effect=round(mde, 4) if mde is not None else None, unestimated_reason=why,
         failure_class_moves=_moves([(a[q].get("failure_class"), b[q].get("failure_class")) for q in paired]),
         replaced_scored_a=sum(1 for q in paired if a[q].get("replaced_scored")),
         replaced_scored_b=sum(1 for q in paired if b[q].get("replaced_scored")))
+
+
+def _t_interval(diffs: list[float], level: float,
+                grouped: list[Any] | None = None) -> tuple[Interval | None, float | None, str | None]:
+    """The paired t interval of the mean difference (clustered with `grouped`), the minimum detectable effect from the
+    same standard error (so a clustered one includes the clusters' design effect), and why neither can be given."""
+    import evalstats
+
+    if len(set(diffs)) <= 1:
+        return None, None, (f"every paired question's difference is {diffs[0]:.4g}: no spread to estimate an interval "
+                            "or a detectable effect from" + ("" if diffs[0] == 0 else " (the t-test's p is then 0)"))
+    lo, hi, se = evalstats.paired_mean_interval(diffs, level, clusters=grouped, dist="t")
+    return [lo, hi], evalstats.min_detectable_effect_paired(len(diffs), se * math.sqrt(len(diffs))), None
 
 
 def _moves(pairs: list[tuple[str | None, str | None]]) -> dict[str, int]:

@@ -47,7 +47,8 @@ class Comparison(_Model):
     per-question differences); paired_t_clustered (the same on the clustered standard error, t with G - 1 degrees of
     freedom) when the questions declare clusters that some of them share."""
     p_value: float
-    """Two-sided p-value of `test`, unadjusted (a sweep adjusts it for its family of comparisons)."""
+    """Two-sided p-value of `test`, unadjusted (a sweep adjusts it for its family of comparisons); 1 when no test can
+    be made (fewer than 2 paired questions, too few clusters: `unestimated_reason` says which)."""
     difference_ci95: Interval | None
     """95% interval of `difference` that agrees with `test`: it holds 0 exactly when the test does not reject at 0.05
     (None when the data say nothing of the spread: no discordant pair, fewer than two paired questions)."""
@@ -57,6 +58,9 @@ class Comparison(_Model):
     """The difference this many paired questions detect with 80% power at alpha 0.05 (two-sided), from the observed
     discordance (binary scores) or standard deviation of the differences: a non-significant difference smaller than
     this says "too few questions", not "no effect"."""
+    unestimated_reason: str | None = None
+    """Why `difference_ci95` or `min_detectable_effect` is None (no discordant question, no spread, too few
+    questions or clusters); None when both are given."""
     failure_class_moves: dict[str, int] = {}
     """Paired questions whose failure class (`scoring.FAILURE_CLASSES`) differs between A and B, by move (`A's class
     -> B's class`), most first: where a difference in accuracy comes from (retrieval misses fixed, reasoning lost)."""
@@ -96,6 +100,7 @@ class PairwiseRow(_Model):
     test: PairedTest
     p_value: float
     min_detectable_effect: float | None
+    unestimated_reason: str | None
     both_right: int
     only_a_right: int
     only_b_right: int
