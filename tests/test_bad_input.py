@@ -114,6 +114,10 @@ CASES: dict[str, tuple[Case, int, str]] = {
         lambda i: ["sweep", i.sweep("s.yaml", {}, llm={"model": "m", "base_url": i.nothing_listens},
                                     local_model={"enabled": False}), *RUNS, str(i.runs)],
         2, "does not answer ([Errno 111] Connection refused): start it, or fix llm.base_url"),
+    "run: an endpoint that does not answer": (
+        lambda i: ["run", "--dataset", "twowiki-sample", "--model", "m", "--base-url", i.nothing_listens,
+                   *RUNS, str(i.runs)],
+        2, "does not answer ([Errno 111] Connection refused): start it, or fix llm.base_url"),
     "sweep: a run config": (
         lambda i: ["sweep", str(REPO / "configs" / "local_smollm2.yaml"), "--dry-run", *RUNS, str(i.runs)],
         2, "local_smollm2.yaml is a run config, not a sweep: run it with srag run "),

@@ -5,8 +5,12 @@ run, and `--resume` with a larger budget finishes it), and a stop for an endpoin
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
@@ -41,6 +45,26 @@ class PricedAgent:
         prompt, completion = 400 + 150 * (n % 7), 20 + 40 * (n % 3)
         return {"content": reply, "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                                             "total_tokens": prompt + completion}}
+
+
+@contextmanager
+def answers_once() -> Iterator[str]:
+    """The base URL of a server that answers one request (a 404, as a server without /models would) and then stops
+    listening, so every later request is refused: an endpoint that dies after the run's check of it."""
+    class NotFound(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=lambda: (server.handle_request(), server.server_close()), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        thread.join(timeout=1)
 
 
 def _config(tmp_path, sample_dir, base_url: str, n: int, **overrides) -> str:
@@ -232,10 +256,21 @@ def test_a_401_endpoint_stops_the_run_after_a_handful_of_requests(ray_local, tmp
 
 
 @pytest.mark.slow
-def test_a_refused_connection_stops_the_run_and_transient_errors_do_not(ray_local, fake_llm, tmp_path, sample_dir):
+def test_a_refused_connection_stops_the_run_and_transient_errors_do_not(ray_local, fake_llm, tmp_path, sample_dir,
+                                                                        capsys):
+    from pipelines.cli import main
+
     closed = f"http://127.0.0.1:{free_port('127.0.0.1')}/v1"
-    _, refused = cli("run", _config(tmp_path, sample_dir, closed, 12), "--runs-dir", str(tmp_path / "runs"))
+    # nobody answers from the start: srag run says so before it starts (a run folder, MLflow, Ray: none of it)
+    assert main(["run", _config(tmp_path, sample_dir, closed, 12), "--runs-dir", str(tmp_path / "runs")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.endswith("does not answer ([Errno 111] Connection refused): start it, or fix llm.base_url")
+    assert not (tmp_path / "runs").exists() or not any(p.name != "mlruns" for p in (tmp_path / "runs").iterdir())
+    # an endpoint that answers the check, then goes away: the guard stops the run, every question accounted for
+    with answers_once() as dying:
+        _, refused = cli("run", _config(tmp_path, sample_dir, dying, 12), "--runs-dir", str(tmp_path / "runs"))
     assert refused["stopped"]["kind"] == "endpoint" and "connection refused" in refused["stopped"]["reason"]
+    assert refused["not_run"] + refused["failed"] == 12
     fake_llm.respond_with(lambda request: {"status": 500, "body": {"error": {"message": "overloaded"}}})
     _, flaky = cli("run", _config(tmp_path, sample_dir, fake_llm.base_url, 8), "--runs-dir", str(tmp_path / "runs"))
     assert flaky["stopped"] is None and flaky["failed"] == 8  # a 5xx is a passing fault: every question was tried

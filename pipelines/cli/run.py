@@ -80,7 +80,8 @@ def _register_run(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "run", "run one configuration over a benchmark", """
         Run one system variant with one LLM over a benchmark's questions on Ray, judge every answer, and log the run
         to MLflow. The run folder (RUNS_DIR/RUN_ID) holds everything: the resolved config, every episode and verdict,
-        the traces and the summary.
+        the traces and the summary. Before it starts, the endpoint is asked whether it answers (a local model is
+        started by the run and is not asked); one that does not stops it with status 2, nothing spent.
 
         Give a run config file, or the essentials as flags: --dataset (or --corpus with --questions) and --model;
         flags given beside a config file override it. --resume RUN_ID continues a run that stopped or was killed.
@@ -255,7 +256,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise CliError("--epochs sets a new run's epochs; a resumed run keeps the ones it was started with")
         result = _continue(RunDir.open(args.runs_dir, args.resume), None, args, max_cost_usd=args.max_cost)
     else:
-        result = lifecycle.run_one(config_from_args(args), args.runs_dir, quiet=args.quiet)
+        from pipelines.engine.sweep_plan import ENDPOINT_TIMEOUT_S
+
+        result = lifecycle.run_one(config_from_args(args), args.runs_dir, quiet=args.quiet,
+                                   endpoint_timeout_s=ENDPOINT_TIMEOUT_S)
     return _print_run(result, args)
 
 

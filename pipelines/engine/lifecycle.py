@@ -56,6 +56,7 @@ from pipelines.engine.results import (
     package_versions,
 )
 from pipelines.engine.scheduler import Scheduler, Work, WorkerPool
+from pipelines.engine.sweep_plan import endpoint_problem, judge_warning
 from pipelines.engine.systems import VariantResources, effective_config, prepare_resources
 from pipelines.engine.tracking import (
     MlflowSink,
@@ -66,6 +67,7 @@ from pipelines.engine.tracking import (
     tracking_uri,
     write_table,
 )
+from pipelines.errors import UserError
 from srag_core import FINISHED, Corpus, LLMClient, LLMConfig, load_corpus, utc_now
 from srag_core.llm import check_transport
 
@@ -585,17 +587,30 @@ def _start_together(cfg: RunConfig, runs_dir: Path, with_ray: bool) -> Tracker:
         return opening.result()
 
 
+class EndpointError(UserError):
+    """The run's endpoint does not answer before the run starts."""
+
+
 def run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | None = None,
-            sweep_id: str | None = None, parent: str | None = None) -> RunResult:
-    """A new run of `cfg`, start to finish; returns its summary."""
+            sweep_id: str | None = None, parent: str | None = None,
+            endpoint_timeout_s: float | None = None) -> RunResult:
+    """A new run of `cfg`, start to finish; returns its summary. With `endpoint_timeout_s`, an endpoint that does not
+    answer within it (`sweep_plan.endpoint_problem`; a local model is not asked) stops the run before it starts
+    (`srag run`; a sweep has asked before its first run)."""
     with sigterm_recorded():
-        return _run_one(cfg, runs_dir, quiet=quiet, tracker=tracker, sweep_id=sweep_id, parent=parent)
+        return _run_one(cfg, runs_dir, quiet=quiet, tracker=tracker, sweep_id=sweep_id, parent=parent,
+                        endpoint_timeout_s=endpoint_timeout_s)
 
 
 def _run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | None, sweep_id: str | None,
-             parent: str | None) -> RunResult:
+             parent: str | None, endpoint_timeout_s: float | None) -> RunResult:
     inputs = load_inputs(cfg)  # bad input fails here, before MLflow's store or Ray is started
     check_transport()  # so does an HTTP stack that cannot hold a request to its deadline
+    answers: dict[str, str | None] = {}
+    if problem := endpoint_problem(cfg, answers, endpoint_timeout_s):  # and an endpoint nobody answers at
+        raise EndpointError(problem)
+    if warning := judge_warning(cfg, answers, endpoint_timeout_s):
+        print(f"srag: warning: {warning}", file=sys.stderr)
     own_tracker = tracker is None
     tracker = tracker or _start_together(cfg, runs_dir, True)
     try:
