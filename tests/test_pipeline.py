@@ -88,7 +88,8 @@ def _check_mlflow(uri: str, run_dir: RunDir) -> None:
     traces = client.search_traces(locations=[meta.mlflow_experiment_id], max_results=500)
     assert len(traces) >= N
     spans = client.get_trace(traces[0].info.trace_id).data.spans
-    assert {s.span_type for s in spans} >= {"AGENT", "CHAT_MODEL", "TOOL"}
+    kinds = {s.span_type for s in spans}  # a tool call: TOOL, or RETRIEVER when it showed text of documents
+    assert kinds >= {"AGENT", "CHAT_MODEL"} and kinds & {"TOOL", "RETRIEVER"}, kinds
 
 
 def test_limiter_caps_concurrent_requests_across_workers(ray_local, fake_llm, tmp_path, sample_dir, capsys):
