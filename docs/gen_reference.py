@@ -148,9 +148,24 @@ def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     return parser._get_formatter()._expand_help(action)
 
 
-def _arguments(parser: argparse.ArgumentParser) -> str:
+def _arguments(parser: argparse.ArgumentParser) -> list[str]:
+    """The parser's arguments as tables: its positionals and options in one, then each titled group (`srag run`'s
+    quick runs without YAML, ...) under its title and description, as `--help` shows them."""
+    plain = (parser._positionals, parser._optionals)
+    out = [_argument_table(parser, [a for group in plain for a in group._group_actions])]
+    for group in parser._action_groups:
+        if group in plain:
+            continue
+        rows = _argument_table(parser, group._group_actions)
+        if rows:  # not a group of subcommands only (their table follows)
+            heading = f"**{md(group.title or '')}**" + (f": {md(group.description)}" if group.description else "")
+            out += [heading + "\n", rows]
+    return [t for t in out if t]
+
+
+def _argument_table(parser: argparse.ArgumentParser, actions: list[argparse.Action]) -> str:
     rows = []
-    for action in parser._actions:
+    for action in actions:
         if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)) or action.help == argparse.SUPPRESS:
             continue
         help_text = md(_help(parser, action), table=True)
@@ -169,9 +184,7 @@ def _command(parser: argparse.ArgumentParser, level: int) -> list[str]:
     if parser.description:
         out.append(prose(parser.description))
     out.append(text_block(parser.format_usage()))
-    arguments = _arguments(parser)
-    if arguments:
-        out.append(arguments)
+    out += _arguments(parser)
     if parser.epilog:
         formatter = parser._get_formatter()
         formatter.add_text(parser.epilog)

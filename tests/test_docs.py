@@ -59,6 +59,11 @@ def test_every_command_and_argument_of_the_parser_is_on_the_cli_page():
                 name = action.option_strings[-1] if action.option_strings else (action.metavar or action.dest)
                 assert f"`{name}" in page, f"{parser.prog}: {name} is not on the page"
 
+        for group in parser._action_groups:  # the titled groups --help shows, each with its arguments
+            if group not in (parser._positionals, parser._optionals) and any(
+                    not isinstance(a, argparse._SubParsersAction) for a in group._group_actions):
+                assert f"**{GEN.md(group.title)}**" in page, f"{parser.prog}: group {group.title!r} is not on the page"
+
     walk(build_parser())
     assert "`srag run`" in page and "`srag data convert`" in page
 
