@@ -1,4 +1,5 @@
-"""The staged benchmarks: each converted from the data root, checked against the counts its README gives.
+"""The staged benchmarks: each converted from the data root, checked against the counts its README gives, and every
+file the documentation's data page lists checked against its size and SHA-256.
 
 Not part of `make test` (a fresh clone has no data beside it): `.ci/run` runs it after the tests, against
 `../shared/data`, and so can you (`make check-data`). The converters themselves are tested on tiny files in the
@@ -12,6 +13,7 @@ else ../shared/data beside the checkout). The builds go to a temporary folder.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
@@ -79,6 +81,39 @@ def financebench(bench: Benchmark) -> list[str]:
 EXTRA: dict[str, Callable[[Benchmark], list[str]]] = {"musique": musique, "financebench": financebench}
 
 
+DATA_PAGE = Path(__file__).resolve().parents[1] / "docs" / "data.md"
+FOLDER = re.compile(r"^#+ .*`(?P<folder>[\w-]+)/`")  # a heading naming a data-root folder: `musique/`
+CHECKSUM_ROW = re.compile(r"^\| `(?P<file>[^`]+)` \| (?P<bytes>[\d,]+) \| `(?P<sha256>[0-9a-f]{64})` \|")
+
+
+def listed_checksums(page: Path = DATA_PAGE) -> list[tuple[str, int, str]]:
+    """Each file the data page lists with its size and SHA-256, as (path under the data root, bytes, SHA-256); the
+    folder is the last heading naming one, and the CAR section's is `car/`."""
+    rows, folder = [], ""
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if m := FOLDER.match(line):
+            folder = m["folder"]
+        elif line.startswith("## CAR"):
+            folder = "car"
+        elif m := CHECKSUM_ROW.match(line):
+            rows.append((f"{folder}/{m['file']}", int(m["bytes"].replace(",", "")), m["sha256"]))
+    return rows
+
+
+def checksum_problems(data_root: Path, page: Path = DATA_PAGE) -> list[str]:
+    """Where the staged files differ from the data page's sizes and checksums (empty: every one matches)."""
+    problems = []
+    for name, size, sha256 in listed_checksums(page):
+        path = data_root / name
+        if not path.is_file():
+            problems.append(f"{name}: missing")
+        elif path.stat().st_size != size:
+            problems.append(f"{name}: {path.stat().st_size:,} bytes, the page says {size:,}")
+        elif hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
+            problems.append(f"{name}: its SHA-256 is not the page's")
+    return problems
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-root", type=Path, default=DATA_ROOT)
@@ -98,6 +133,11 @@ def main() -> int:
             m = bench.manifest if bench else {}
             print(f"| {name} | {m.get('n_docs', '-')} | {m.get('n_questions', '-')} | "
                   f"{time.perf_counter() - started:.1f} | {'; '.join(problems) or 'as in the README'} |")
+    listed = listed_checksums()
+    problems = checksum_problems(args.data_root)
+    print(f"\n{len(listed) - len(problems)} of {len(listed)} files match the sizes and SHA-256 of docs/data.md"
+          + "".join(f"\n  {p}" for p in problems))
+    failed += bool(problems) + (not listed)
     missing = set(n for n, s in DATASETS.items() if s.convert) - set(EXPECTED)
     if missing:
         print(f"no expected counts for {', '.join(sorted(missing))}")

@@ -37,6 +37,8 @@ def imported(folders: tuple[str, ...]) -> dict[str, str]:
                 for module in modules:
                     found.setdefault(module.split(".")[0], str(path.relative_to(REPO)))
     first_party = set(PACKAGES) | {"tests"}
+    if "tests" in folders:  # the tests run from the checkout and may read its benchmarks; the shipped packages not
+        first_party.add("benchmarks")
     return {m: where for m, where in found.items() if m not in sys.stdlib_module_names and m not in first_party}
 
 
