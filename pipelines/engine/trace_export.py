@@ -48,7 +48,7 @@ from pipelines.engine.tracking import (
     episode_trace,
     mlflow_client,
 )
-from srag_core import documents_seen
+from srag_core import DocumentsSeen, documents_seen
 
 log = logging.getLogger(__name__)
 MARKERS = "mlflow_traces.jsonl"
@@ -151,6 +151,8 @@ class TraceExporter:
         self.context = context or TraceContext()
         self.done = exported(self.run_dir)  # (question, attempt) -> trace id
         self.judged = attached_verdicts(self.run_dir)  # (question, attempt) -> the feedback on its trace
+        # evidence recall of the traces this exporter wrote, so their verdicts' failure classes need no second read
+        self.recalls: dict[Key, float | None] = {}
         self.exported = 0
         self.errors: list[str] = []
 
@@ -175,13 +177,15 @@ class TraceExporter:
                 continue
             try:
                 record = json.loads(self.run_dir.inside(trace_file).read_text(encoding="utf-8"))
+                seen = documents_seen(record.get("trace", []))
                 with _mlflow_export_failures() as failures:
                     trace_id = episode_trace(self.client, self.experiment_id, self.mlflow_run_id, record,
-                                             self.context)
+                                             self.context, seen)
                 if failures:  # MLflow logs a failed write of the trace and carries on: that trace is unusable
                     self._forget(trace_id)
                     raise RuntimeError(failures[0])
                 done.append((key, trace_id))
+                self.recalls[key] = self._recall(key, seen)
                 if earlier := self.done.get((key[0], key[1], key[2] - 1)):  # a rerun: the replaced attempt is out
                     self.client.set_trace_tag(earlier, "srag.superseded_by", str(key[2]))
             except Exception as e:  # MLflow down, a bad file: reported, retried, and left for resume
@@ -247,22 +251,30 @@ class TraceExporter:
         return waiting
 
     def _failure_class(self, key: Key, verdict: Judgement) -> str | None:
-        """The failure class of a scored verdict's episode, from its trace file and the question's gold documents
-        (None for a pending verdict)."""
+        """The failure class of a scored verdict's episode, from the evidence recall of its trace (read again only
+        when another invocation exported it) and the question's gold documents (None for a pending verdict)."""
         if verdict.score is None:
             return None
         question = self.context.questions.get(key[0])
         row = EpisodeRow(status="ok", outcome="scored", score=verdict.score, evidence_recall=None,
                          gold_docs=len(set(question.gold_docs)) if question and question.gold_docs else None)
-        if row["gold_docs"] and question is not None:
+        if row["gold_docs"] and key in self.recalls:
+            row["evidence_recall"] = self.recalls[key]
+        elif row["gold_docs"]:
             path = self.run_dir.trace_path(key[0], key[2], key[1])
             try:
-                trace = json.loads(path.read_text(encoding="utf-8"))["trace"]
-                row["evidence_recall"] = Evidence.of(key[0], key[1], key[2], question.gold_docs,
-                                                     documents_seen(trace), source="trace").recall()
+                row["evidence_recall"] = self._recall(key, documents_seen(
+                    json.loads(path.read_text(encoding="utf-8"))["trace"]))
             except (OSError, ValueError, KeyError, TypeError):
                 pass  # no readable trace: the class says the evidence is unknown
         return failure_class(row)
+
+    def _recall(self, key: Key, seen: DocumentsSeen) -> float | None:
+        """The share of the question's gold documents the episode showed its model (None without gold documents)."""
+        question = self.context.questions.get(key[0])
+        if question is None or not question.gold_docs:
+            return None
+        return Evidence.of(key[0], key[1], key[2], question.gold_docs, seen, source="trace").recall()
 
     def _in_mlflow(self) -> dict[Key, str]:
         have: dict[Key, str] = {}

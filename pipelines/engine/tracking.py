@@ -248,16 +248,17 @@ def write_table(frame, path: Path) -> Path:
 
 
 def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any],
-                  context: TraceContext | None = None) -> str:
+                  context: TraceContext | None = None, seen: DocumentsSeen | None = None) -> str:
     """One MLflow trace per episode, timed from the episode's own clock; returns its id. The gold answer, when the
-    context knows the question, is logged as the trace's expectation."""
+    context knows the question, is logged as the trace's expectation. `seen`: the trace's `documents_seen`, when
+    the caller has it."""
     ctx = context or TraceContext()
     question = ctx.questions.get(record["question_id"])
     start_ns = _ns(record.get("started_at"))
     tags = {**ctx.tags, "srag.question_id": record["question_id"], "srag.attempt": str(record.get("attempt", 1)),
             "srag.epoch": str(record.get("epoch", 1)),
             "srag.status": record["status"], "srag.question_type": str(question.type if question else None)}
-    seen = documents_seen(record.get("trace", []))
+    seen = seen or documents_seen(record.get("trace", []))
     root = client.start_trace(name=f"episode {record['question_id']}", span_type="AGENT",
                               inputs={"question": record["question"]}, experiment_id=experiment_id, run_id=run_id,
                               attributes=seen_attributes(seen), start_time_ns=start_ns, tags=tags)
