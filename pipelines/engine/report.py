@@ -160,6 +160,7 @@ def summarize(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None,
         episodes_not_run=counts.get("not_run", 0),
         episodes_by_judge=dict(Counter(str(r.get("judge_fingerprint")) for r in scored)),
         mean_steps=_mean(r.get("steps") for r in ran),
+        mean_tokens=_mean(r.get("tokens") for r in ran),
         **spend,  # spent: every attempt, failed and replaced ones included, and every judgement
         total_cost_usd=round(sum(spend[k] for k in ("cost_usd", "judge_cost_usd", "ingestion_cost_usd")), 6),
         total_cost_usd_uncached=round(uncached + spend["ingestion_cost_usd"], 6),

@@ -97,7 +97,8 @@ def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> SweepSummary
 
 def _result(run: LabelledRun) -> RunResult:
     return RunResult.of(run_id=run.meta.run_id, label=run.label, variant=run.meta.variant or "",
-                        model=run.meta.model or "", **run.summary.model_dump(exclude_unset=True))
+                        model=run.meta.model or "", dataset=Path(str(run.meta.questions_file)).parent.name,
+                        **run.summary.model_dump(exclude_unset=True))
 
 
 def pairwise(rows: list[LabelledRun]) -> tuple[list[PairwiseRow], list[IncomparablePair]]:

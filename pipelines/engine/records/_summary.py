@@ -129,6 +129,9 @@ class RunSummary(BaseModel):
     """Scored episodes by the fingerprint of the judge whose verdict counts."""
     mean_steps: Annotated[float | None, Show("episodes")] = None
     """Mean tool calls per episode that ran."""
+    mean_tokens: Annotated[float | None, Show("episodes")] = None
+    """Mean LLM tokens per episode that ran, its latest attempt (the judge's apart): the tokens per question of the
+    ScalableRAG paper's Table 2, over the same episodes as `mean_steps`."""
 
     # -- epochs (`scoring.epoch_figures`) ----------------------------------------------------------------------
     epochs: Annotated[int, Show("epochs", epochs_only=True)] = 1
@@ -361,6 +364,8 @@ class RunResult(RunSummary):
     """MLflow writes that failed at the end (`srag run --resume` writes them again)."""
     label: Annotated[str | None, _NOT_A_METRIC] = None
     """In a sweep: the run's label (what its grid varies)."""
+    dataset: Annotated[str | None, _NOT_A_METRIC] = None
+    """In a sweep: its dataset, the folder name of its questions file (the key of the sweep's `rankings`)."""
 
     def summary(self) -> RunSummary:
         """The figures alone, as summary.json holds them."""
