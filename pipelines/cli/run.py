@@ -37,6 +37,7 @@ from pipelines.config import (
     validate_run,
     with_profile,
 )
+from pipelines.engine.paper_table import FIGURES, FORMATS
 from pipelines.engine.records import RunComparison, RunResult, StopRecord, SweepSummary
 from pipelines.engine.report import accuracy_label, incomplete_reason, table
 from pipelines.engine.results import RunDir, check_run_id
@@ -188,13 +189,37 @@ def _register_report(sub: argparse._SubParsersAction) -> None:
         The summary of a run (its figures with their intervals, outcomes, spend and time), or of a sweep (its runs
         and their pairwise comparisons), read from the runs folder: nothing is run or written. A report exits with
         status 0 whether or not the run is complete; a line on stderr says what is missing and which command fills
-        it.""", [
+        it.
+
+        With --table, a sweep is printed as a paper's table instead: systems as rows, datasets as columns, each
+        cell a run's accuracy with its 95% interval and n, marks and notes under the table saying what each
+        means.""", [
         "srag report 20261204-202239-one-epoch-411f",
         "srag report 20261204-202239-one-epoch-411f --json",
-        "srag report SWEEP_ID --runs-dir /shared/runs"])
+        "srag report SWEEP_ID --runs-dir /shared/runs",
+        "srag report SWEEP_ID --table latex --figures accuracy,em_f1 > table1.tex"])
     p.add_argument("id", metavar="ID", help="a run id or a sweep id (srag runs lists them)")
+    p.add_argument("--table", choices=FORMATS, metavar="FORMAT",
+                   help="a sweep as a paper's table, on stdout: systems as rows, datasets as columns, accuracy with "
+                        "its 95%% interval and n, the best of each column and its tie group marked, incomplete runs "
+                        "marked with a note; FORMAT is markdown, latex (booktabs) or csv (one row per system and "
+                        "dataset, every figure)")
+    p.add_argument("--figures", type=table_figures, default=["accuracy"], metavar="LIST",
+                   help="with --table: the figures each system shows, one line each, comma-separated: accuracy, "
+                        "em_f1 (EM / F1, as the ScalableRAG paper's Table 1), steps_tokens (steps and tokens per "
+                        "episode, as its Table 2) (default: accuracy)")
     _common(p, "the summary", progress=False)
     p.set_defaults(func=cmd_report)
+
+
+def table_figures(value: str) -> list[str]:
+    """`--figures`: names of `paper_table.FIGURES`, comma-separated (argparse `type`)."""
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in FIGURES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown figure {', '.join(unknown) or repr(value)}; "
+                                         f"choose from {', '.join(FIGURES)}")
+    return list(dict.fromkeys(names))
 
 
 def _register_compare(sub: argparse._SubParsersAction) -> None:
@@ -485,13 +510,33 @@ def print_pairwise(out: SweepSummary) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from pipelines.engine.sweeps import is_sweep, run_report, sweep_summary
 
+    if args.table and args.json:
+        raise CliError("give --table or --json, not both (--table csv is the machine-readable table)")
     if is_sweep(args.runs_dir, check_run_id(args.id)):
-        _print_sweep(sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id), args)
+        summary = sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id)
+        if args.table:
+            return _print_table(summary, args)
+        _print_sweep(summary, args)
         return 0  # a reading: the lines on stderr say what is incomplete
+    if args.table:
+        raise CliError(f"--table takes a sweep id; {args.id} is a run (srag runs lists the sweeps)")
     result = run_report(args.runs_dir, args.id)
     _print_summary(result, args)
     if reason := incomplete_reason(result):  # a report is a reading: it exits 0 either way, and says so
         print(f"srag: run {result.run_id} is incomplete: {reason} ({next_step(result)})", file=sys.stderr)
+    return 0
+
+
+def _print_table(summary: SweepSummary, args: argparse.Namespace) -> int:
+    """The paper's table alone on stdout (so it can go to a file), a line on stderr when cells are not complete."""
+    from pipelines.engine.paper_table import paper_table, render
+
+    table = paper_table(summary)
+    print(render(table, args.table, args.figures), end="")
+    short = [c for c in table.cells.values() if c.state != "complete"]
+    if short:
+        print(f"srag: {len(short)} of the table's {len(table.cells)} cells are not complete (marked, with a note); "
+              f"srag report {summary.sweep_id} says which command fills each", file=sys.stderr)
     return 0
 
 
