@@ -36,8 +36,13 @@ class DuplicateCell(UserError):
 def system_of(label: str, variant: str = "") -> str:
     """A run's system: its label in the sweep (`key=value` parts joined by `-`, as `SweepConfig.expand` writes them)
     without the parts that choose the data; a grid that varies the data alone leaves the run's variant."""
-    parts = [p for p in re.split(r"-(?=\w+=)", label) if p.split("=", 1)[0] not in DATA_KEYS]
+    parts = [p for p in _label_parts(label) if p.split("=", 1)[0] not in DATA_KEYS]
     return "-".join(parts) or f"variant={variant}"
+
+
+def _label_parts(label: str) -> list[str]:
+    """A sweep label's `key=value` parts (a value may hold `-`: a part starts where a `-` is followed by `key=`)."""
+    return re.split(r"-(?=\w+=)", label)
 
 
 @dataclass(frozen=True)
@@ -190,7 +195,7 @@ def _markdown_escape(text: str) -> str:
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                   "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}", "[": "{[}", "]": "{]}",
-                  "\"": r"\textquotedbl{}", "–": "--", "—": "---", "α": r"$\alpha$", "†": r"\dag{}"}
+                  "\"": "''", "–": "--", "—": "---", "α": r"$\alpha$", "†": r"\dag{}"}
 
 
 def latex_escape(text: str) -> str:
@@ -347,7 +352,7 @@ def _cell_text(cell: Cell, figure: Figure, first: bool, markup: _Markup, notes: 
 def _system_columns(systems: list[str]) -> tuple[dict[str, list[str]], list[str]]:
     """The row headers: one column per grid key when every system has the same keys (the values in the cells, the
     keys as the header), else one column of the systems' names."""
-    parts = {s: [p.split("=", 1) for p in re.split(r"-(?=\w+=)", s)] for s in systems}
+    parts = {s: [p.split("=", 1) for p in _label_parts(s)] for s in systems}
     key_lists = {tuple(k for k, *_ in p) for p in parts.values()}
     if len(key_lists) == 1 and all(len(kv) == 2 for p in parts.values() for kv in p):
         return {s: [v for _, v in p] for s, p in parts.items()}, list(next(iter(key_lists)))
