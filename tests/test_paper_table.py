@@ -17,6 +17,7 @@ import pytest
 from pipelines.cli import Exit, main
 from pipelines.config import validate_run
 from pipelines.engine.paper_table import (
+    CSV_COLUMNS,
     DuplicateCell,
     PlannedRun,
     latex_escape,
@@ -257,3 +258,13 @@ def test_a_cell_notes_what_its_scores_are_beyond_a_plain_mean():
         "2 questions re-run after they were scored (srag rerun --replace-scored): their scores are the later "
         "attempts', a best-of-N",
         "scored by 2 judges (a partial re-judge)"]
+
+
+def test_a_sweep_with_no_run_yet_is_an_empty_table_that_says_so(tmp_path, capsys):
+    sweep_dir = tmp_path / "runs" / "sweeps" / SWEEP
+    sweep_dir.mkdir(parents=True)
+    info = SweepInfo(sweep_id=SWEEP, name="paper", file="paper.yaml", created="2026-12-10T12:00:00+00:00")
+    (sweep_dir / "sweep.json").write_text(json.dumps(info.model_dump(mode="json")), encoding="utf-8")
+    assert main(["report", SWEEP, "--runs-dir", str(tmp_path / "runs"), "--table", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [",".join(CSV_COLUMNS)] and f"sweep {SWEEP} has no run yet" in err

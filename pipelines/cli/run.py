@@ -534,7 +534,9 @@ def _print_table(summary: SweepSummary, args: argparse.Namespace) -> int:
     table = paper_table(summary)
     print(render(table, args.table, args.figures), end="")
     short = [c for c in table.cells.values() if c.state != "complete"]
-    if short:
+    if not table.cells:
+        print(f"srag: sweep {summary.sweep_id} has no run yet: the table is empty", file=sys.stderr)
+    elif short:
         print(f"srag: {len(short)} of the table's {len(table.cells)} cells are not complete (marked, with a note); "
               f"srag report {summary.sweep_id} says which command fills each", file=sys.stderr)
     return 0
