@@ -268,3 +268,22 @@ def test_a_sweep_with_no_run_yet_is_an_empty_table_that_says_so(tmp_path, capsys
     assert main(["report", SWEEP, "--runs-dir", str(tmp_path / "runs"), "--table", "csv"]) == 0
     out, err = capsys.readouterr()
     assert out.splitlines() == [",".join(CSV_COLUMNS)] and f"sweep {SWEEP} has no run yet" in err
+
+
+def test_runs_of_the_top_accuracy_are_all_bold_and_a_tie_without_a_p_value_is_noted():
+    from pipelines.engine.records import PairwiseRow, RunResult, SweepSummary
+    from pipelines.engine.scoring import compare
+
+    rows = [{"question_id": f"q{i}", "status": "ok", "outcome": "scored", "score": float(i % 2)} for i in range(40)]
+    flipped = [{**r, "score": 1.0 - r["score"]} for r in rows]
+    runs = [RunResult.of(run_id=f"r{x}", label=f"variant={x}", dataset="d", accuracy=0.5, accuracy_ci95=[0.35, 0.65],
+                         scored=40, n_questions=40, complete=True) for x in "abc"]
+    pair = PairwiseRow.of("variant=a", "variant=b", compare(rows, flipped), dataset="d", run_id_a="ra", run_id_b="rb")
+    pair.p_value_holm, pair.significant_holm = 1.0, False
+    untested = pair.model_copy(update={"run_b": "variant=c", "run_id_b": "rc", "p_value_holm": None})
+    summary = SweepSummary(sweep_id="s", name="s", n_runs=3, n_questions=120, runs=runs, pairwise=[pair, untested],
+                           rankings={"d": [["variant=a", "variant=b", "variant=c"]]}, plots=[], mlflow_errors=[])
+    table = paper_table(summary)
+    assert [table.cell(f"variant={x}", "d").best for x in "abc"] == [True, True, True]
+    assert table.cell("variant=b", "d").untested is None  # Holm's test stands behind this tie
+    assert table.cell("variant=c", "d").untested == "its comparison with the best has no p-value"

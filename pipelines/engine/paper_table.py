@@ -145,12 +145,16 @@ def paper_table(summary: SweepSummary, planned: Iterable[PlannedRun] = ()) -> Pa
 
 
 def _ranked_cell(summary: SweepSummary, system: str, dataset: str, run: RunResult) -> Cell:
+    """`run`'s cell with its tie group in the column's ranking; the best: the top of the ranking, and any run of the
+    same accuracy beside it."""
     groups = summary.rankings.get(dataset, [])
     label = run.label or run.run_id
     group = next((i for i, members in enumerate(groups, 1) if label in members), None)
-    best = groups[0][0] if groups else None
-    untested = _untested(summary, dataset, best, label) if group == 1 and label != best else None
-    return Cell(system, dataset, run, tie_group=group, best=label == best, untested=untested)
+    top = groups[0][0] if groups else None
+    top_accuracy = next((r.accuracy for r in summary.runs if r.label == top and r.dataset == dataset), None)
+    best = group == 1 and run.accuracy == top_accuracy
+    untested = _untested(summary, dataset, top, label) if group == 1 and label != top else None
+    return Cell(system, dataset, run, tie_group=group, best=best, untested=untested)
 
 
 def _untested(summary: SweepSummary, dataset: str, best: str | None, label: str) -> str | None:
