@@ -320,6 +320,8 @@ FIGURES: dict[str, Figure] = {
 def render(table: PaperTable, fmt: TableFormat, figures: Sequence[str] = ("accuracy",)) -> str:
     """The table as Markdown or LaTeX (each system a row per figure of `figures`, names of `FIGURES`), or as CSV
     (one row per cell, every figure, `CSV_COLUMNS`)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"no table format {fmt!r}: {', '.join(FORMATS)}")
     if fmt == "csv":
         return _csv(table)
     markup = MARKDOWN if fmt == "markdown" else LATEX
