@@ -6,6 +6,7 @@ tests/test_evalstats.py."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def test_srag_compare_refuses_incomparable_runs_in_one_line_unless_forced(tmp_pa
     assert out["comparable"] is False and out["differences"][0].startswith("judges differ (70e467ce7e and ffffffffff")
     assert main(["compare", ONE_EPOCH, ONE_EPOCH, "--runs-dir", str(runs), "--json"]) == 0
     same = json.loads(capsys.readouterr().out)
-    assert same["comparable"] and same["p_value"] == 1.0 and same["test"] == "mcnemar_midp"
+    assert same["comparable"] and same["p_value"] == 1.0 and same["test"] == "mcnemar_exact_unconditional"
 
 
 # -- questions that share a source (a declared cluster) ------------------------------------------------------------
@@ -99,16 +100,31 @@ def test_questions_sharing_a_cluster_get_the_clustered_interval_not_wilsons():
     right = [1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 0, 1]
     rows = clustered_rows([[float(r)] * 4 for r in right])
     out = figures(rows)  # type: ignore[arg-type]
-    assert out["ci_method"]["accuracy"] == "clt_clustered"
-    # equal clusters: the clustered t interval is the one-sample t interval of the cluster means (SciPy)
-    reference = stats.ttest_1samp(right, 0.0).confidence_interval(0.95)
-    assert out["accuracy_ci95"] == pytest.approx([reference.low, reference.high], abs=1e-4)
+    assert out["ci_method"]["accuracy"] == "wilson_cr2"
+    assert (out["n_clusters"], out["effective_clusters"]) == (12, 12.0)
+    # 12 independent facts: Wilson's interval at the effective sample size p (1 - p) / CR2 variance, which is 11 here
+    # (the variance of 12 cluster means, divisor 11), with t_11 for z
+    q, n_eff, p = stats.t.ppf(0.975, 11), 11, 8 / 12
+    centre = (p + q * q / (2 * n_eff)) / (1 + q * q / n_eff)
+    half = q * math.sqrt(p * (1 - p) / n_eff + q * q / (4 * n_eff ** 2)) / (1 + q * q / n_eff)
+    assert out["accuracy_ci95"] == pytest.approx([centre - half, centre + half], abs=1e-4)
     unclustered = figures([{**r, "cluster": None} for r in rows])  # type: ignore[arg-type]
     assert unclustered["ci_method"]["accuracy"] == "wilson"
     width = out["accuracy_ci95"][1] - out["accuracy_ci95"][0]
     assert width > 1.5 * (unclustered["accuracy_ci95"][1] - unclustered["accuracy_ci95"][0])  # 48 is not 48 facts
-    few = figures(clustered_rows([[1.0, 0.0, 1.0]] * 9))  # type: ignore[arg-type]
-    assert few["accuracy_ci95"] is None and few["ci_method"]["accuracy"].startswith("none: 9 clusters")
+    # partial scores in equal clusters: the clustered t interval is the one-sample t interval of the cluster means
+    partial = [0.9, 0.6, 0.2, 1.0, 0.4, 0.7, 0.8, 0.1, 0.5, 1.0, 0.3, 0.6]
+    spread = [0.05, -0.05, 0.1, -0.1]  # within a cluster: the cluster means are `partial`
+    out = figures(clustered_rows([[m + d for d in spread] if 0.1 <= m <= 0.9 else [m] * 4 for m in partial]))  # type: ignore[arg-type]
+    means = [m for m in partial]
+    reference = stats.ttest_1samp(means, 0.0).confidence_interval(0.95)
+    assert out["ci_method"]["accuracy"] == "t_cr2"
+    assert out["accuracy_ci95"] == pytest.approx([reference.low, reference.high], abs=2e-4)
+    # one filing with 95 partial scores and 5 single questions: 1.11 effective clusters, no t interval
+    lopsided = clustered_rows([[0.2, 0.7, 0.5, 0.9, 0.4] * 19] + [[0.3], [0.8], [0.6], [0.1], [0.9]])
+    few = figures(lopsided)  # type: ignore[arg-type]
+    assert few["accuracy_ci95"] is None and few["ci_method"]["accuracy"].startswith("none: 1.11 effective clusters of 6")
+    assert figures([{**r, "score": float(r["score"] > 0.5)} for r in lopsided])["ci_method"]["accuracy"] == "wilson_cr2"
 
 
 def test_a_comparison_of_clustered_questions_uses_the_clustered_paired_test():
@@ -123,7 +139,8 @@ def test_a_comparison_of_clustered_questions_uses_the_clustered_paired_test():
     a = clustered_rows([[float(x) for x in c] for c in a_right])
     b = clustered_rows([[float(x) for x in c] for c in b_right])
     result = compare(a, b)  # type: ignore[arg-type]
-    assert (result.test, result.ci_method) == ("paired_t_clustered", "paired_t_clustered")
+    assert (result.test, result.ci_method) == ("paired_t_cr2", "paired_t_cr2")
+    assert (result.n_clusters, result.effective_clusters, result.df) == (12, 12.0, 11.0)
     # equal clusters: the clustered paired t-test is the one-sample t-test of the clusters' mean differences (SciPy)
     diffs = [(sum(cb) - sum(ca)) / 3 for ca, cb in zip(a_right, b_right, strict=True)]
     reference = stats.ttest_1samp(diffs, 0.0)
@@ -132,4 +149,4 @@ def test_a_comparison_of_clustered_questions_uses_the_clustered_paired_test():
     assert result.difference_ci95 == pytest.approx([ci.low, ci.high], abs=1e-4)
     assert (result.difference_ci95[0] > 0) == (result.p_value < 0.05)  # the interval and the test agree
     plain = compare([{**r, "cluster": None} for r in a], [{**r, "cluster": None} for r in b])  # type: ignore[arg-type]
-    assert plain.test == "mcnemar_midp"  # the same answers, taken as independent questions
+    assert plain.test.startswith("mcnemar")  # the same answers, taken as independent questions
