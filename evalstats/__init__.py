@@ -42,6 +42,8 @@ from ._power import (
     min_detectable_effect_paired_binary,
     min_detectable_effect_t,
     questions_needed,
+    questions_needed_binary,
+    questions_needed_t,
     t_power,
 )
 from ._unconditional import (
@@ -54,13 +56,13 @@ from ._unconditional import (
 )
 
 __all__ = [
-    "EXACT_BELOW_DISCORDANT", "MIN_BOOTSTRAP_N", "MIN_EFFECTIVE_CLUSTERS", "BinaryComparison", "ClusteredMean",
+    "BinaryComparison", "ClusteredMean", "EXACT_BELOW_DISCORDANT", "MIN_BOOTSTRAP_N", "MIN_EFFECTIVE_CLUSTERS",
     "bca_interval", "benjamini_hochberg", "binary_power", "clustered_mean", "cr2_variance", "effective_clusters",
     "exact_unconditional_interval", "exact_unconditional_p", "holm", "intraclass_correlation",
     "mcnemar_asymptotic_p", "mcnemar_exact_odds_ratio_interval", "mcnemar_exact_p",
     "mcnemar_midp_difference_interval", "mcnemar_midp_p", "mean_interval_clt", "mean_se",
     "min_detectable_effect_binary", "min_detectable_effect_paired", "min_detectable_effect_paired_binary",
     "min_detectable_effect_t", "newcombe_paired_interval", "paired_binary", "paired_mean_interval", "paired_mean_p",
-    "percentile_interval", "questions_needed", "satterthwaite_df", "t_power", "tango_paired_interval",
-    "tango_statistic", "tie_groups", "wilson_interval",
+    "percentile_interval", "questions_needed", "questions_needed_binary", "questions_needed_t", "satterthwaite_df",
+    "t_power", "tango_paired_interval", "tango_statistic", "tie_groups", "wilson_interval",
 ]

@@ -115,16 +115,18 @@ def test_questions_sharing_a_cluster_get_the_clustered_interval_not_wilsons():
     # partial scores in equal clusters: the clustered t interval is the one-sample t interval of the cluster means
     partial = [0.9, 0.6, 0.2, 1.0, 0.4, 0.7, 0.8, 0.1, 0.5, 1.0, 0.3, 0.6]
     spread = [0.05, -0.05, 0.1, -0.1]  # within a cluster: the cluster means are `partial`
-    out = figures(clustered_rows([[m + d for d in spread] if 0.1 <= m <= 0.9 else [m] * 4 for m in partial]))  # type: ignore[arg-type]
-    means = [m for m in partial]
-    reference = stats.ttest_1samp(means, 0.0).confidence_interval(0.95)
+    scores = [[m + d for d in spread] if 0.1 <= m <= 0.9 else [m] * 4 for m in partial]
+    out = figures(clustered_rows(scores))  # type: ignore[arg-type]
+    reference = stats.ttest_1samp(partial, 0.0).confidence_interval(0.95)
     assert out["ci_method"]["accuracy"] == "t_cr2"
     assert out["accuracy_ci95"] == pytest.approx([reference.low, reference.high], abs=2e-4)
     # one filing with 95 partial scores and 5 single questions: 1.11 effective clusters, no t interval
     lopsided = clustered_rows([[0.2, 0.7, 0.5, 0.9, 0.4] * 19] + [[0.3], [0.8], [0.6], [0.1], [0.9]])
     few = figures(lopsided)  # type: ignore[arg-type]
-    assert few["accuracy_ci95"] is None and few["ci_method"]["accuracy"].startswith("none: 1.11 effective clusters of 6")
-    assert figures([{**r, "score": float(r["score"] > 0.5)} for r in lopsided])["ci_method"]["accuracy"] == "wilson_cr2"
+    assert few["accuracy_ci95"] is None
+    assert few["ci_method"]["accuracy"].startswith("none: 1.11 effective clusters of 6")
+    as_right = figures([{**r, "score": float(r["score"] > 0.5)} for r in lopsided])  # type: ignore[arg-type]
+    assert as_right["ci_method"]["accuracy"] == "wilson_cr2"  # the Wilson interval held its level there
 
 
 def test_a_comparison_of_clustered_questions_uses_the_clustered_paired_test():
