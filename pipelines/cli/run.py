@@ -38,7 +38,7 @@ from pipelines.config import (
     with_profile,
 )
 from pipelines.engine.records import RunComparison, RunResult, StopRecord, SweepSummary
-from pipelines.engine.report import accuracy_label, incomplete_reason, table
+from pipelines.engine.report import accuracy_label, incomplete_reason, recomputed_note, table
 from pipelines.engine.results import RunDir, check_run_id
 from srag_core import FAILED, FINISHED, STATUSES
 
@@ -505,9 +505,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     from pipelines.engine.sweeps import is_sweep, run_report, sweep_summary
 
     if is_sweep(args.runs_dir, check_run_id(args.id)):
-        _print_sweep(sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id), args)
+        out = sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id)
+        for r in out.runs:
+            if note := recomputed_note(RunDir.open(args.runs_dir, r.run_id)):
+                print(f"srag: run {r.run_id} ({r.label}): {note}", file=sys.stderr)
+        _print_sweep(out, args)
         return 0  # a reading: the lines on stderr say what is incomplete
     result = run_report(args.runs_dir, args.id)
+    if note := recomputed_note(RunDir.open(args.runs_dir, args.id)):
+        result = result.model_copy(update={"methods_note": note})
+        print(f"srag: run {result.run_id}: {note}", file=sys.stderr)
     _print_summary(result, args)
     if reason := incomplete_reason(result):  # a report is a reading: it exits 0 either way, and says so
         print(f"srag: run {result.run_id} is incomplete: {reason} ({next_step(result)})", file=sys.stderr)

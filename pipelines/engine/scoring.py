@@ -83,6 +83,7 @@ def figures(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -
         "coverage": round(len(scores) / n, 4) if n else None, "coverage_ci95": intervals["coverage"][0],
         "accuracy_all": _mean(every), "accuracy_all_ci95": intervals["accuracy_all"][0],
         "ci_method": {k: method for k, (_, method) in intervals.items()}, "ci_seed": CI_SEED,
+        "stats_methods": STATS_METHODS,
         "denominators": dict(DENOMINATORS),
         "outcome_counts": {o: outcomes.get(o, 0) for o in OUTCOMES},
         **{o: outcomes.get(o, 0) for o in OUTCOMES},
@@ -348,6 +349,13 @@ def _epochs(episodes: list[EpisodeRow]) -> int:
 
 CI_LEVEL = 0.95
 CI_SEED = 0  # the seed of every bootstrap draw, recorded in the summary (`ci_seed`)
+# The release of the statistics behind the figures, recorded in the summary (`stats_methods`), so a summary written
+# with other methods is recognised (`report.recomputed_note`). 1 (summaries without it): the mid-p McNemar test and
+# its conditional interval, Liang-Zeger clustered intervals with G - 1 degrees of freedom from 10 clusters, normal
+# minimum detectable effects. 2: issue 44's (docs/comparisons.md).
+STATS_METHODS = 2
+STATS_METHODS_TEXT = ("exact unconditional or Tango paired intervals, CR2 clustered intervals and tests, "
+                      "detectable effects from each test's own power")
 
 
 def score_interval(scores: list[float], level: float = CI_LEVEL,

@@ -71,6 +71,10 @@ class RunSummary(BaseModel):
     clusters); or none with the reason (too few, all the same): text."""
     ci_seed: Annotated[int | None, Show("accuracy", metric=None)] = None
     """The seed of every bootstrap draw behind the intervals."""
+    stats_methods: Annotated[int | None, Show("accuracy", metric=None)] = None
+    """The release of the statistics behind the intervals (`scoring.STATS_METHODS`; absent in summaries written
+    before it was recorded, which used release 1's): `srag report` recomputes an older summary's figures with the
+    current methods and says so, `srag judge RUN_ID` rewrites them."""
     n_clusters: Annotated[int | None, Show("accuracy")] = None
     """The clusters the scored questions fall in, when they declare clusters some of them share (a question without
     one is a cluster of its own); absent otherwise."""
@@ -369,6 +373,9 @@ class RunResult(RunSummary):
     """MLflow writes that failed at the end (`srag run --resume` writes them again)."""
     label: Annotated[str | None, _NOT_A_METRIC] = None
     """In a sweep: the run's label (what its grid varies)."""
+    methods_note: Annotated[str | None, _NOT_A_METRIC] = None
+    """`srag report`: set when the run folder's summary.json was written with other statistics than these figures
+    (`stats_methods`), and what rewrites it."""
 
     def summary(self) -> RunSummary:
         """The figures alone, as summary.json holds them."""
