@@ -152,3 +152,89 @@ def test_a_comparison_of_clustered_questions_uses_the_clustered_paired_test():
     assert (result.difference_ci95[0] > 0) == (result.p_value < 0.05)  # the interval and the test agree
     plain = compare([{**r, "cluster": None} for r in a], [{**r, "cluster": None} for r in b])  # type: ignore[arg-type]
     assert plain.test.startswith("mcnemar")  # the same answers, taken as independent questions
+
+
+# -- numbers with a meaning (issue 44) ------------------------------------------------------------------------------
+
+
+def test_rounding_never_puts_zero_on_the_edge_of_an_interval_the_test_excludes_it_from():
+    from pipelines.engine.scoring import compare, outward
+
+    assert outward([0.000031, 0.21]) == [0.0, 0.21]  # outward: the rounded interval holds the exact one
+    assert outward([0.000031, 0.21], keep_out=0.0) == [0.00003, 0.21]  # ... without taking in what the test rejects
+    assert outward([-0.21, -0.0000049], keep_out=0.0) == [-0.21, -0.000004]
+    # the issue's table: 300 questions, only A right on 117, only B on 149: p just below 0.05, interval off 0
+    n, b, c = 300, 117, 149
+    rows = [[1.0] * b + [0.0] * c + [1.0] * (n - b - c), [0.0] * b + [1.0] * c + [1.0] * (n - b - c)]
+    out = compare(*([{"question_id": f"q{i}", "status": "ok", "score": s} for i, s in enumerate(r)] for r in rows))
+    assert out.p_value < 0.05 and out.difference_ci95[0] > 0
+    # make demo's pair: 4 questions, B right on one more: the interval no longer ends at the difference itself
+    four = compare([{"question_id": f"q{i}", "status": "ok", "score": s} for i, s in enumerate([0.0, 0.0, 1.0, 1.0])],
+                   [{"question_id": f"q{i}", "status": "ok", "score": s} for i, s in enumerate([1.0, 0.0, 1.0, 1.0])])
+    assert four.difference == 0.25 and four.difference_ci95[0] < 0 < 0.25 < four.difference_ci95[1]
+
+
+def test_a_pair_without_a_p_value_is_left_out_of_the_family_and_the_ranking_says_so(capsys):
+    from pipelines.cli.run import print_pairwise
+    from pipelines.engine.records import SweepSummary
+
+    def partial(label: str, scores: list[float]) -> LabelledRun:
+        run = labelled(label, scores, epochs=3)
+        run.questions = [{**r, "epochs": 3} for r in run.questions]
+        return run
+
+    same_a = partial("a", [0.5, 1 / 3, 2 / 3, 1.0] * 10)
+    same_b = partial("b", [0.5, 1 / 3, 2 / 3, 1.0] * 10)  # the same scores: no spread, no t test
+    worse = partial("c", [0.0, 1 / 3, 0.0, 1 / 3] * 10)
+    pairs, _ = pairwise([same_a, same_b, worse])
+    by_pair = {(p.run_a, p.run_b): p for p in pairs}
+    untested = by_pair[("a", "b")]
+    assert untested.p_value is None and untested.p_value_holm is None and untested.significant_holm is None
+    assert untested.family_size is None and "difference is 0" in untested.unestimated_reason
+    tested = [p for p in pairs if p.p_value is not None]
+    assert {p.family_size for p in tested} == {2}  # Holm over the two tested pairs, not three
+    assert all(p.p_value_holm == pytest.approx(min(1.0, 2 * p.p_value), rel=1e-4) or p.p_value_holm >= p.p_value
+               for p in tested)
+    rankings = rank([same_a, same_b, worse], pairs)
+    assert rankings == {"bench": [["a", "b"], ["c"]]}
+    print_pairwise(SweepSummary(sweep_id="s", name="s", n_runs=3, n_questions=120, runs=[], pairwise=pairs,
+                                rankings=rankings, plots=[], mlflow_errors=[]))
+    text = capsys.readouterr().out
+    assert "not tested: b - a (bench): every paired question's difference is 0" in " ".join(text.split())
+    assert "left out of Holm's and BH's family" in " ".join(text.split())
+
+
+def test_srag_report_of_an_old_run_folder_says_its_figures_are_recomputed_and_judge_rewrites_them(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    shutil.copytree(PREVIOUS / ONE_EPOCH, runs / ONE_EPOCH)
+    config = (runs / ONE_EPOCH / "config.yaml").read_text()
+    (runs / ONE_EPOCH / "config.yaml").write_text(config.replace("sqlite:////tmp/tmpnvzdmeoj/m.db",
+                                                                 f"sqlite:///{tmp_path}/m.db"))
+    stored = json.loads((runs / ONE_EPOCH / "summary.json").read_text())
+    assert "stats_methods" not in stored  # written by the release before issue 44
+    assert main(["report", ONE_EPOCH, "--runs-dir", str(runs), "--json"]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    (note,) = [line for line in err.splitlines() if "figures computed" in line]  # one line, beside "incomplete"
+    assert note.startswith(f"srag: run {ONE_EPOCH}: figures computed with this release's statistics (methods 2")
+    assert f"srag judge {ONE_EPOCH}` rewrites them" in report["methods_note"] and report["stats_methods"] == 2
+    main(["judge", ONE_EPOCH, "--runs-dir", str(runs), "--no-llm", "--quiet"])
+    capsys.readouterr()
+    assert json.loads((runs / ONE_EPOCH / "summary.json").read_text())["stats_methods"] == 2
+    assert main(["report", ONE_EPOCH, "--runs-dir", str(runs), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "figures computed" not in err and "methods_note" not in json.loads(out)
+
+
+def test_estimate_detect_plans_with_the_test_the_comparison_will_use():
+    import evalstats
+    from pipelines.engine.estimate import questions_to_detect
+    from pipelines.engine.results import RunDir
+
+    run = RunDir(PREVIOUS / ONE_EPOCH)  # 10 scored questions of 0/1 scores, accuracy 0.6
+    needed, note = questions_to_detect(0.1, [run])
+    assert needed == evalstats.questions_needed_binary(0.1, 2 * 0.6 * 0.4) and "exact power" in note
+    # the same questions in clusters of 3 (4 clusters): the clustered t test's design effect and degrees of freedom
+    clusters = [f"filing{i // 3}" for i in range(12)]
+    clustered, note = questions_to_detect(0.1, [run], clusters)
+    assert "clustered paired t test" in note and "4 clusters" in note and clustered >= needed - 5
