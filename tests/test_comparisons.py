@@ -238,3 +238,14 @@ def test_estimate_detect_plans_with_the_test_the_comparison_will_use():
     clusters = [f"filing{i // 3}" for i in range(12)]
     clustered, note = questions_to_detect(0.1, [run], clusters)
     assert "clustered paired t test" in note and "4 clusters" in note and clustered >= needed - 5
+
+
+def test_srag_compare_names_the_test_and_its_interval_in_text(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    shutil.copytree(PREVIOUS / ONE_EPOCH, runs / ONE_EPOCH)
+    assert main(["compare", ONE_EPOCH, ONE_EPOCH, "--runs-dir", str(runs)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(exact unconditional McNemar test on Tango's statistic; the interval is the one the test inverts), p = 1" \
+        in text
+    assert "minimum detectable effect (80% power, alpha 0.05, this test on these 10 paired questions): none" in text
+    assert "not estimated: no discordant question" in text
