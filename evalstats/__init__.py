@@ -6,6 +6,15 @@ Sign convention for paired comparisons: A is the first system, B the second, a =
 c = only B right, d = neither; every difference is B minus A.
 """
 
+from ._clustered import (
+    MIN_EFFECTIVE_CLUSTERS,
+    ClusteredMean,
+    clustered_mean,
+    cr2_variance,
+    effective_clusters,
+    intraclass_correlation,
+    satterthwaite_df,
+)
 from ._intervals import (
     MIN_BOOTSTRAP_N,
     bca_interval,
@@ -16,22 +25,44 @@ from ._intervals import (
 )
 from ._multiplicity import benjamini_hochberg, holm, tie_groups
 from ._paired import (
-                      mcnemar_asymptotic_p,
-                      mcnemar_exact_odds_ratio_interval,
-                      mcnemar_exact_p,
-                      mcnemar_midp_difference_interval,
-                      mcnemar_midp_p,
-                      newcombe_paired_interval,
-                      paired_mean_interval,
-                      paired_mean_p,
-                      tango_paired_interval,
+    mcnemar_asymptotic_p,
+    mcnemar_exact_odds_ratio_interval,
+    mcnemar_exact_p,
+    mcnemar_midp_difference_interval,
+    mcnemar_midp_p,
+    newcombe_paired_interval,
+    paired_mean_interval,
+    paired_mean_p,
+    tango_paired_interval,
 )
-from ._power import min_detectable_effect_paired, min_detectable_effect_paired_binary, questions_needed
+from ._power import (
+    binary_power,
+    min_detectable_effect_binary,
+    min_detectable_effect_paired,
+    min_detectable_effect_paired_binary,
+    min_detectable_effect_t,
+    questions_needed,
+    questions_needed_binary,
+    questions_needed_t,
+    t_power,
+)
+from ._unconditional import (
+    EXACT_BELOW_DISCORDANT,
+    BinaryComparison,
+    exact_unconditional_interval,
+    exact_unconditional_p,
+    paired_binary,
+    tango_statistic,
+)
 
 __all__ = [
-    "MIN_BOOTSTRAP_N", "bca_interval", "benjamini_hochberg", "holm", "mcnemar_asymptotic_p",
-    "mcnemar_exact_odds_ratio_interval", "mcnemar_exact_p", "mcnemar_midp_difference_interval", "mcnemar_midp_p",
-    "mean_interval_clt", "mean_se", "min_detectable_effect_paired", "min_detectable_effect_paired_binary",
-    "newcombe_paired_interval", "paired_mean_interval", "paired_mean_p", "percentile_interval", "questions_needed",
-    "tango_paired_interval", "tie_groups", "wilson_interval",
+    "BinaryComparison", "ClusteredMean", "EXACT_BELOW_DISCORDANT", "MIN_BOOTSTRAP_N", "MIN_EFFECTIVE_CLUSTERS",
+    "bca_interval", "benjamini_hochberg", "binary_power", "clustered_mean", "cr2_variance", "effective_clusters",
+    "exact_unconditional_interval", "exact_unconditional_p", "holm", "intraclass_correlation",
+    "mcnemar_asymptotic_p", "mcnemar_exact_odds_ratio_interval", "mcnemar_exact_p",
+    "mcnemar_midp_difference_interval", "mcnemar_midp_p", "mean_interval_clt", "mean_se",
+    "min_detectable_effect_binary", "min_detectable_effect_paired", "min_detectable_effect_paired_binary",
+    "min_detectable_effect_t", "newcombe_paired_interval", "paired_binary", "paired_mean_interval", "paired_mean_p",
+    "percentile_interval", "questions_needed", "questions_needed_binary", "questions_needed_t", "satterthwaite_df",
+    "t_power", "tango_paired_interval", "tango_statistic", "tie_groups", "wilson_interval",
 ]

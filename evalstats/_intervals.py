@@ -63,6 +63,8 @@ def mean_se(values: Sequence[float], clusters: Sequence[Hashable] | None = None)
     x = np.asarray(values, dtype=float)
     if x.ndim != 1 or x.size < 2:
         raise ValueError(f"need at least 2 values in a flat sequence; got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("values must be finite numbers (a NaN or an infinity has no mean)")
     mean = float(x.mean())
     if clusters is None:
         return mean, float(x.std(ddof=1) / math.sqrt(x.size)), x.size - 1

@@ -205,6 +205,10 @@ def mcnemar_midp_difference_interval(b: int, c: int, n: int, level: float = 0.95
     (the null pi = 1/2 is symmetric, so the two-sided mid-p value is twice the one-sided one). None without a
     discordant pair: the data then say nothing of the difference's spread.
 
+    Conditional on the discordant pairs, it can never be wider than their share: when two systems differ it holds the
+    difference far less often than its level (57-69% at 95% for n = 200 and 6-12% discordant), which is why the
+    pipeline reports `paired_binary` instead.
+
     The construction is the inversion of the conditional test: Fagerland MW, Lydersen S & Laake P (2014),
     "Recommended tests and confidence intervals for paired binomial proportions", Stat Med 33:2850-2875, section 4
     (tests) and 5 (intervals); Agresti & Gottard (2007) for the mid-p interval of the binomial.

@@ -6,6 +6,7 @@ tests/test_evalstats.py."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def test_srag_compare_refuses_incomparable_runs_in_one_line_unless_forced(tmp_pa
     assert out["comparable"] is False and out["differences"][0].startswith("judges differ (70e467ce7e and ffffffffff")
     assert main(["compare", ONE_EPOCH, ONE_EPOCH, "--runs-dir", str(runs), "--json"]) == 0
     same = json.loads(capsys.readouterr().out)
-    assert same["comparable"] and same["p_value"] == 1.0 and same["test"] == "mcnemar_midp"
+    assert same["comparable"] and same["p_value"] == 1.0 and same["test"] == "mcnemar_exact_unconditional"
 
 
 # -- questions that share a source (a declared cluster) ------------------------------------------------------------
@@ -99,16 +100,33 @@ def test_questions_sharing_a_cluster_get_the_clustered_interval_not_wilsons():
     right = [1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 0, 1]
     rows = clustered_rows([[float(r)] * 4 for r in right])
     out = figures(rows)  # type: ignore[arg-type]
-    assert out["ci_method"]["accuracy"] == "clt_clustered"
-    # equal clusters: the clustered t interval is the one-sample t interval of the cluster means (SciPy)
-    reference = stats.ttest_1samp(right, 0.0).confidence_interval(0.95)
-    assert out["accuracy_ci95"] == pytest.approx([reference.low, reference.high], abs=1e-4)
+    assert out["ci_method"]["accuracy"] == "wilson_cr2"
+    assert (out["n_clusters"], out["effective_clusters"]) == (12, 12.0)
+    # 12 independent facts: Wilson's interval at the effective sample size p (1 - p) / CR2 variance, which is 11 here
+    # (the variance of 12 cluster means, divisor 11), with t_11 for z
+    q, n_eff, p = stats.t.ppf(0.975, 11), 11, 8 / 12
+    centre = (p + q * q / (2 * n_eff)) / (1 + q * q / n_eff)
+    half = q * math.sqrt(p * (1 - p) / n_eff + q * q / (4 * n_eff ** 2)) / (1 + q * q / n_eff)
+    assert out["accuracy_ci95"] == pytest.approx([centre - half, centre + half], abs=1e-4)
     unclustered = figures([{**r, "cluster": None} for r in rows])  # type: ignore[arg-type]
     assert unclustered["ci_method"]["accuracy"] == "wilson"
     width = out["accuracy_ci95"][1] - out["accuracy_ci95"][0]
     assert width > 1.5 * (unclustered["accuracy_ci95"][1] - unclustered["accuracy_ci95"][0])  # 48 is not 48 facts
-    few = figures(clustered_rows([[1.0, 0.0, 1.0]] * 9))  # type: ignore[arg-type]
-    assert few["accuracy_ci95"] is None and few["ci_method"]["accuracy"].startswith("none: 9 clusters")
+    # partial scores in equal clusters: the clustered t interval is the one-sample t interval of the cluster means
+    partial = [0.9, 0.6, 0.2, 1.0, 0.4, 0.7, 0.8, 0.1, 0.5, 1.0, 0.3, 0.6]
+    spread = [0.05, -0.05, 0.1, -0.1]  # within a cluster: the cluster means are `partial`
+    scores = [[m + d for d in spread] if 0.1 <= m <= 0.9 else [m] * 4 for m in partial]
+    out = figures(clustered_rows(scores))  # type: ignore[arg-type]
+    reference = stats.ttest_1samp(partial, 0.0).confidence_interval(0.95)
+    assert out["ci_method"]["accuracy"] == "t_cr2"
+    assert out["accuracy_ci95"] == pytest.approx([reference.low, reference.high], abs=2e-4)
+    # one filing with 95 partial scores and 5 single questions: 1.11 effective clusters, no t interval
+    lopsided = clustered_rows([[0.2, 0.7, 0.5, 0.9, 0.4] * 19] + [[0.3], [0.8], [0.6], [0.1], [0.9]])
+    few = figures(lopsided)  # type: ignore[arg-type]
+    assert few["accuracy_ci95"] is None
+    assert few["ci_method"]["accuracy"].startswith("none: 1.11 effective clusters of 6")
+    as_right = figures([{**r, "score": float(r["score"] > 0.5)} for r in lopsided])  # type: ignore[arg-type]
+    assert as_right["ci_method"]["accuracy"] == "wilson_cr2"  # the Wilson interval held its level there
 
 
 def test_a_comparison_of_clustered_questions_uses_the_clustered_paired_test():
@@ -123,7 +141,8 @@ def test_a_comparison_of_clustered_questions_uses_the_clustered_paired_test():
     a = clustered_rows([[float(x) for x in c] for c in a_right])
     b = clustered_rows([[float(x) for x in c] for c in b_right])
     result = compare(a, b)  # type: ignore[arg-type]
-    assert (result.test, result.ci_method) == ("paired_t_clustered", "paired_t_clustered")
+    assert (result.test, result.ci_method) == ("paired_t_cr2", "paired_t_cr2")
+    assert (result.n_clusters, result.effective_clusters, result.df) == (12, 12.0, 11.0)
     # equal clusters: the clustered paired t-test is the one-sample t-test of the clusters' mean differences (SciPy)
     diffs = [(sum(cb) - sum(ca)) / 3 for ca, cb in zip(a_right, b_right, strict=True)]
     reference = stats.ttest_1samp(diffs, 0.0)
@@ -132,4 +151,101 @@ def test_a_comparison_of_clustered_questions_uses_the_clustered_paired_test():
     assert result.difference_ci95 == pytest.approx([ci.low, ci.high], abs=1e-4)
     assert (result.difference_ci95[0] > 0) == (result.p_value < 0.05)  # the interval and the test agree
     plain = compare([{**r, "cluster": None} for r in a], [{**r, "cluster": None} for r in b])  # type: ignore[arg-type]
-    assert plain.test == "mcnemar_midp"  # the same answers, taken as independent questions
+    assert plain.test.startswith("mcnemar")  # the same answers, taken as independent questions
+
+
+# -- numbers with a meaning (issue 44) ------------------------------------------------------------------------------
+
+
+def test_rounding_never_puts_zero_on_the_edge_of_an_interval_the_test_excludes_it_from():
+    from pipelines.engine.scoring import compare, outward
+
+    assert outward([0.000031, 0.21]) == [0.0, 0.21]  # outward: the rounded interval holds the exact one
+    assert outward([0.000031, 0.21], keep_out=0.0) == [0.00003, 0.21]  # ... without taking in what the test rejects
+    assert outward([-0.21, -0.0000049], keep_out=0.0) == [-0.21, -0.000004]
+    # the issue's table: 300 questions, only A right on 117, only B on 149: p just below 0.05, interval off 0
+    n, b, c = 300, 117, 149
+    rows = [[1.0] * b + [0.0] * c + [1.0] * (n - b - c), [0.0] * b + [1.0] * c + [1.0] * (n - b - c)]
+    out = compare(*([{"question_id": f"q{i}", "status": "ok", "score": s} for i, s in enumerate(r)] for r in rows))
+    assert out.p_value < 0.05 and out.difference_ci95[0] > 0
+    # make demo's pair: 4 questions, B right on one more: the interval no longer ends at the difference itself
+    four = compare([{"question_id": f"q{i}", "status": "ok", "score": s} for i, s in enumerate([0.0, 0.0, 1.0, 1.0])],
+                   [{"question_id": f"q{i}", "status": "ok", "score": s} for i, s in enumerate([1.0, 0.0, 1.0, 1.0])])
+    assert four.difference == 0.25 and four.difference_ci95[0] < 0 < 0.25 < four.difference_ci95[1]
+
+
+def test_a_pair_without_a_p_value_is_left_out_of_the_family_and_the_ranking_says_so(capsys):
+    from pipelines.cli.run import print_pairwise
+    from pipelines.engine.records import SweepSummary
+
+    def partial(label: str, scores: list[float]) -> LabelledRun:
+        run = labelled(label, scores, epochs=3)
+        run.questions = [{**r, "epochs": 3} for r in run.questions]
+        return run
+
+    same_a = partial("a", [0.5, 1 / 3, 2 / 3, 1.0] * 10)
+    same_b = partial("b", [0.5, 1 / 3, 2 / 3, 1.0] * 10)  # the same scores: no spread, no t test
+    worse = partial("c", [0.0, 1 / 3, 0.0, 1 / 3] * 10)
+    pairs, _ = pairwise([same_a, same_b, worse])
+    by_pair = {(p.run_a, p.run_b): p for p in pairs}
+    untested = by_pair[("a", "b")]
+    assert untested.p_value is None and untested.p_value_holm is None and untested.significant_holm is None
+    assert untested.family_size is None and "difference is 0" in untested.unestimated_reason
+    tested = [p for p in pairs if p.p_value is not None]
+    assert {p.family_size for p in tested} == {2}  # Holm over the two tested pairs, not three
+    assert all(p.p_value_holm == pytest.approx(min(1.0, 2 * p.p_value), rel=1e-4) or p.p_value_holm >= p.p_value
+               for p in tested)
+    rankings = rank([same_a, same_b, worse], pairs)
+    assert rankings == {"bench": [["a", "b"], ["c"]]}
+    print_pairwise(SweepSummary(sweep_id="s", name="s", n_runs=3, n_questions=120, runs=[], pairwise=pairs,
+                                rankings=rankings, plots=[], mlflow_errors=[]))
+    text = capsys.readouterr().out
+    assert "not tested: b - a (bench): every paired question's difference is 0" in " ".join(text.split())
+    assert "left out of Holm's and BH's family" in " ".join(text.split())
+
+
+def test_srag_report_of_an_old_run_folder_says_its_figures_are_recomputed_and_judge_rewrites_them(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    shutil.copytree(PREVIOUS / ONE_EPOCH, runs / ONE_EPOCH)
+    config = (runs / ONE_EPOCH / "config.yaml").read_text()
+    (runs / ONE_EPOCH / "config.yaml").write_text(config.replace("sqlite:////tmp/tmpnvzdmeoj/m.db",
+                                                                 f"sqlite:///{tmp_path}/m.db"))
+    stored = json.loads((runs / ONE_EPOCH / "summary.json").read_text())
+    assert "stats_methods" not in stored  # written by the release before issue 44
+    assert main(["report", ONE_EPOCH, "--runs-dir", str(runs), "--json"]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    (note,) = [line for line in err.splitlines() if "figures computed" in line]  # one line, beside "incomplete"
+    assert note.startswith(f"srag: run {ONE_EPOCH}: figures computed with this release's statistics (methods 2")
+    assert f"srag judge {ONE_EPOCH}` rewrites them" in report["methods_note"] and report["stats_methods"] == 2
+    main(["judge", ONE_EPOCH, "--runs-dir", str(runs), "--no-llm", "--quiet"])
+    capsys.readouterr()
+    assert json.loads((runs / ONE_EPOCH / "summary.json").read_text())["stats_methods"] == 2
+    assert main(["report", ONE_EPOCH, "--runs-dir", str(runs), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "figures computed" not in err and "methods_note" not in json.loads(out)
+
+
+def test_estimate_detect_plans_with_the_test_the_comparison_will_use():
+    import evalstats
+    from pipelines.engine.estimate import questions_to_detect
+    from pipelines.engine.results import RunDir
+
+    run = RunDir(PREVIOUS / ONE_EPOCH)  # 10 scored questions of 0/1 scores, accuracy 0.6
+    needed, note = questions_to_detect(0.1, [run])
+    assert needed == evalstats.questions_needed_binary(0.1, 2 * 0.6 * 0.4) and "exact power" in note
+    # the same questions in clusters of 3 (4 clusters): the clustered t test's design effect and degrees of freedom
+    clusters = [f"filing{i // 3}" for i in range(12)]
+    clustered, note = questions_to_detect(0.1, [run], clusters)
+    assert "clustered paired t test" in note and "4 clusters" in note and clustered >= needed - 5
+
+
+def test_srag_compare_names_the_test_and_its_interval_in_text(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    shutil.copytree(PREVIOUS / ONE_EPOCH, runs / ONE_EPOCH)
+    assert main(["compare", ONE_EPOCH, ONE_EPOCH, "--runs-dir", str(runs)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(exact unconditional McNemar test on Tango's statistic; the interval is the one the test inverts), p = 1" \
+        in text
+    assert "minimum detectable effect (80% power, alpha 0.05, this test on these 10 paired questions): none" in text
+    assert "not estimated: no discordant question" in text

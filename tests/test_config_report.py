@@ -165,7 +165,7 @@ def test_the_text_report_shows_spent_and_final_answer_tokens_and_cost():
 def test_an_interval_is_chosen_for_its_data_and_says_when_there_is_none():
     """The degenerate intervals of the percentile bootstrap: [1] * 9 + [0.9] gave [0.97, 1.0] beside [1] * 10's
     Wilson [0.72, 1.0], and [0.5] * 3 gave [0.5, 0.5]."""
-    assert score_interval([1.0] * 10) == ([0.7225, 1.0], "wilson")
+    assert score_interval([1.0] * 10) == ([0.7224, 1.0], "wilson")  # Wilson's 0.72247, rounded outward
     assert score_interval([1.0] * 9 + [0.9]) == (None, "none: 10 partial scores, fewer than 30 for a bootstrap")
     assert score_interval([0.5] * 3)[0] is None
     assert score_interval([0.5] * 40) == (None, "none: every score is the same")
@@ -177,17 +177,23 @@ def test_the_paired_interval_agrees_with_the_test_in_the_degenerate_cases():
         return [{"question_id": f"q{i}", "status": "ok", "score": s} for i, s in enumerate(scores)]
 
     # 20 paired questions, 5 right in B only and none in A only: the old interval [0.10, 0.45] excluded 0 beside
-    # exact McNemar's p = 0.0625; now the mid-p test and its interval agree
+    # exact McNemar's p = 0.0625; with so few discordant questions it is now the exact unconditional test (which
+    # rejects: 0.0246) and the interval that inverts it
     out = compare(rows([0.0] * 5 + [1.0] * 5 + [0.0] * 10), rows([1.0] * 10 + [0.0] * 10))
-    assert out.test == "mcnemar_midp" and out.p_value == pytest.approx(1 / 32) and out.difference_ci95[0] > 0
+    assert out.test == "mcnemar_exact_unconditional" and out.ci_method == "exact_unconditional_inversion"
+    assert out.p_value == pytest.approx(0.024644, abs=1e-6) and out.difference_ci95 == [0.0486, 0.4685]
     # four questions all in B's favour: the old interval was [1.0, 1.0] beside p = 0.125
     out = compare(rows([0.0] * 4), rows([1.0] * 4))
-    assert out.p_value == pytest.approx(1 / 16) and out.difference_ci95[0] < 0 < out.difference_ci95[1]
-    # no discordant question: no interval rather than [0, 0], and no detectable effect to speak of
+    assert out.p_value == pytest.approx(0.1251, abs=1e-4) and out.difference_ci95[0] < 0 < out.difference_ci95[1]
+    assert out.unestimated_reason == "4 paired questions are too few for any difference to reach 80% power"
+    # no discordant question: an interval around 0 (no difference is seen, the data bound how large one can be),
+    # p = 1, and no detectable effect to speak of
     out = compare(rows([1.0, 0.0]), rows([1.0, 0.0]))
-    assert out.difference_ci95 is None and out.p_value == 1.0 and out.min_detectable_effect is None
-    assert out.unestimated_reason.startswith("no discordant question")
-    assert compare(rows([0.0] * 4), rows([1.0] * 4)).unestimated_reason is None
+    assert out.difference_ci95[0] < 0 < out.difference_ci95[1] and out.p_value == 1.0
+    assert out.min_detectable_effect is None and out.unestimated_reason.startswith("no discordant question")
+    # nothing paired: no test, and the reason says so
+    nothing = compare(rows([1.0]), [{"question_id": "q0", "status": "llm_error", "score": None}])
+    assert nothing.p_value is None and nothing.unestimated_reason == "no question is scored in both runs"
 
 
 def test_a_paired_t_without_spread_says_so_and_keeps_scipys_p():
@@ -198,16 +204,19 @@ def test_a_paired_t_without_spread_says_so_and_keeps_scipys_p():
 
     same = compare(rows([0.0] * 4), rows([0.0] * 4))  # every question 0 in both (the local model's demo sweep)
     assert same.test == "paired_t" and same.difference_ci95 is None and same.min_detectable_effect is None
-    assert same.p_value == 1.0 and "difference is 0" in same.unestimated_reason
-    # B a third better on every question: SciPy's paired t-test says p = 0 (it was reported as 1)
+    assert same.p_value is None and "difference is 0" in same.unestimated_reason
+    # B a third better on every question: SciPy's paired t-test says p = 0 (t is infinite); no spread is no test
     ahead = compare(rows([0.0] * 4), rows([1 / 3] * 4))
-    assert ahead.p_value == stats.ttest_rel([1 / 3] * 4, [0.0] * 4).pvalue == 0.0
+    assert stats.ttest_rel([1 / 3] * 4, [0.0] * 4).pvalue == 0.0 and ahead.p_value is None
     assert ahead.difference_ci95 is None and "no spread" in ahead.unestimated_reason
     one = compare(rows([0.0]), rows([1 / 3]))
-    assert one.p_value == 1.0 and "at least 2" in one.unestimated_reason
+    assert one.p_value is None and "at least 2" in one.unestimated_reason
     spread = compare(rows([0.0, 0.0, 1 / 3, 2 / 3]), rows([1 / 3, 0.0, 1 / 3, 1.0]))
     assert spread.unestimated_reason is None and spread.p_value == pytest.approx(
         stats.ttest_rel([1 / 3, 0.0, 1 / 3, 1.0], [0.0, 0.0, 1 / 3, 2 / 3]).pvalue)
+    # a score that is not a number from 0 to 1 is no measurement: no p-value (min(1, nan) was 1)
+    broken = compare(rows([0.0, 0.5, float("nan")]), rows([0.5, 0.5, 1.0]))
+    assert broken.p_value is None and "q2 has a score that is not a number from 0 to 1" in broken.unestimated_reason
 
 
 def test_compare_pairs_questions_and_intervals_cover_the_difference():
@@ -218,10 +227,13 @@ def test_compare_pairs_questions_and_intervals_cover_the_difference():
     assert out.n_paired == 100 and out.only_in_b == 1
     assert (out.both_right, out.only_a_right, out.only_b_right, out.neither_right) == (60, 0, 15, 25)
     assert out.difference == 0.15 and out.p_value < 0.001
-    lo, hi = out.difference_ci95  # conditional on the 15 discordant questions: at most all 15 go to B
-    assert 0.05 < lo < 0.15 <= hi
-    # the minimum detectable effect of 100 questions with 15% discordant: Connor's formula, by hand
-    assert out.min_detectable_effect == pytest.approx(0.1072, abs=5e-4)
+    lo, hi = out.difference_ci95  # no longer capped at the discordant share, 0.15, as the conditional one was
+    assert 0.05 < lo < 0.15 < hi and out.test == "mcnemar_exact_unconditional"
+    # the minimum detectable effect: the difference at which the test used has 80% power (its exact power, over
+    # every table), at the observed 15% discordant; Connor's normal formula gave 0.1072
+    import evalstats
+
+    assert evalstats.binary_power(100, 0.15, out.min_detectable_effect) == pytest.approx(0.8, abs=1e-3)
 
 
 def test_the_shipped_configs_load():

@@ -9,7 +9,9 @@ condition B: their (a, b, c, d) is our (a, c, b, d).
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -466,3 +468,178 @@ def test_the_mid_p_difference_interval_agrees_with_the_mid_p_test_and_matches_a_
         lo, hi = es.mcnemar_midp_difference_interval(b, c, m)
         assert lo == pytest.approx(2 * kept.min() - 1 if c else -1.0, abs=2e-3)
         assert hi == pytest.approx(2 * kept.max() - 1 if c < m else 1.0, abs=2e-3)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The exact unconditional test on Tango's statistic and its interval (issue 44)
+
+
+def test_exact_unconditional_p_matches_contingencytables():
+    # Fagerland, Lydersen & Laake's R package contingencytables (tests/testthat/test-ch8.R), McNemar exact
+    # unconditional test with the Berger-Boos procedure (gamma 0.0001): Cavo et al. (2012) [[59, 6], [16, 80]]
+    # "P = 0.034053"; the same table divided by 10 and floored, [[5, 0], [1, 8]], "P = 0.542071"
+    # (their maximum is over 1000 grid points; ours refines the best of 200, so it may lie a hair above theirs)
+    assert es.exact_unconditional_p(6, 16, 161) == pytest.approx(0.034053, abs=1e-6)
+    assert es.exact_unconditional_p(0, 1, 14) == pytest.approx(0.542071, abs=1.5e-6)
+    assert es.exact_unconditional_p(3, 3, 30) == 1.0  # no difference seen: every table is as extreme
+
+
+def test_tango_statistic_at_zero_is_mcnemars_z():
+    b, c = np.meshgrid(np.arange(1, 30), np.arange(1, 30))
+    np.testing.assert_allclose(es.tango_statistic(b, c, 80, 0.0), (c - b) / np.sqrt(b + c), rtol=1e-12)
+
+
+@pytest.mark.parametrize("n", [12, 20])
+def test_exact_unconditional_interval_agrees_with_its_test_on_every_table(n):
+    for b in range(n + 1):
+        for c in range(n + 1 - b):
+            lo, hi = es.exact_unconditional_interval(b, c, n)
+            assert lo <= (c - b) / n <= hi
+            assert (lo > 0 or hi < 0) == (es.exact_unconditional_p(b, c, n) < 0.05), (b, c)
+
+
+def _exact_coverage(n: int, p10: float, p01: float, interval) -> float:
+    """The probability, summed over every table of n questions, that `interval(b, c, n)` holds p01 - p10."""
+    covered = 0.0
+    for b in range(n + 1):
+        for c in range(n + 1 - b):
+            lo, hi = interval(b, c, n)
+            if lo <= p01 - p10 <= hi:
+                covered += stats.multinomial.pmf([b, c, n - b - c], n, [p10, p01, 1 - p10 - p01])
+    return covered
+
+
+@pytest.mark.parametrize(("p10", "p01"), [(0.05, 0.05), (0.0, 0.3), (0.05, 0.35), (0.2, 0.3)])
+def test_exact_unconditional_interval_covers_at_least_its_level(p10, p01):
+    # exact sums over all tables of 20 questions (not a simulation): at least 95% wherever the truth lies
+    assert _exact_coverage(20, p10, p01, es.exact_unconditional_interval) >= 0.95
+
+
+def test_paired_binary_switches_at_the_stated_discordant_count_and_always_agrees():
+    k = es.EXACT_BELOW_DISCORDANT
+    assert es.paired_binary(3, k - 4, 100).method == "exact_unconditional"
+    fit = es.paired_binary(3, k - 3, 100)
+    assert fit.method == "tango_score" and fit.p_value == es.mcnemar_asymptotic_p(3, k - 3)
+    assert (fit.low, fit.high) == es.tango_paired_interval(100 - k, 3, k - 3, 0)
+    for b in range(0, 30, 4):
+        for c in range(0, 30, 3):
+            fit = es.paired_binary(b, c, 120)
+            assert (fit.low > 0 or fit.high < 0) == (fit.p_value < 0.05), (b, c)
+
+
+def test_the_issues_example_gets_an_interval_as_wide_as_tangos():
+    # both right 100, only A 2, only B 22, neither 76: the conditional mid-p interval was [0.060, 0.117]; Tango's
+    # score interval [0.058, 0.153]; with 24 discordant questions it is the exact interval, a little wider
+    fit = es.paired_binary(2, 22, 200)
+    assert fit.method == "exact_unconditional"
+    assert fit.low == pytest.approx(0.0568, abs=2e-4) and fit.high == pytest.approx(0.1538, abs=2e-4)
+    tango = es.tango_paired_interval(100, 2, 22, 76)
+    assert tango == pytest.approx((0.058, 0.153), abs=6e-4) and fit.low < tango[0] and fit.high > tango[1]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Clustered means: CR2, Satterthwaite df, effective clusters (issue 44)
+
+CLUBSANDWICH = json.loads((Path(__file__).parent / "fixtures" / "clubsandwich_cr2.json").read_text())
+
+
+@pytest.mark.parametrize("case", sorted(CLUBSANDWICH["cases"]))
+def test_cr2_and_satterthwaite_df_match_clubsandwich(case):
+    ref = CLUBSANDWICH["cases"][case]
+    y, g = np.array(ref["y"], dtype=float), np.array(ref["g"])
+    sizes = np.bincount(g).astype(float)
+    se = math.sqrt(es.cr2_variance(np.bincount(g, weights=y - y.mean()), sizes))
+    df = es.satterthwaite_df(sizes, 0.0)  # clubSandwich's working model for lm: independence
+    assert y.mean() == pytest.approx(ref["beta"], rel=1e-12)
+    assert se == pytest.approx(ref["se"], rel=1e-10) and df == pytest.approx(ref["df"], rel=1e-10)
+    assert 2 * stats.t.sf(y.mean() / se, df) == pytest.approx(ref["p"], rel=1e-8)
+    q = stats.t.ppf(0.975, df)
+    assert (y.mean() - q * se, y.mean() + q * se) == pytest.approx(tuple(ref["ci"]), rel=1e-10)
+    if es.intraclass_correlation(y, g) == 0.0:  # clustered_mean's own df is at the values' correlation
+        fit = es.clustered_mean(y, g, min_effective=0)
+        assert (fit.se, fit.df, fit.p_value) == pytest.approx((ref["se"], ref["df"], ref["p"]), rel=1e-8)
+        assert fit.interval == pytest.approx(tuple(ref["ci"]), rel=1e-10) and fit.method == "t_cr2"
+
+
+def test_satterthwaite_df_at_a_correlation_matches_a_simulation_of_the_variance():
+    # df = 2 E[V]^2 / Var[V] for the CR2 variance V when the values are normal with intraclass correlation rho:
+    # checked against 40,000 simulated variances (an independent computation of the same definition)
+    sizes = np.array([30] + [2] * 11)
+    group = np.repeat(np.arange(sizes.size), sizes)
+    rng = np.random.default_rng(44)
+    for rho in (0.0, 0.3, 0.8):
+        x = (math.sqrt(rho) * rng.normal(size=(40_000, sizes.size))[:, group]
+             + math.sqrt(1 - rho) * rng.normal(size=(40_000, group.size)))
+        residual = x - x.mean(axis=1, keepdims=True)
+        sums = np.stack([residual[:, group == k].sum(axis=1) for k in range(sizes.size)], axis=1)
+        v = np.sum(sums ** 2 / (1 - sizes / sizes.sum()), axis=1)
+        assert es.satterthwaite_df(sizes, rho) == pytest.approx(2 * v.mean() ** 2 / v.var(), rel=0.05), rho
+
+
+def test_effective_clusters_follow_the_sizes():
+    assert es.effective_clusters([5] * 10, 0.3) == pytest.approx(10.0)  # equal clusters count fully
+    # 41 + 9 x 1: sizes mean 5, population variance 144, so G* = 10 / (1 + 144 / 25)
+    assert es.effective_clusters([41] + [1] * 9, 0.0) == pytest.approx(10 / (1 + 144 / 25))
+    assert es.effective_clusters([41] + [1] * 9, 1.0) < es.effective_clusters([41] + [1] * 9, 0.0)
+
+
+def test_clustered_mean_refuses_what_it_cannot_back_and_says_why():
+    # the issue's case: 12 clusters of 2 whose differences are [0, 1] each: every cluster averages 0.5, the CR2
+    # standard error is exactly 0, and p = 0 with a point interval would mean nothing
+    fit = es.clustered_mean([0.0, 1.0] * 12, [i // 2 for i in range(24)])
+    assert fit.p_value is None and fit.interval is None and "standard error is 0" in fit.refused
+    lopsided = es.clustered_mean([0.2, 0.6] * 47 + [0.5, 0.1, 0.9, 0.3, 0.7, 0.4], [0] * 94 + list(range(1, 7)))
+    assert lopsided.refused.startswith("1.1") and "one holds 94 of the 100 values" in lopsided.refused
+    with pytest.raises(ValueError):
+        es.clustered_mean([0.1, float("nan")], [0, 1])
+    with pytest.raises(ValueError):
+        es.mean_se([0.1, float("nan"), 0.3])
+    assert es.clustered_mean([0.5, 0.5], [0, 0]).refused.startswith("one cluster")
+
+
+def test_clustered_proportion_is_wilson_at_the_effective_size():
+    # no spread between 12 clusters of [0, 1]: the design effect is below 1, capped at 1: Wilson on 24, t_11 for z
+    fit = es.clustered_mean([0.0, 1.0] * 12, [i // 2 for i in range(24)], proportion=True)
+    q = stats.t.ppf(0.975, 11)
+    centre, half = (0.5 + q * q / 48) / (1 + q * q / 24), q * math.sqrt(0.25 / 24 + q * q / 2304) / (1 + q * q / 24)
+    assert fit.method == "wilson_cr2" and fit.interval == pytest.approx((centre - half, centre + half), rel=1e-12)
+    none_right = es.clustered_mean([0.0] * 50, [0] * 41 + list(range(1, 10)), proportion=True)
+    assert none_right.interval[0] == 0.0 and 0.3 < none_right.interval[1] < 1  # it never collapses at 0 right
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Power from the test actually used (issue 44)
+
+
+def test_the_t_mde_has_its_power_where_the_normal_formula_falls_short():
+    # the normal formula's effect at 9 and 49 degrees of freedom: 70% and 78% power, not 80%
+    normal = (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * 0.05
+    assert es.t_power(normal, 0.05, 9) == pytest.approx(0.7038, abs=1e-3)
+    assert es.t_power(normal, 0.05, 49) == pytest.approx(0.7842, abs=1e-3)
+    for df in (3, 9, 49, 500):
+        mde = es.min_detectable_effect_t(0.05, df)
+        assert es.t_power(mde, 0.05, df) == pytest.approx(0.8, abs=1e-8) and mde > normal
+    # a simulation of 4000 t tests on 10 normal differences at the MDE: 80% reject
+    rng = np.random.default_rng(45)
+    mde = es.min_detectable_effect_t(1 / math.sqrt(10), 9)
+    x = rng.normal(mde, 1.0, (4000, 10))
+    rejected = np.mean(stats.ttest_1samp(x, 0.0, axis=1).pvalue < 0.05)
+    assert rejected == pytest.approx(0.8, abs=0.025)
+
+
+def test_binary_power_is_the_exact_sum_over_tables():
+    # against a direct sum over every table of 30 questions of the probability that paired_binary's test rejects
+    n, psi, delta = 30, 0.3, 0.2
+    p10, p01 = (psi - delta) / 2, (psi + delta) / 2
+
+    def p_value(b: int, c: int) -> float:  # paired_binary's choice of test, without its interval
+        return es.exact_unconditional_p(b, c, n) if b + c < es.EXACT_BELOW_DISCORDANT else es.mcnemar_asymptotic_p(b, c)
+
+    direct = sum(stats.multinomial.pmf([b, c, n - b - c], n, [p10, p01, 1 - psi])
+                 for b in range(n + 1) for c in range(n + 1 - b) if p_value(b, c) < 0.05)
+    assert es.binary_power(n, psi, delta) == pytest.approx(direct, abs=1e-9)
+    assert es.binary_power(n, psi, 0.0) <= 0.05  # its size at no difference
+    mde = es.min_detectable_effect_binary(200, 0.12)
+    assert es.binary_power(200, 0.12, mde) == pytest.approx(0.8, abs=1e-6)
+    assert es.questions_needed_binary(mde, 0.12) in range(190, 211)
+    assert es.questions_needed_t(0.1, 0.5) == 199  # noncentral t: two more than the normal formula's 197

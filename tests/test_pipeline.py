@@ -152,8 +152,11 @@ def test_sweep_logs_parent_and_children_and_compare(ray_local, mlflow_server, fa
     a, b = (r["run_id"] for r in out["runs"])
     code, cmp = cli_json(capsys, "compare", a, b, "--runs-dir", runs)
     assert cmp["n_paired"] == 7 and cmp["both_right"] == 7 and cmp["p_value"] == 1.0 and cmp["comparable"]
-    # no discordant question: the mid-p McNemar test has nothing to say of the spread, and says so
-    assert cmp["test"] == "mcnemar_midp" and cmp["difference"] == 0.0 and cmp["difference_ci95"] is None
+    # no discordant question among 7: the exact unconditional test (p = 1) and its interval around 0, which bounds
+    # the difference 7 questions leave room for; no detectable effect, and the reason
+    assert cmp["test"] == "mcnemar_exact_unconditional" and cmp["difference"] == 0.0
+    assert cmp["difference_ci95"][0] < 0 < cmp["difference_ci95"][1]
+    assert cmp["min_detectable_effect"] is None and cmp["unestimated_reason"].startswith("no discordant question")
 
 
 def test_bad_run_input_is_one_line(tmp_path, capsys):

@@ -39,7 +39,7 @@ from pipelines.config import (
 )
 from pipelines.engine.paper_table import FIGURES, FORMATS
 from pipelines.engine.records import RunComparison, RunResult, StopRecord, SweepSummary
-from pipelines.engine.report import accuracy_label, incomplete_reason, table
+from pipelines.engine.report import accuracy_label, incomplete_reason, recomputed_note, table
 from pipelines.engine.results import RunDir, check_run_id
 from srag_core import FAILED, FINISHED, STATUSES
 
@@ -486,25 +486,44 @@ def print_pairwise(out: SweepSummary) -> None:
     from pipelines.engine.sweeps import ranking_text
 
     if out.pairwise:
-        rows = [{"pair": f"{p.run_b} - {p.run_a}", "dataset": p.dataset, "diff": p.difference,
+        rows = [{"pair": f"{p.run_b} - {p.run_a}", "dataset": p.dataset, "test": TEST_LABELS[p.test][1],
+                 "diff": p.difference,
                  "ci95": f"[{p.difference_ci95_low}, {p.difference_ci95_high}]" if p.difference_ci95_low is not None
                  else "-",
-                 "p": p.p_value, "p_holm": p.p_value_holm, "p_bh": p.p_value_bh,
-                 "holm<0.05": "yes" if p.significant_holm else "no", "mde": p.min_detectable_effect}
+                 "p": _or_dash(p.p_value), "p_holm": _or_dash(p.p_value_holm), "p_bh": _or_dash(p.p_value_bh),
+                 "holm<0.05": "yes" if p.significant_holm else "no" if p.significant_holm is not None else "-",
+                 "mde": _or_dash(p.min_detectable_effect)}
                 for p in out.pairwise]
-        print("\n" + table(rows, ["pair", "dataset", "diff", "ci95", "p", "p_holm", "p_bh", "holm<0.05", "mde"],
-                           width=HELP_WIDTH))
-        family = out.pairwise[0].family_size or 0
-        print(wrapped(f"p_holm and p_bh adjust p over each dataset's {family}-pair family (Holm: family-wise error "
-                      "at most 5%; Benjamini-Hochberg: false discovery rate, for exploring); mde: the difference the "
-                      "pair's questions detect with 80% power"))
+        print("\n" + table(rows, ["pair", "dataset", "test", "diff", "ci95", "p", "p_holm", "p_bh", "holm<0.05",
+                                  "mde"], width=HELP_WIDTH))
+        family = max((p.family_size or 0 for p in out.pairwise), default=0)
+        used = ", ".join(f"{short}: {long}" for test, (long, short) in TEST_LABELS.items()
+                         if any(p.test == test for p in out.pairwise))
+        print(wrapped(f"test ({used}), each with the interval that inverts it; p_holm and p_bh adjust p over each "
+                      f"dataset's tested pairs ({family} here; Holm: family-wise error at most 5%; "
+                      "Benjamini-Hochberg: false discovery rate, for exploring); mde: the difference the pair's "
+                      "questions detect with 80% power with that test"))
         for p in out.pairwise:
-            if p.unestimated_reason:
-                print(wrapped(f"{p.run_b} - {p.run_a} ({p.dataset}): no interval or mde: {p.unestimated_reason}"))
+            if p.p_value is None:
+                print(wrapped(f"not tested: {p.run_b} - {p.run_a} ({p.dataset}): {p.unestimated_reason}; left out "
+                              "of Holm's and BH's family, and counted as not separated in the ranking"))
+            elif p.unestimated_reason:
+                print(wrapped(f"{p.run_b} - {p.run_a} ({p.dataset}): no detectable effect: {p.unestimated_reason}"))
     for pair in out.incomparable:
         print(wrapped(f"not compared: {pair.run_a} and {pair.run_b} ({pair.dataset}): {'; '.join(pair.differences)}"))
     for dataset, groups in out.rankings.items():
         print(wrapped(f"ranking on {dataset} (= : not separated after Holm's adjustment): {ranking_text(groups)}"))
+
+
+# How each paired test is named in the text output: (in a sentence, in the sweep's table)
+TEST_LABELS = {"mcnemar_exact_unconditional": ("exact unconditional McNemar test on Tango's statistic", "exact"),
+               "mcnemar_asymptotic": ("asymptotic McNemar test with Tango's score interval", "mcnemar"),
+               "paired_t": ("paired t test", "t"),
+               "paired_t_cr2": ("paired t test with CR2 cluster-robust errors", "t_cr2")}
+
+
+def _or_dash(value: float | None) -> float | str:
+    return "-" if value is None else value
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -513,14 +532,25 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.table and args.json:
         raise CliError("give --table or --json, not both (--table csv is the machine-readable table)")
     if is_sweep(args.runs_dir, check_run_id(args.id)):
+<<<<<<< HEAD
         summary = sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id)
         if args.table:
             return _print_table(summary, args)
         _print_sweep(summary, args)
+=======
+        out = sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id)
+        for r in out.runs:
+            if note := recomputed_note(RunDir.open(args.runs_dir, r.run_id)):
+                print(f"srag: run {r.run_id} ({r.label}): {note}", file=sys.stderr)
+        _print_sweep(out, args)
+>>>>>>> i44-stats
         return 0  # a reading: the lines on stderr say what is incomplete
     if args.table:
         raise CliError(f"--table takes a sweep id; {args.id} is a run (srag runs lists the sweeps)")
     result = run_report(args.runs_dir, args.id)
+    if note := recomputed_note(RunDir.open(args.runs_dir, args.id)):
+        result = result.model_copy(update={"methods_note": note})
+        print(f"srag: run {result.run_id}: {note}", file=sys.stderr)
     _print_summary(result, args)
     if reason := incomplete_reason(result):  # a report is a reading: it exits 0 either way, and says so
         print(f"srag: run {result.run_id} is incomplete: {reason} ({next_step(result)})", file=sys.stderr)
@@ -563,15 +593,18 @@ def comparison_lines(result: RunComparison) -> list[str]:
                      f"({reasons}); `srag rerun` and `srag judge` can fill them")
     lines.append(f"both right {result.both_right} · only A {result.only_a_right} · only B {result.only_b_right} · "
                  f"neither {result.neither_right}")
-    test = {"mcnemar_midp": "mid-p McNemar", "paired_t": "paired t",
-            "paired_t_clustered": "paired t, clustered"}[result.test]
-    lines.append(f"B - A = {result.difference}, 95% interval {result.difference_ci95} ({test}, the interval the "
-                 f"test inverts), p = {result.p_value:.4g}")
-    mde = f"{result.min_detectable_effect:.3f}" if result.min_detectable_effect is not None else "none"
-    lines.append(f"minimum detectable effect (80% power, alpha 0.05, these {result.n_paired} paired questions): "
-                 f"{mde}; a non-significant difference smaller than that says too few questions, not no effect")
+    test = TEST_LABELS[result.test][0]
+    clustered = (f", {result.n_clusters} clusters, {result.effective_clusters} effective, {result.df} df"
+                 if result.n_clusters is not None else "")
+    p = f"p = {result.p_value:.4g}" if result.p_value is not None else "no p-value"
+    lines.append(f"B - A = {result.difference}, 95% interval {result.difference_ci95} ({test}{clustered}; the "
+                 f"interval is the one the test inverts), {p}")
+    mde = f"{result.min_detectable_effect:.4f}" if result.min_detectable_effect is not None else "none"
+    lines.append(f"minimum detectable effect (80% power, alpha 0.05, this test on these {result.n_paired} paired "
+                 f"questions): {mde}; a non-significant difference smaller than that says too few questions, not no "
+                 "effect")
     if result.unestimated_reason:
-        lines.append(f"no interval or detectable effect: {result.unestimated_reason}")
+        lines.append(f"not estimated: {result.unestimated_reason}")
     if result.failure_class_moves:  # where the difference comes from: retrieval misses or reasoning
         moves = ", ".join(f"{move} {n}" for move, n in result.failure_class_moves.items())
         lines.append(f"failure classes that changed (A -> B, questions): {moves}")

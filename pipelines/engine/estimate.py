@@ -210,36 +210,63 @@ def estimate_run(cfg: RunConfig, runs_dir: Path, *, pilot: int, quiet: bool,
     out.wall_s, out.wall_s_ci95, out.concurrency = wall_time(cfg, samples, episodes, sample_runs[0])
     if detect is not None:
         out.detect = detect
-        out.questions_needed, out.detect_note = questions_to_detect(detect, sample_runs)
+        out.questions_needed, out.detect_note = questions_to_detect(detect, sample_runs, [q.cluster for q in questions])
     return out
 
 
-def questions_to_detect(delta: float, sample_runs: list[RunDir]) -> tuple[int | None, str]:
-    """Questions a paired comparison of two variants like the sampled one needs to detect `delta`, from the sampled
-    questions' scores: 0/1 scores give the share of discordant questions two variants of this accuracy would have
-    if their errors were independent, 2 p (1 - p); partial scores the standard deviation of a difference of two
-    such independent scores, sqrt(2) sd. Variants whose errors go together (most ablations) disagree less and need
-    fewer questions: this is the number to plan with, not the least."""
+def questions_to_detect(delta: float, sample_runs: list[RunDir],
+                        clusters: list[str | None] | None = None) -> tuple[int | None, str]:
+    """Questions a paired comparison of two variants like the sampled one needs to detect `delta` with 80% power at
+    alpha 0.05, from the sampled questions' scores and the power of the test the comparison will use. 0/1 scores:
+    the share of discordant questions two variants of this accuracy would have if their errors were independent,
+    2 p (1 - p), and the binary test's exact power (`evalstats.questions_needed_binary`). Partial scores: the
+    standard deviation of a difference of two such independent scores, sqrt(2) sd, and the t test's power
+    (noncentral t). When the run's questions declare clusters (`clusters`, one per question, None for one of its
+    own), the comparison is the clustered t test: the design effect 1 + rho (sum n_g^2 / n - 1) of the run's
+    cluster sizes at the sample's intraclass correlation rho, and the Satterthwaite degrees of freedom of those
+    sizes. Variants whose errors go together (most ablations) disagree less and need fewer questions: this is the
+    number to plan with, not the least."""
     import math
+    from collections import Counter
     from statistics import fmean, stdev
+
+    import numpy as np
 
     import evalstats
     from pipelines.engine.report import read_run
-    from pipelines.engine.scoring import scored_values
+    from pipelines.engine.scoring import outcome
 
-    scores = [s for run_dir in sample_runs for s in scored_values(read_run(run_dir)[0])]
+    rows = [r for run_dir in sample_runs for r in read_run(run_dir)[0] if outcome(r) == "scored"]
+    scores = [float(r["score"] or 0.0) for r in rows]
     if len(scores) < 2:
         return None, f"cannot tell: {len(scores)} scored question(s) in the sample"
+    binary = all(s in (0, 1) for s in scores)
+    p = fmean(scores)
+    labels = [c or f"question:{i}" for i, c in enumerate(clusters or [])]
+    sizes = list(Counter(labels).values())
     try:
-        if all(s in (0, 1) for s in scores):
-            p = fmean(scores)
-            needed = evalstats.questions_needed(delta, p_discordant=2 * p * (1 - p))
+        if len(sizes) < len(labels):  # questions share clusters: the clustered t test
+            sample = [r.get("cluster") or f"question:{r['question_id']}" for r in rows]
+            index = {c: i for i, c in enumerate(dict.fromkeys(sample))}
+            rho = evalstats.intraclass_correlation(np.array(scores), np.array([index[c] for c in sample]))
+            effect = 1 + rho * (sum(n * n for n in sizes) / len(labels) - 1)
+            df = evalstats.satterthwaite_df(sizes, rho)
+            sd = math.sqrt(2 * p * (1 - p)) if binary else math.sqrt(2) * stdev(scores)
+            needed = evalstats.questions_needed_t(delta, sd, design_effect=effect,
+                                                  df_per_question=(df + 1) / len(labels))
+            return needed, (f"the clustered paired t test: differences' standard deviation {sd:.3f} (two independent "
+                            f"variants like the sample's {len(scores)} questions), design effect {effect:.2f} of the "
+                            f"run's {len(sizes)} clusters at the sample's intraclass correlation {rho:.2f}, "
+                            f"{df:.1f} degrees of freedom over {len(labels)} questions, scaled with the questions")
+        if binary:
+            needed = evalstats.questions_needed_binary(delta, 2 * p * (1 - p))
             return needed, (f"from the sample's accuracy {p:.3f} over {len(scores)} questions: discordant share "
-                            f"{2 * p * (1 - p):.3f} if the two variants' errors were independent")
+                            f"{2 * p * (1 - p):.3f} if the two variants' errors were independent; the exact power of "
+                            "the binary paired test")
         sd = stdev(scores)
-        needed = evalstats.questions_needed(delta, sd_diff=math.sqrt(2) * sd)
+        needed = evalstats.questions_needed_t(delta, math.sqrt(2) * sd)
         return needed, (f"from the sample's score standard deviation {sd:.3f} over {len(scores)} questions, the "
-                        "two variants' scores taken as independent")
+                        "two variants' scores taken as independent; the paired t test's power (noncentral t)")
     except ValueError as e:
         return None, f"cannot tell: {e}"
 

@@ -52,6 +52,22 @@ def run_summary(run_dir: RunDir, store: ResultStore | None = None, states: dict[
         "stopped": meta.stop, "request_limit": meta.request_limit, "store_problems": store.problems}), rows
 
 
+def recomputed_note(run_dir: RunDir) -> str | None:
+    """When the run's summary.json (and so its MLflow run) holds figures computed with other statistics than this
+    release's (`scoring.STATS_METHODS`), a sentence saying so and what rewrites them; None otherwise, or when the
+    run has no summary.json yet."""
+    path = run_dir.path / "summary.json"
+    try:
+        stored = RunSummary.read(path).stats_methods if path.is_file() else scoring.STATS_METHODS
+    except (OSError, ValueError):
+        return None
+    if stored == scoring.STATS_METHODS:
+        return None
+    return (f"figures computed with this release's statistics (methods {scoring.STATS_METHODS}: "
+            f"{scoring.STATS_METHODS_TEXT}); its summary.json and MLflow run hold those of methods {stored or 1}: "
+            f"`srag judge {run_dir.run_id}` rewrites them")
+
+
 def question_rows(questions: list[Question], states: dict[Unit, QuestionState], epochs: int = 1,
                   reducer: str = "mean", episodes: list[EpisodeRow] | None = None) -> list[QuestionRow]:
     """One row per question. With one epoch, its episode row (`episode_rows`); with several, its epochs side by side

@@ -31,10 +31,10 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from statistics import fmean, stdev
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from pipelines.config import parse_reducer
-from pipelines.engine.records import Comparison, EpisodeRow, Interval, Outcome, QuestionRow
+from pipelines.engine.records import Comparison, EpisodeRow, Interval, Outcome, PairedTest, QuestionRow
 from srag_core import FAILED
 
 # Summary figures by `RunSummary` field name, for `report.summarize` (which refuses a name that is not a field).
@@ -74,7 +74,8 @@ def figures(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -
     sources = Counter(str(e.get("score_source")) for e in scored_episodes)
     every = [float(r.get("score") or 0.0) if outcome(r) == "scored" else 0.0 for r in rows]  # not scored: 0
     covered = [1.0 if outcome(r) == "scored" else 0.0 for r in rows]
-    intervals = {"accuracy": score_interval(scores, clusters=clusters([r for r in rows if outcome(r) == "scored"])),
+    grouped = clusters([r for r in rows if outcome(r) == "scored"])
+    intervals = {"accuracy": score_interval(scores, clusters=grouped),
                  "accuracy_all": score_interval(every, clusters=clusters(rows)),
                  "coverage": score_interval(covered, clusters=clusters(rows))}
     return {
@@ -82,6 +83,7 @@ def figures(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -
         "coverage": round(len(scores) / n, 4) if n else None, "coverage_ci95": intervals["coverage"][0],
         "accuracy_all": _mean(every), "accuracy_all_ci95": intervals["accuracy_all"][0],
         "ci_method": {k: method for k, (_, method) in intervals.items()}, "ci_seed": CI_SEED,
+        "stats_methods": STATS_METHODS,
         "denominators": dict(DENOMINATORS),
         "outcome_counts": {o: outcomes.get(o, 0) for o in OUTCOMES},
         **{o: outcomes.get(o, 0) for o in OUTCOMES},
@@ -95,7 +97,17 @@ def figures(rows: list[QuestionRow], episodes: list[EpisodeRow] | None = None) -
         "episodes_by_score_source": dict(sorted(sources.items())),
         "episodes_by_ending": {k: sum(1 for e in episodes if e.get("ending") == k) for k in ENDINGS},
         "episodes_lost": sum(r.get("epochs_lost", 0) for r in rows if outcome(r) == "scored"),
+        **(cluster_counts(grouped) if grouped is not None else {}),
     }
+
+
+def cluster_counts(labels: list[str]) -> Figures:
+    """How many clusters the labels name and how many they are worth (`evalstats.effective_clusters`, from their
+    sizes)."""
+    import evalstats
+
+    sizes = list(Counter(labels).values())
+    return {"n_clusters": len(sizes), "effective_clusters": round(evalstats.effective_clusters(sizes, 0.0), 2)}
 
 
 # How a finished episode ended, the system's own ends only (a failed one has no ending: the infrastructure failed it).
@@ -337,32 +349,40 @@ def _epochs(episodes: list[EpisodeRow]) -> int:
 
 CI_LEVEL = 0.95
 CI_SEED = 0  # the seed of every bootstrap draw, recorded in the summary (`ci_seed`)
+# The release of the statistics behind the figures, recorded in the summary (`stats_methods`), so a summary written
+# with other methods is recognised (`report.recomputed_note`). 1 (summaries without it): the mid-p McNemar test and
+# its conditional interval, Liang-Zeger clustered intervals with G - 1 degrees of freedom from 10 clusters, normal
+# minimum detectable effects. 2: issue 44's (docs/comparisons.md).
+STATS_METHODS = 2
+STATS_METHODS_TEXT = ("exact unconditional or Tango paired intervals, CR2 clustered intervals and tests, "
+                      "detectable effects from each test's own power")
 
 
 def score_interval(scores: list[float], level: float = CI_LEVEL,
                    clusters: list[str] | None = None) -> tuple[Interval | None, str]:
     """The interval of a mean score over questions and the method that gave it. With `clusters` (one label per score,
-    from `clusters`: questions that share a source), the clustered CLT interval (Liang-Zeger standard error, Student's
-    t with G - 1 degrees of freedom), from `MIN_CLUSTERS` clusters. Otherwise Wilson when every score is 0 or 1 (the
-    mean is then a share of right answers); else a seeded BCa bootstrap over the questions, from
-    `evalstats.MIN_BOOTSTRAP_N` questions. Below those sizes, or when every score is the same, no interval, and the
-    method says why (a bootstrap of a handful of partial scores collapses: [1] * 9 + [0.9] would give [0.97, 1.0]
-    where [1] * 10 gives Wilson's [0.72, 1.0]). The interval always holds the mean as the figures round it, within
-    [0, 1]."""
+    from `clusters`: questions that share a source), a clustered interval with CR2 standard errors and Satterthwaite
+    degrees of freedom (`evalstats.clustered_mean`): Wilson's at the effective sample size when every score is 0 or
+    1 (`wilson_cr2`), else the t interval (`t_cr2`), which is refused below `evalstats.MIN_EFFECTIVE_CLUSTERS`
+    effective clusters. Otherwise Wilson when every score is 0 or 1 (the mean is then a share of right answers);
+    else a seeded BCa bootstrap over the questions, from `evalstats.MIN_BOOTSTRAP_N` questions. Below those sizes,
+    or when every score is the same, no interval, and the method says why (a bootstrap of a handful of partial
+    scores collapses: [1] * 9 + [0.9] would give [0.97, 1.0] where [1] * 10 gives Wilson's [0.72, 1.0]). The
+    interval is rounded outward to 4 places and always holds the mean as the figures round it, within [0, 1]."""
     import evalstats  # here: it loads SciPy, which `srag --help` must not wait for
 
     n = len(scores)
     if not n:
         return None, "none: no scored question"
+    binary = all(x in (0, 1) for x in scores)
     if clusters is not None:
-        g = len(set(clusters))
-        if g < MIN_CLUSTERS:
-            return None, f"none: {g} clusters, fewer than {MIN_CLUSTERS} for a clustered interval"
-        if len(set(scores)) == 1:
+        if len(set(scores)) == 1 and not binary:
             return None, "none: every score is the same"
-        lo, hi, _ = evalstats.mean_interval_clt(scores, level, clusters=clusters, dist="t")
-        lo, hi, method = max(lo, 0.0), min(hi, 1.0), "clt_clustered"
-    elif all(x in (0, 1) for x in scores):
+        fit = evalstats.clustered_mean(scores, clusters, level, proportion=binary)
+        if fit.interval is None:
+            return None, f"none: {fit.refused}"
+        (lo, hi), method = fit.interval, fit.method
+    elif binary:
         lo, hi = evalstats.wilson_interval(int(sum(scores)), n, level)
         method = "wilson"
     elif n < evalstats.MIN_BOOTSTRAP_N:
@@ -373,10 +393,29 @@ def score_interval(scores: list[float], level: float = CI_LEVEL,
         lo, hi = evalstats.bca_interval(scores, level, resamples=2000, seed=CI_SEED)
         method = "bca_bootstrap"
     mean = round(fmean(scores), 4)
-    return [min(round(lo, 4), mean), max(round(hi, 4), mean)], method
+    low, high = outward([max(lo, 0.0), min(hi, 1.0)])
+    return [min(low, mean), max(high, mean)], method
 
 
-MIN_CLUSTERS = 10  # below this a cluster-robust standard error is too unreliable to print (Cameron & Miller 2015)
+PLACES = 4  # intervals are rounded outward to this many decimals
+
+
+def outward(interval: Interval, places: int = PLACES, keep_out: float | None = None) -> Interval:
+    """`interval` rounded outward to `places` decimals, so the rounded interval holds everything the exact one
+    does. With `keep_out` (a value outside the exact interval, such as 0 for a difference whose test rejects), an
+    end that rounding would move onto or past it keeps more decimals instead, so rounding never contradicts the
+    test."""
+    low, high = interval
+    out = []
+    for value, side in ((low, math.floor), (high, math.ceil)):
+        digits = places
+        rounded = side(value * 10 ** digits) / 10 ** digits
+        while keep_out is not None and digits < 12 and (low > keep_out >= rounded if side is math.floor
+                                                         else high < keep_out <= rounded):
+            digits += 1
+            rounded = side(value * 10 ** digits) / 10 ** digits
+        out.append(rounded)
+    return out
 
 
 def clusters(rows: list[QuestionRow]) -> list[str] | None:
@@ -409,14 +448,22 @@ def compare(rows_a: list[QuestionRow], rows_b: list[QuestionRow], *, threshold: 
     left out, because they failed, are pending or never ran in either run, are counted by reason. B minus A.
 
     The interval and the test agree by construction (the interval holds 0 exactly when the test does not reject at
-    1 - level): with one epoch and every paired score 0 or 1, the mid-p McNemar test on the discordant pairs and the
-    matching interval (`evalstats.mcnemar_midp_difference_interval`); otherwise (partial scores, several epochs) the
-    paired t-test on the per-question differences and its interval. The minimum detectable effect is the difference
-    this many paired questions would detect with 80% power at alpha 0.05, from the observed discordance (binary) or
-    the observed standard deviation of the differences. Right / wrong counts use `threshold`.
-    """
-    import evalstats
+    1 - level), and both keep their level (docs/coverage.md):
 
+    - one epoch and every paired score 0 or 1: `evalstats.paired_binary`, the exact unconditional test on Tango's
+      statistic and the interval that inverts it below `evalstats.EXACT_BELOW_DISCORDANT` discordant questions,
+      else Tango's score interval and the asymptotic McNemar test;
+    - questions that share a declared cluster: the paired t test on the per-question differences with CR2 standard
+      errors and Satterthwaite degrees of freedom (`evalstats.clustered_mean`), refused below
+      `evalstats.MIN_EFFECTIVE_CLUSTERS` effective clusters;
+    - otherwise (partial scores, several epochs) the paired t test on the per-question differences.
+
+    The minimum detectable effect is the difference this many paired questions would detect with 80% power at
+    alpha 0.05 with the same test (its own distribution: the binary test's exact power at the observed discordant
+    share, or the noncentral t at the observed standard error and degrees of freedom). Where a figure cannot be
+    given, `unestimated_reason` says why, and no p-value stands in for a test that was not made. Right / wrong
+    counts use `threshold`.
+    """
     a, b = _by_id(rows_a), _by_id(rows_b)
     shared = sorted(a.keys() & b.keys())
     paired = [q for q in shared if outcome(a[q]) == outcome(b[q]) == "scored"]
@@ -432,73 +479,115 @@ def compare(rows_a: list[QuestionRow], rows_b: list[QuestionRow], *, threshold: 
     # a score of its own (the t-test takes it as it is)
     epochs = max((r.get("epochs", 1) for r in (*a.values(), *b.values())), default=1)
     binary = epochs == 1 and all(v in (0.0, 1.0) for v in [*sa.values(), *sb.values()])
-    ci: Interval | None = None
-    mde: float | None = None
-    why: str | None = None
-    if grouped is not None:  # questions that share a source are not independent pairs: McNemar's test assumes so
-        test = ci_method = "paired_t_clustered"
-        # no test at all with too few clusters: the most conservative p, and the reason
-        p, why = 1.0, f"{len(set(grouped))} clusters, fewer than {MIN_CLUSTERS} for a clustered test (p is 1)"
-        if len(set(grouped)) >= MIN_CLUSTERS:
-            p = evalstats.paired_mean_p(diffs, clusters=grouped, dist="t")
-            ci, mde, why = _t_interval(diffs, level, grouped)
+    test: PairedTest = "paired_t_cr2" if grouped is not None else "mcnemar_asymptotic" if binary else "paired_t"
+    bad = next((q for q in paired if not 0.0 <= sa[q] <= 1.0 or not 0.0 <= sb[q] <= 1.0), None)  # NaN fails too
+    if bad is not None:
+        result = _Tested(test, test, None, None, None, f"question {bad} has a score that is not a number from 0 to "
+                         f"1 ({sa[bad]} in A, {sb[bad]} in B): no test or interval")
+    elif n == 0:
+        result = _Tested(test, test, None, None, None, "no question is scored in both runs")
+    elif grouped is not None:  # questions that share a source are not independent pairs: McNemar's test assumes so
+        result = _clustered_test(diffs, grouped, level)
     elif binary:
-        test, ci_method, p = "mcnemar_midp", "mcnemar_midp_inversion", float(evalstats.mcnemar_midp_p(only_a, only_b))
-        interval = evalstats.mcnemar_midp_difference_interval(only_a, only_b, n, level)
-        ci = list(interval) if interval is not None else None
-        mde = _binary_mde(n, only_a + only_b)
-        if not only_a + only_b:
-            why = ("no discordant question (each paired question right in both runs or wrong in both): the data say "
-                   "nothing of the spread")
-        elif mde is None:
-            why = f"{n} paired questions are too few for any difference to reach 80% power"
+        result = _binary_test(only_a, only_b, n, level)
     else:
-        test = ci_method = "paired_t"
-        p, why = 1.0, f"{n} paired question(s): a test or an interval needs at least 2 (p is 1)"
-        if n >= 2:
-            p = evalstats.paired_mean_p(diffs, dist="t")
-            ci, mde, why = _t_interval(diffs, level)
+        result = _paired_t_test(diffs, level)
+    p, ci = result.p_value, result.interval
     return Comparison(
         n_paired=n, n_left_out=sum(left_out.values()),
         left_out={reason: left_out.get(reason, 0) for reason in NOT_SCORED},
         only_in_a=len(a.keys() - b.keys()), only_in_b=len(b.keys() - a.keys()),
         both_right=both, only_a_right=only_a, only_b_right=only_b, neither_right=n - both - only_a - only_b,
-        accuracy_a=_mean(sa.values()), accuracy_b=_mean(sb.values()), difference=_mean(diffs), test=test,
-        p_value=round(p, 6), difference_ci95=[round(ci[0], 4), round(ci[1], 4)] if ci else None,
-        ci_method=ci_method,
-        min_detectable_effect=round(mde, 4) if mde is not None else None, unestimated_reason=why,
+        accuracy_a=_mean(sa.values()), accuracy_b=_mean(sb.values()), difference=_mean(diffs), test=result.test,
+        p_value=round_p(p) if p is not None else None,
+        difference_ci95=outward(ci, keep_out=0.0 if p is not None and p < 1 - level else None) if ci else None,
+        ci_method=result.ci_method,
+        min_detectable_effect=math.ceil(result.mde * 10 ** PLACES) / 10 ** PLACES if result.mde is not None else None,
+        unestimated_reason=result.why, n_clusters=result.n_clusters, effective_clusters=result.effective_clusters,
+        df=round(result.df, 2) if result.df is not None else None,
         failure_class_moves=_moves([(a[q].get("failure_class"), b[q].get("failure_class")) for q in paired]),
         replaced_scored_a=sum(1 for q in paired if a[q].get("replaced_scored")),
         replaced_scored_b=sum(1 for q in paired if b[q].get("replaced_scored")))
 
 
-def _t_interval(diffs: list[float], level: float,
-                grouped: list[Any] | None = None) -> tuple[Interval | None, float | None, str | None]:
-    """The paired t interval of the mean difference (clustered with `grouped`), the minimum detectable effect from the
-    same standard error (so a clustered one includes the clusters' design effect), and why neither can be given."""
+def round_p(p: float, alpha: float = 1 - CI_LEVEL) -> float:
+    """A p-value to 6 decimals, rounded down where rounding to nearest would lift a p below `alpha` to it."""
+    rounded = round(p, 6)
+    return math.floor(p * 1e6) / 1e6 if p < alpha <= rounded else rounded
+
+
+class _Tested(NamedTuple):
+    """What one of compare's tests gives: its names, p-value, interval and detectable effect, and why any is
+    missing."""
+
+    test: PairedTest
+    ci_method: str
+    p_value: float | None
+    interval: Interval | None
+    mde: float | None
+    why: str | None
+    n_clusters: int | None = None
+    effective_clusters: float | None = None
+    df: float | None = None
+
+
+def _binary_test(only_a: int, only_b: int, n: int, level: float) -> _Tested:
+    """`evalstats.paired_binary` and the exact power of its test at the observed discordant share."""
     import evalstats
 
-    if len(set(diffs)) <= 1:
-        return None, None, (f"every paired question's difference is {diffs[0]:.4g}: no spread to estimate an interval "
-                            "or a detectable effect from" + ("" if diffs[0] == 0 else " (the t-test's p is then 0)"))
-    lo, hi, se = evalstats.paired_mean_interval(diffs, level, clusters=grouped, dist="t")
-    return [lo, hi], evalstats.min_detectable_effect_paired(len(diffs), se * math.sqrt(len(diffs))), None
+    fit = evalstats.paired_binary(only_a, only_b, n, level)
+    exact = fit.method == "exact_unconditional"
+    test: PairedTest = "mcnemar_exact_unconditional" if exact else "mcnemar_asymptotic"
+    ci_method = "exact_unconditional_inversion" if exact else "tango_score"
+    mde, why = None, None
+    if not only_a + only_b:
+        why = ("no discordant question (each paired question right in both runs or wrong in both): the detectable "
+               "effect depends on the share of questions the two runs disagree on")
+    else:
+        try:
+            mde = evalstats.min_detectable_effect_binary(n, (only_a + only_b) / n, 1 - level)
+        except ValueError:
+            why = f"{n} paired questions are too few for any difference to reach 80% power"
+    return _Tested(test, ci_method, fit.p_value, [fit.low, fit.high], mde, why)
+
+
+def _paired_t_test(diffs: list[float], level: float) -> _Tested:
+    """The paired t test of the per-question differences, its interval, and the detectable effect at its standard
+    error and degrees of freedom."""
+    import evalstats
+
+    if len(diffs) < 2:
+        return _Tested("paired_t", "paired_t", None, None, None,
+                       f"{len(diffs)} paired question: a t test or an interval needs at least 2")
+    if len(set(diffs)) == 1:
+        return _Tested("paired_t", "paired_t", None, None, None,
+                       f"every paired question's difference is {diffs[0]:.4g}: no spread, so no t test, interval "
+                       "or detectable effect")
+    lo, hi, se = evalstats.paired_mean_interval(diffs, level, dist="t")
+    p = evalstats.paired_mean_p(diffs, dist="t")
+    mde = evalstats.min_detectable_effect_t(se, len(diffs) - 1, 1 - level)
+    return _Tested("paired_t", "paired_t", p, [lo, hi], mde, None, df=len(diffs) - 1)
+
+
+def _clustered_test(diffs: list[float], grouped: list[str], level: float) -> _Tested:
+    """The clustered paired t test (CR2, Satterthwaite df), its interval and detectable effect, or why not."""
+    import evalstats
+
+    if len(diffs) < 2:
+        return _Tested("paired_t_cr2", "paired_t_cr2", None, None, None,
+                       f"{len(diffs)} paired question: a t test or an interval needs at least 2")
+    fit = evalstats.clustered_mean(diffs, grouped, level)
+    g, g_eff, df = fit.clusters, round(fit.effective_clusters, 2), None if math.isnan(fit.df) else fit.df
+    if fit.interval is None or fit.p_value is None:
+        return _Tested("paired_t_cr2", "paired_t_cr2", None, None, None, f"{fit.refused}", g, g_eff, df)
+    mde = evalstats.min_detectable_effect_t(fit.se, fit.df, 1 - level)
+    return _Tested("paired_t_cr2", "paired_t_cr2", fit.p_value, list(fit.interval), mde, None, g, g_eff, df)
 
 
 def _moves(pairs: list[tuple[str | None, str | None]]) -> dict[str, int]:
     """How many paired questions moved from each failure class in A to another in B (`A -> B`), most first."""
     moved = Counter(f"{a} -> {b}" for a, b in pairs if a != b)
     return dict(sorted(moved.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def _binary_mde(n: int, discordant: int) -> float | None:
-    """The binary design's minimum detectable effect; None when nothing is discordant or n is too small for any."""
-    import evalstats
-
-    try:
-        return evalstats.min_detectable_effect_paired_binary(n, discordant / n) if discordant else None
-    except ValueError:  # too few questions for any difference to reach the power
-        return None
 
 
 def _by_id(rows: list[QuestionRow]) -> dict[str, QuestionRow]:

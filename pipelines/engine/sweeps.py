@@ -120,12 +120,21 @@ def pairwise(rows: list[LabelledRun]) -> tuple[list[PairwiseRow], list[Incompara
             pairs.append(PairwiseRow.of(a.label, b.label, compare(a.questions, b.questions), dataset=dataset,
                                         run_id_a=a.meta.run_id, run_id_b=b.meta.run_id))
     for dataset in {p.dataset for p in pairs}:
-        family = [p for p in pairs if p.dataset == dataset]
-        raw = [p.p_value for p in family]
+        # a pair without a p-value was not tested: it is not in the family, and nothing separates its runs
+        family = [p for p in pairs if p.dataset == dataset and p.p_value is not None]
+        raw = [p.p_value for p in family if p.p_value is not None]
+        if not raw:
+            continue
         for p, holm, bh in zip(family, evalstats.holm(raw), evalstats.benjamini_hochberg(raw), strict=True):
-            p.p_value_holm, p.p_value_bh, p.family_size = round(float(holm), 6), round(float(bh), 6), len(family)
-            p.significant_holm = p.p_value_holm < ALPHA
+            p.significant_holm = bool(holm < ALPHA)
+            p.p_value_holm, p.p_value_bh, p.family_size = _round_adjusted(holm), _round_adjusted(bh), len(family)
     return pairs, incomparable
+
+
+def _round_adjusted(p: float) -> float:
+    """An adjusted p-value to 6 decimals, never rounded up to ALPHA from below it."""
+    rounded = round(float(p), 6)
+    return float(int(p * 1e6)) / 1e6 if p < ALPHA <= rounded else rounded
 
 
 ALPHA = 0.05  # the family-wise error rate of a sweep's pairwise table, per dataset (Holm)
@@ -150,7 +159,8 @@ def comparability(a: LabelledRun, b: LabelledRun) -> list[str]:
 
 def rank(rows: list[LabelledRun], pairs: list[PairwiseRow]) -> dict[str, list[list[str]]]:
     """Per dataset, the runs by accuracy, in tie groups: a run joins the group above unless the Holm-adjusted test
-    separates it from that group's best run (`evalstats.tie_groups`). Runs with no accuracy are left out."""
+    separates it from that group's best run (`evalstats.tie_groups`). Runs with no accuracy are left out; a pair
+    without a p-value (not tested) separates nothing (the text report lists such pairs)."""
     import evalstats
 
     out: dict[str, list[list[str]]] = {}

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pipelines.engine.records._summary import Interval, RunResult
 
-PairedTest = Literal["mcnemar_midp", "paired_t", "paired_t_clustered"]
+PairedTest = Literal["mcnemar_exact_unconditional", "mcnemar_asymptotic", "paired_t", "paired_t_cr2"]
 
 
 class _Model(BaseModel):
@@ -43,24 +43,34 @@ class Comparison(_Model):
     difference: float | None
     """`accuracy_b` - `accuracy_a`."""
     test: PairedTest
-    """mcnemar_midp (the mid-p McNemar test) for one epoch of 0/1 scores, else paired_t (the paired t-test on the
-    per-question differences); paired_t_clustered (the same on the clustered standard error, t with G - 1 degrees of
-    freedom) when the questions declare clusters that some of them share."""
-    p_value: float
-    """Two-sided p-value of `test`, unadjusted (a sweep adjusts it for its family of comparisons); 1 when no test can
-    be made (fewer than 2 paired questions, too few clusters: `unestimated_reason` says which)."""
+    """One epoch of 0/1 scores: mcnemar_exact_unconditional (the exact unconditional test on Tango's statistic, with
+    fewer than 25 discordant questions) or mcnemar_asymptotic (McNemar's z, Tango's score test at 0); otherwise
+    paired_t (the paired t test on the per-question differences); paired_t_cr2 (the same with CR2 cluster-robust
+    standard errors and Satterthwaite degrees of freedom) when the questions declare clusters some of them share."""
+    p_value: float | None
+    """Two-sided p-value of `test`, unadjusted (a sweep adjusts it for its family of comparisons); None when no test
+    could be made (no paired question, no spread, too few effective clusters, a score that is not a number:
+    `unestimated_reason` says which)."""
     difference_ci95: Interval | None
-    """95% interval of `difference` that agrees with `test`: it holds 0 exactly when the test does not reject at 0.05
-    (None when the data say nothing of the spread: no discordant pair, fewer than two paired questions)."""
+    """95% interval of `difference` that agrees with `test`: it holds 0 exactly when the test does not reject at 0.05.
+    Rounded outward to 4 decimals (more where that would put 0 on the edge of an interval that excludes it). None
+    with the p-value."""
     ci_method: str
-    """How `difference_ci95` was computed: mcnemar_midp_inversion, paired_t or paired_t_clustered."""
+    """How `difference_ci95` was computed: exact_unconditional_inversion, tango_score, paired_t or paired_t_cr2."""
     min_detectable_effect: float | None = None
-    """The difference this many paired questions detect with 80% power at alpha 0.05 (two-sided), from the observed
-    discordance (binary scores) or standard deviation of the differences: a non-significant difference smaller than
-    this says "too few questions", not "no effect"."""
+    """The difference this many paired questions detect with 80% power at alpha 0.05 (two-sided) with `test` itself:
+    the binary test's exact power at the observed discordant share, or the noncentral t at the observed standard
+    error and degrees of freedom. A non-significant difference smaller than this says "too few questions", not "no
+    effect"."""
     unestimated_reason: str | None = None
-    """Why `difference_ci95` or `min_detectable_effect` is None (no discordant question, no spread, too few
-    questions or clusters); None when both are given."""
+    """Why `p_value`, `difference_ci95` or `min_detectable_effect` is None; None when all three are given."""
+    n_clusters: int | None = None
+    """paired_t_cr2: the clusters the paired questions fall in (a question without one is its own)."""
+    effective_clusters: float | None = None
+    """paired_t_cr2: the effective number of those clusters (Carter, Schnepel & Steigerwald 2017, from their sizes):
+    below 1.2 no test is made."""
+    df: float | None = None
+    """The t test's degrees of freedom (Satterthwaite's for paired_t_cr2)."""
     failure_class_moves: dict[str, int] = {}
     """Paired questions whose failure class (`scoring.FAILURE_CLASSES`) differs between A and B, by move (`A's class
     -> B's class`), most first: where a difference in accuracy comes from (retrieval misses fixed, reasoning lost)."""
@@ -98,7 +108,7 @@ class PairwiseRow(_Model):
     difference_ci95_low: float | None
     difference_ci95_high: float | None
     test: PairedTest
-    p_value: float
+    p_value: float | None
     min_detectable_effect: float | None
     unestimated_reason: str | None
     both_right: int
@@ -114,6 +124,9 @@ class PairwiseRow(_Model):
     only_in_b: int
     replaced_scored_a: int
     replaced_scored_b: int
+    n_clusters: int | None
+    effective_clusters: float | None
+    df: float | None
     failure_class_moves: str
     """`Comparison.failure_class_moves` as text: `right -> wrong_evidence_missed: 6; ...`."""
     dataset: str
@@ -121,14 +134,15 @@ class PairwiseRow(_Model):
     run_id_a: str
     run_id_b: str
     p_value_holm: float | None = None
-    """`p_value` adjusted by Holm's method over the `family_size` comparable pairs of the sweep on this dataset:
-    the family-wise error rate stays at most 5% below 0.05."""
+    """`p_value` adjusted by Holm's method over the `family_size` tested pairs of the sweep on this dataset: the
+    family-wise error rate stays at most 5% below 0.05. None for a pair without a p-value (not tested: it is not in
+    the family)."""
     p_value_bh: float | None = None
     """`p_value` adjusted by Benjamini-Hochberg over the same family: the false discovery rate, for exploring."""
     family_size: int | None = None
-    """Comparable pairs on this dataset: the family the adjustment is over."""
+    """Comparable pairs on this dataset with a p-value: the family the adjustment is over."""
     significant_holm: bool | None = None
-    """Whether the difference stays significant after Holm's adjustment at 0.05."""
+    """Whether the difference stays significant after Holm's adjustment at 0.05 (None: not tested)."""
 
     @classmethod
     def of(cls, run_a: str, run_b: str, comparison: Comparison, **where: str) -> PairwiseRow:

@@ -241,6 +241,11 @@ class EpisodeRecord(_Stored):
                           ensure_ascii=False)
 
 
+# A score is a number from 0 to 1: a NaN, an infinity or 1.7 is refused where a record is read (the line is skipped and
+# reported in `ResultStore.problems`) and where one is written, so it never reaches a figure.
+Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
 class Judgement(_Stored):
     """One verdict on one attempt of one (question, epoch), from the judge stage or `srag judge`; the latest
     judgement of an attempt counts, and every one is kept."""
@@ -253,17 +258,17 @@ class Judgement(_Stored):
     """The attempt judged."""
     epoch: int = Field(1, ge=1)
     """The epoch of the attempt judged."""
-    score: float | None = None
+    score: Score | None = None
     """The primary score, 0 to 1 (None while the judge could not decide: pending)."""
     score_source: str | None = None
     """What decided the score: rule, llm, em, em_fallback, no_answer, or pending."""
-    em: float | None = None
+    em: Score | None = None
     """SQuAD exact match of the (extracted) answer, 0 or 1."""
-    f1: float | None = None
+    f1: Score | None = None
     """SQuAD token F1 of the (extracted) answer, 0 to 1."""
-    rule_score: float | None = None
+    rule_score: Score | None = None
     """The deterministic rules' score, when a rule decided."""
-    llm_score: float | None = None
+    llm_score: Score | None = None
     """The LLM judge's score, when its verdict call answered."""
     verdict: str | None = None
     """correct, incorrect or partial, from whichever source gave the score."""
@@ -386,10 +391,16 @@ def problem(error: ValidationError) -> str:
         return f"{field} must be an object, not {_json_type(value)}"
     if kind == "string_type":
         return f"{field} must be a string or null, not {_json_type(value)}"
+    if model is Judgement and len(path) == 1 and path[0] in SCORES and kind in (
+            "finite_number", "greater_than_equal", "less_than_equal"):
+        return f"{field} must be a number from 0 to 1 or null, not {str(value)[:40]!r}"
     if kind in ("int_type", "float_type", "int_from_float", "finite_number"):
         nullable = len(path) == 1 and _nullable(model, path[0])
         return f"{field} must be a number{' or null' if nullable else ''}, not {str(value)[:40]!r}"
     return f"{field}: {first['msg']}"
+
+
+SCORES = ("score", "em", "f1", "rule_score", "llm_score")
 
 
 def _nullable(model: type[BaseModel], name: str) -> bool:

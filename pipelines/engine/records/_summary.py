@@ -54,7 +54,7 @@ class RunSummary(BaseModel):
     accuracy_ci95: Annotated[Interval | None, Show("accuracy")] = None
     """95% interval of `accuracy` over the scored questions (`ci_method` says how: clustered when questions share a
     declared cluster, else Wilson for 0/1 scores, a seeded BCa bootstrap over questions, or none when too few back
-    one)."""
+    one), rounded outward to 4 decimals."""
     coverage: Annotated[float | None, Show("accuracy")] = None
     """Scored questions / `n_questions`."""
     coverage_ci95: Annotated[Interval | None, Show("accuracy")] = None
@@ -64,11 +64,23 @@ class RunSummary(BaseModel):
     accuracy_all_ci95: Annotated[Interval | None, Show("accuracy")] = None
     """95% interval of `accuracy_all`, as for `accuracy`."""
     ci_method: Annotated[dict[str, str], Show("accuracy", metric=None)] = {}
-    """How each headline interval was computed: clt_clustered (the questions declare clusters some of them share:
-    the cluster-robust standard error, from 10 clusters), wilson (every score 0 or 1), bca_bootstrap (partial scores,
-    from 30 questions, seeded with `ci_seed`), or none with the reason (too few, all the same): text."""
+    """How each headline interval was computed: wilson (every score 0 or 1), bca_bootstrap (partial scores, from 30
+    questions, seeded with `ci_seed`); when the questions declare clusters some of them share, wilson_cr2 (0/1
+    scores: Wilson's interval at the effective sample size of the CR2 cluster-robust variance, t quantile with
+    Satterthwaite degrees of freedom) or t_cr2 (partial scores: the t interval on the same, from 1.2 effective
+    clusters); or none with the reason (too few, all the same): text."""
     ci_seed: Annotated[int | None, Show("accuracy", metric=None)] = None
     """The seed of every bootstrap draw behind the intervals."""
+    stats_methods: Annotated[int | None, Show("accuracy", metric=None)] = None
+    """The release of the statistics behind the intervals (`scoring.STATS_METHODS`; absent in summaries written
+    before it was recorded, which used release 1's): `srag report` recomputes an older summary's figures with the
+    current methods and says so, `srag judge RUN_ID` rewrites them."""
+    n_clusters: Annotated[int | None, Show("accuracy")] = None
+    """The clusters the scored questions fall in, when they declare clusters some of them share (a question without
+    one is a cluster of its own); absent otherwise."""
+    effective_clusters: Annotated[float | None, Show("accuracy")] = None
+    """What those clusters are worth (Carter, Schnepel & Steigerwald 2017, from their sizes): equal clusters count
+    fully, one large cluster among small ones brings it near 1."""
     complete: Annotated[bool, Show("accuracy")] = False
     """Every question is scored, over every epoch (so `accuracy` is over all of them, and no rerun would move it)."""
     em: Annotated[float | None, Show("accuracy")] = None
@@ -366,6 +378,9 @@ class RunResult(RunSummary):
     """In a sweep: the run's label (what its grid varies)."""
     dataset: Annotated[str | None, _NOT_A_METRIC] = None
     """In a sweep: its dataset, the folder name of its questions file (the key of the sweep's `rankings`)."""
+    methods_note: Annotated[str | None, _NOT_A_METRIC] = None
+    """`srag report`: set when the run folder's summary.json was written with other statistics than these figures
+    (`stats_methods`), and what rewrites it."""
 
     def summary(self) -> RunSummary:
         """The figures alone, as summary.json holds them."""
