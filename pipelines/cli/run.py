@@ -532,18 +532,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.table and args.json:
         raise CliError("give --table or --json, not both (--table csv is the machine-readable table)")
     if is_sweep(args.runs_dir, check_run_id(args.id)):
-<<<<<<< HEAD
         summary = sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id)
+        for r in summary.runs:
+            if note := recomputed_note(RunDir.open(args.runs_dir, r.run_id)):
+                print(f"srag: run {r.run_id} ({r.label}): {note}", file=sys.stderr)
         if args.table:
             return _print_table(summary, args)
         _print_sweep(summary, args)
-=======
-        out = sweep_summary(args.runs_dir, args.runs_dir / "sweeps" / args.id)
-        for r in out.runs:
-            if note := recomputed_note(RunDir.open(args.runs_dir, r.run_id)):
-                print(f"srag: run {r.run_id} ({r.label}): {note}", file=sys.stderr)
-        _print_sweep(out, args)
->>>>>>> i44-stats
         return 0  # a reading: the lines on stderr say what is incomplete
     if args.table:
         raise CliError(f"--table takes a sweep id; {args.id} is a run (srag runs lists the sweeps)")
