@@ -163,6 +163,7 @@ def test_rounding_never_puts_zero_on_the_edge_of_an_interval_the_test_excludes_i
     assert outward([0.000031, 0.21]) == [0.0, 0.21]  # outward: the rounded interval holds the exact one
     assert outward([0.000031, 0.21], keep_out=0.0) == [0.00003, 0.21]  # ... without taking in what the test rejects
     assert outward([-0.21, -0.0000049], keep_out=0.0) == [-0.21, -0.000004]
+    assert outward([0.459, 0.459], 3) == [0.459, 0.459]  # already at the precision (0.459 * 1000 is 459.00...006)
     # the table: 300 questions, only A right on 117, only B on 149: p just below 0.05, interval off 0
     n, b, c = 300, 117, 149
     rows = [[1.0] * b + [0.0] * c + [1.0] * (n - b - c), [0.0] * b + [1.0] * c + [1.0] * (n - b - c)]

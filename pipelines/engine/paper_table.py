@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Literal, Sequence
 
 from pipelines.engine.records import RunResult, SweepSummary
 from pipelines.engine.report import incomplete_reason
+from pipelines.engine.scoring import outward
 from pipelines.errors import UserError
 
 TableFormat = Literal["markdown", "latex", "csv"]
@@ -242,7 +243,8 @@ def estimate_text(value: float | None, interval: list[float] | None, n: int, mar
     is over; `emphasis` wraps the value (bold for the best)."""
     if value is None:
         return f"{markup.dash} {markup.small.format(markup.n.format(n))}"
-    ci = f"[{_pct(interval[0])}, {_pct(interval[1])}]" if interval else "[no CI]"
+    # rounded outward at the table's precision, as the tool rounds its own (`scoring.outward`)
+    ci = "[{}, {}]".format(*(_pct(end) for end in outward(interval, 3))) if interval else "[no CI]"
     return f"{emphasis.format(_pct(value))} {markup.small.format(f'{ci} {markup.n.format(n)}')}"
 
 

@@ -400,6 +400,12 @@ def score_interval(scores: list[float], level: float = CI_LEVEL,
 PLACES = 4  # intervals are rounded outward to this many decimals
 
 
+def _toward(side, value: float, digits: int) -> float:
+    """`value` floored or ceiled at `digits` decimals; a value already at that precision stays (0.459 * 1000 is
+    459.00000000000006 in binary, which a bare ceil would take to 0.46)."""
+    return side(round(value * 10 ** digits, 12 - digits)) / 10 ** digits
+
+
 def outward(interval: Interval, places: int = PLACES, keep_out: float | None = None) -> Interval:
     """`interval` rounded outward to `places` decimals, so the rounded interval holds everything the exact one
     does. With `keep_out` (a value outside the exact interval, such as 0 for a difference whose test rejects), an
@@ -409,11 +415,11 @@ def outward(interval: Interval, places: int = PLACES, keep_out: float | None = N
     out = []
     for value, side in ((low, math.floor), (high, math.ceil)):
         digits = places
-        rounded = side(value * 10 ** digits) / 10 ** digits
+        rounded = _toward(side, value, digits)
         while keep_out is not None and digits < 12 and (low > keep_out >= rounded if side is math.floor
                                                          else high < keep_out <= rounded):
             digits += 1
-            rounded = side(value * 10 ** digits) / 10 ** digits
+            rounded = _toward(side, value, digits)
         out.append(rounded)
     return out
 
