@@ -6,7 +6,7 @@ Sign convention for paired comparisons: A is the first system, B the second, a =
 c = only B right, d = neither; every difference is B minus A.
 """
 
-from ._agreement import Kappa, cohens_kappa
+from ._agreement import Kappa, RaterAgreement, cohens_kappa, fleiss_kappa
 from ._corrected import MIN_LABELS, Corrected, labels_needed, ppi_mean, ppi_paired_difference
 from ._intervals import (
     MIN_BOOTSTRAP_N,
@@ -31,7 +31,8 @@ from ._paired import (
 from ._power import min_detectable_effect_paired, min_detectable_effect_paired_binary, questions_needed
 
 __all__ = [
-    "MIN_BOOTSTRAP_N", "MIN_LABELS", "Corrected", "Kappa", "bca_interval", "cohens_kappa", "labels_needed",
+    "MIN_BOOTSTRAP_N", "MIN_LABELS", "Corrected", "Kappa", "RaterAgreement", "bca_interval", "cohens_kappa",
+    "fleiss_kappa", "labels_needed",
     "ppi_mean", "ppi_paired_difference", "benjamini_hochberg", "holm", "mcnemar_asymptotic_p",
     "mcnemar_exact_odds_ratio_interval", "mcnemar_exact_p", "mcnemar_midp_difference_interval", "mcnemar_midp_p",
     "mean_interval_clt", "mean_se", "min_detectable_effect_paired", "min_detectable_effect_paired_binary",

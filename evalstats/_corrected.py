@@ -19,10 +19,10 @@ from scipy import stats
 
 from ._intervals import _quantile
 
-# Below this many labels the corrected figure is not given. The interval's coverage was simulated over judges that
-# err on 1% to 50% of answers of either kind, accuracies 0.3 to 0.95, and 82 or 300 items (`tests/test_corrected.py`
-# holds the key cells; docs/judge.md gives the grid): from 20 labels on it held at least 95% in every cell, at 10 it
-# is still valid but too wide to say anything a reviewer could use.
+# Below this many labels the corrected figure is not given. Its interval's coverage was simulated over judges that err on
+# 1% to 50% of answers of either kind, accuracies 0.3 to 0.95, and 82 or 300 items (`benchmarks/judge_correction.py`
+# prints the grid, docs/judge.md quotes it; `tests/test_judge_statistics.py` holds the key cells): from 20 labels on
+# it held its level in every cell, at 10 it is still valid but too wide to say anything a reviewer could use.
 MIN_LABELS = 20
 
 
@@ -118,18 +118,22 @@ def ppi_paired_difference(judge_a: Sequence[float], judge_b: Sequence[float], la
 
 
 def labels_needed(width: float, *, judge_var: float, disagreement_var: float, n_items: int,
-                  level: float = 0.95) -> int | None:
-    """How many labels give a corrected interval of full width `width` (unstratified, unfloored): the smallest n
-    with 2 z sqrt(judge_var / N + disagreement_var / n) <= width. None when even infinitely many labels cannot
-    (the judge's own sampling error already takes the width). `disagreement_var` is the variance of human - judge
-    over items: for 0/1 scores with a share e of items where they disagree, about e (1 - e) at no net bias."""
+                  level: float = 0.95, floor: bool = True, bias: float = 0.0) -> int | None:
+    """How many labels give a corrected interval of full width `width` (unstratified): the smallest n with
+    2 z sqrt(judge_var / N + disagreement_var / n + f / n^2) <= width, where f = 1 + bias^2 is what `ppi_mean`'s floor
+    adds to the rectifier's sum of squares (0 without `floor`). None when even infinitely many labels cannot (the
+    judge's own sampling error already takes the width). `disagreement_var` is the variance of human - judge over
+    items: for 0/1 scores with a share e of items where they disagree, about e (1 - e) at no net bias; `bias` is the
+    mean human - judge difference."""
     if width <= 0 or n_items <= 0:
         raise ValueError("need a positive width and at least one item")
     half = width / 2 / _quantile(level)
     room = half * half - judge_var / n_items
     if room <= 0:
         return None
-    return max(1, math.ceil(disagreement_var / room))
+    extra = 1 + bias * bias if floor else 0.0  # room n^2 - v n - extra >= 0
+    n = (disagreement_var + math.sqrt(disagreement_var ** 2 + 4 * room * extra)) / (2 * room)
+    return max(1, math.ceil(n - 1e-9))
 
 
 def _check(f: np.ndarray, pos: np.ndarray, y: np.ndarray) -> None:
