@@ -19,8 +19,8 @@ from scipy import stats
 
 from ._intervals import _quantile
 
-# Below this many labels the corrected figure is not given. Its interval's coverage was simulated over judges that err on
-# 1% to 50% of answers of either kind, accuracies 0.3 to 0.95, and 82 or 300 items (`benchmarks/judge_correction.py`
+# Below this many labels the corrected figure is not given. Its interval's coverage was simulated over judges that err
+# on 1% to 50% of answers of either kind, accuracies 0.3 to 0.95, and 82 or 300 items (`benchmarks/judge_correction.py`
 # prints the grid, docs/judge.md quotes it; `tests/test_judge_statistics.py` holds the key cells): from 20 labels on
 # it held its level in every cell, at 10 it is still valid but too wide to say anything a reviewer could use.
 MIN_LABELS = 20

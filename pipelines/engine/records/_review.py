@@ -10,8 +10,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-
-
 Interval = list[float]  # [low, high], as `records.Interval` (the summary imports this module)
 
 

@@ -125,7 +125,7 @@ def draw_run_sample(run: RunRows, *, size: int, seed: int, stratify: str | None,
                           f"{run.run_dir.run_id} says why)")
     chosen, strata = choose(frame, size, random.Random(seed), f"run {run.run_dir.run_id}")
     sample = ReviewSample(sample_id=f"s-{secrets.token_hex(3)}", drawn_at=utc_now(), seed=seed, size=size,
-                          stratify=stratify, strata=strata, frame=frame, items=_items(run, chosen))  # type: ignore[arg-type]
+                          stratify=stratify, strata=strata, frame=frame, items=_items(run, chosen))
     path = out or review_dir(run.run_dir) / f"sample-{sample.sample_id}.csv"
     sample.csv = str(path)
     epochs = max((e.get("epoch", 1) for e in run.episodes), default=1)
@@ -213,7 +213,7 @@ def draw_sweep_sample(sweep_dir: Path, sweep_id: str, runs: list[RunRows], quest
                 keys[item.key] = SweepItem(run_id=run.run_dir.run_id, question_id=item.question_id, epoch=item.epoch,
                                            attempt=item.attempt)
             samples.append((run.run_dir, ReviewSample(sample_id=sample_id, drawn_at=drawn_at, seed=seed, size=size,
-                                                      stratify=stratify, strata=strata, frame=frame,  # type: ignore[arg-type]
+                                                      stratify=stratify, strata=strata, frame=frame,
                                                       items=items, sweep_id=sweep_id)))
             epochs = max((e.get("epoch", 1) for e in run.episodes), default=1)
             csv_rows += [{"item": item.key, **row} for item, row in zip(items, run_csv_rows(run, items, epochs),
@@ -221,7 +221,7 @@ def draw_sweep_sample(sweep_dir: Path, sweep_id: str, runs: list[RunRows], quest
     rng.shuffle(csv_rows)
     path = out or review_dir(sweep_dir) / f"sample-{sample_id}.csv"
     write_csv(path, csv_rows, SWEEP_COLUMNS)
-    sweep = SweepSample(sample_id=sample_id, drawn_at=drawn_at, seed=seed, size=size, stratify=stratify,  # type: ignore[arg-type]
+    sweep = SweepSample(sample_id=sample_id, drawn_at=drawn_at, seed=seed, size=size, stratify=stratify,
                         runs=[r.run_dir.run_id for r in runs], keys=keys, csv=str(path))
     append_lines(review_dir(sweep_dir) / SAMPLES, [sweep])
     for run_dir, sample in samples:

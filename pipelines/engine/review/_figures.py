@@ -172,7 +172,7 @@ def figures(data: Labelled, rows: list[QuestionRow], episodes: list[EpisodeRow],
         reason = estimate.reason if estimate is not None else "no scored question is in the sample's frame"
         out.update(accuracy_judge_corrected=None, accuracy_judge_corrected_ci95=None,
                    ci_method={"accuracy_judge_corrected": f"none: {reason}"})
-        notes.insert(0, reason)
+        notes.insert(0, str(reason))
     else:
         value = round(estimate.estimate, 4)
         interval = None if estimate.lo is None or estimate.hi is None else \
@@ -247,8 +247,8 @@ def _agreement(items: list[Episode], scores: dict[Episode, EpisodeRow], data: La
     judge = np.array([float(scores[k].get("score") or 0.0) for k in items])
     human = np.array([data.human[k] for k in items])
     w = np.array([weights[q] for q, _ in items]) if weights else np.ones(len(items))
-    kappa = evalstats.cohens_kappa(judge >= RIGHT, human >= RIGHT, adjusted=True,
-                                   weights=w if weights else None,
+    kappa = evalstats.cohens_kappa(list(judge >= RIGHT), list(human >= RIGHT), adjusted=True,
+                                   weights=list(w) if weights else None,
                                    strata=[sample.frame[q] for q, _ in items] if weights else None,
                                    clusters=[q for q, _ in items] if epochs > 1 else None)
     method = "cohen_adjusted" + ("_weighted" if weights else "") + ("_clustered" if epochs > 1 else "")
@@ -323,8 +323,9 @@ def corrected_difference(rows_a: list[QuestionRow], rows_b: list[QuestionRow]) -
                               judge_difference=_round(fmean(judge_b) - fmean(judge_a)) if pairs else None)
     if not pairs:
         return out.model_copy(update={"reason": alone + "no question is scored in both runs and in the sample"})
-    got = evalstats.ppi_paired_difference(judge_a, judge_b, positions, [pairs[i][0]["human_score"] for i in positions],
-                                          [pairs[i][1]["human_score"] for i in positions],
+    got = evalstats.ppi_paired_difference(judge_a, judge_b, positions,
+                                          [float(pairs[i][0].get("human_score") or 0.0) for i in positions],
+                                          [float(pairs[i][1].get("human_score") or 0.0) for i in positions],
                                           strata=[str(ra.get("review_stratum")) for ra, _ in pairs] if stratified
                                           else None)
     note = _cluster_note([ra for ra, _ in pairs])
@@ -377,17 +378,19 @@ def labels_for_width(width: float, runs_rows: list[list[QuestionRow]], n_questio
     if len(scores) < 2:
         return None, f"cannot tell: {len(scores)} scored question(s) in the sample runs"
     judge_var = float(np.var(scores))
-    diffs = [float(r["human_score"]) - float(r.get("score") or 0.0) for rows in runs_rows for r in rows
+    diffs = [float(r.get("human_score") or 0.0) - float(r.get("score") or 0.0) for rows in runs_rows for r in rows
              if r.get("human_score") is not None and outcome(r) == "scored"]
     if disagreement is None and len(diffs) >= evalstats.MIN_LABELS:
         var, bias = float(np.var(diffs)), float(np.mean(diffs))
         basis = f"the human - judge spread on {len(diffs)} labelled questions of the sample runs (variance {var:.3f})"
+    elif disagreement is not None:
+        var, bias = disagreement * (1 - disagreement), 0.0
+        basis = f"a given share of {disagreement:.0%} of verdicts the humans overturn"
     else:
-        e = ASSUMED_DISAGREEMENT if disagreement is None else disagreement
+        e = ASSUMED_DISAGREEMENT
         var, bias = e * (1 - e), 0.0
-        basis = (f"{'an assumed' if disagreement is None else 'a'} share of {e:.0%} of verdicts the humans overturn "
-                 f"({len(diffs)} labelled questions in the sample runs, fewer than {evalstats.MIN_LABELS} to measure "
-                 "it)" if disagreement is None else f"a given share of {e:.0%} of verdicts the humans overturn")
+        basis = (f"an assumed share of {e:.0%} of verdicts the humans overturn ({len(diffs)} labelled questions in "
+                 f"the sample runs, fewer than {evalstats.MIN_LABELS} to measure it; --judge-error-rate sets it)")
     needed = evalstats.labels_needed(width, judge_var=judge_var, disagreement_var=var, n_items=n_questions,
                                      bias=bias)
     if needed is None:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -38,7 +39,7 @@ def review_dir(run_dir: RunDir | Path) -> Path:
     return (run_dir.path if isinstance(run_dir, RunDir) else run_dir) / "review"
 
 
-def append_lines(path: Path, models: list[BaseModel] | list[dict]) -> None:
+def append_lines(path: Path, models: Sequence[BaseModel | dict[str, Any]]) -> None:
     """Append one line per model in one write, fsynced (the folder is made when missing)."""
     if not models:
         return

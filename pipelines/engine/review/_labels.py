@@ -130,6 +130,8 @@ def _check(ctx: _Run, where: str, row: dict[str, Any], question_id: str, epoch: 
     score = _score(row.get("human_score"))
     if isinstance(score, str):
         return f"{where}: {score}: write 0 (wrong), 1 (right) or a share between"
+    if score is None:  # a row the reviewer left: nothing to take
+        return None
     run_id = ctx.run.run_dir.run_id
     epoch_number = _whole(epoch, None if ctx.epochs > 1 else 1)
     if epoch_number is None:
@@ -156,8 +158,6 @@ def _check(ctx: _Run, where: str, row: dict[str, Any], question_id: str, epoch: 
         return f"{where}: no reviewer: fill the reviewer column, or pass --reviewer NAME for a file by one reviewer"
     if len(name) > MAX_REVIEWER:
         return f"{where}: reviewer name of {len(name)} characters: at most {MAX_REVIEWER}"
-    if score is None:
-        return None
     key = (question_id, epoch_number, attempt_number, name)
     if key in ctx.taken:
         return (f"{where}: reviewer {name!r} already labelled {question_id} epoch {epoch_number} attempt "
@@ -195,7 +195,8 @@ def import_sweep_labels(sweep_dir: Path, runs: dict[str, RunRows], path: Path,
         raise ReviewError(f"sweep {sweep_dir.name} has no review sample: srag review {sweep_dir.name} --sample N "
                           "draws one and writes its CSV")
     sample: SweepSample = drawn[-1]
-    contexts = {run_id: (_Run.of(run), []) for run_id, run in runs.items() if run_id in sample.runs}
+    contexts: dict[str, tuple[_Run, list[HumanLabel]]] = {run_id: (_Run.of(run), []) for run_id, run in runs.items()
+                                                          if run_id in sample.runs}
     rows = read_rows(path)
     meta = _meta(path)
     problems = []

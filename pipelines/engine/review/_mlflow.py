@@ -151,24 +151,24 @@ def _when(ms: int | None) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def log_labels(run_dir: RunDir, client: Any) -> int:
+def log_labels(run_dir: RunDir, client: Any) -> None:
     """Put every label given by file on its trace as HUMAN feedback `human_correctness`, once (its reviewer the
-    source, its comment the rationale, whether blind and its sample in the metadata); returns how many are not on a
-    trace (their episode has none in MLflow). A write MLflow refuses raises, after the others are in: the run folder
-    holds the label, and the next finish (`srag run --resume`, `srag review`) writes it."""
+    source, its comment the rationale, whether blind and its sample in the metadata); a label whose episode has no
+    trace in MLflow (`tracking.traces: false`) stays in the run folder only. A write MLflow refuses raises, after the
+    others are in: the run folder holds the label, and the next finish (`srag run --resume`, `srag review`) writes
+    it."""
     done = logged(run_dir)
     todo = [label for label in labels(run_dir) if label.source == "file" and label.label_id not in done]
     if not todo:
-        return 0
+        return
     import mlflow
     from mlflow.entities import AssessmentSource
 
     traces = _traces(run_dir)
-    without, errors, marks = 0, [], []
+    errors, marks = [], []
     for label in todo:
         trace_id = traces.get((label.question_id, label.epoch, label.attempt))
         if trace_id is None:
-            without += 1
             continue
         try:
             feedback = mlflow.log_feedback(
@@ -183,4 +183,3 @@ def log_labels(run_dir: RunDir, client: Any) -> int:
     append_lines(review_dir(run_dir) / LOGGED, marks)
     if errors:
         raise RuntimeError(f"{len(errors)} human label(s) not written to their traces (first: {errors[0]})")
-    return without
