@@ -339,7 +339,8 @@ def test_a_sweeps_sample_is_shared_shuffled_and_blind_and_pairs_the_corrected_di
     assert len(rows) == 100 and not any(name in Path(shared.csv).read_text() for name in ("run-alpha", "run-beta"))
     runs_in_order = [shared.keys[r["item"]].run_id for r in rows]
     assert runs_in_order != sorted(runs_in_order)  # shuffled, not run by run
-    keys = {key: (a if item.run_id == "run-alpha" else b, int(item.question_id[1:])) for key, item in shared.keys.items()}
+    keys = {key: (a if item.run_id == "run-alpha" else b, int(item.question_id[1:]))
+            for key, item in shared.keys.items()}
     got = review.import_sweep_labels(sweep_dir, {"run-alpha": rows_of(run_a), "run-beta": rows_of(run_b)},
                                      fill(Path(shared.csv), a, tmp_path / "f.csv", key_to_index=keys))
     assert got.labels == {"run-alpha": 50, "run-beta": 50}

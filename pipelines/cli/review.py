@@ -281,7 +281,7 @@ def _lines(r: RunResult) -> list[str]:
         ra = r.reviewer_agreement
         kappa = f"{ra.kappa:.3f}" if ra.kappa is not None else f"- ({ra.reason})"
         lines.append(f"reviewers among themselves: {ra.episodes} episode(s) labelled by 2 or more of {ra.reviewers} "
-                     f"reviewers, {ra.pairs} pair(s): agreement {ra.agreement}, Fleiss' kappa {kappa}")
+                     f"reviewers, {ra.pairs} pair(s): agreement {_figure(ra.agreement, None)}, Fleiss' kappa {kappa}")
     return [wrapped(line) for line in lines]
 
 
@@ -292,10 +292,12 @@ def _figure(value: float | None, interval: list[float] | None) -> str:
 
 
 def _agreement(a: Any) -> str:
+    if not a.episodes:
+        return f"no episode to compare ({a.reason})"
     kappa = _figure(a.kappa, a.kappa_ci95) if a.kappa is not None else f"- ({a.reason})"
-    return (f"{a.episodes} episode(s), agreement {a.agreement}, kappa {kappa}, mean |human - judge| "
-            f"{a.mean_abs_diff}, judge right/human wrong {a.judge_right_human_wrong}, judge wrong/human right "
-            f"{a.judge_wrong_human_right}")
+    return (f"{a.episodes} episode(s), agreement {_figure(a.agreement, None)}, kappa {kappa}, mean |human - judge| "
+            f"{_figure(a.mean_abs_diff, None)}, judge right/human wrong {a.judge_right_human_wrong}, judge "
+            f"wrong/human right {a.judge_wrong_human_right}")
 
 
 def _sample_json(sample: Any) -> dict[str, Any]:
