@@ -352,7 +352,9 @@ def test_a_sweeps_sample_is_shared_shuffled_and_blind_and_pairs_the_corrected_di
     expected = es.ppi_paired_difference([a.judge(i) for i in range(100)], [b.judge(i) for i in range(100)], labelled,
                                         [a.truth(i) for i in labelled], [b.truth(i) for i in labelled])
     assert corrected.difference == round(expected.estimate, 4) and corrected.n_labelled == 50
-    assert result.difference < 0 < corrected.difference_ci95[1]  # the judge's sign, and the corrected interval
+    assert result.difference == -0.14  # the judge puts A ahead; the truth, 0.80 - 0.75, has B ahead
+    lo, hi = corrected.difference_ci95
+    assert lo <= 0.05 <= hi and lo > result.difference
     assert corrected.p_value == round(expected.p_value, 6) and corrected.judge_difference == result.difference
     assert main(["compare", "run-alpha", "run-beta", "--runs-dir", str(tmp_path)]) == 0
     assert "corrected by human labels" in capsys.readouterr().out
