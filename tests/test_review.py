@@ -385,6 +385,31 @@ def test_a_comparison_without_shared_labels_says_it_rests_on_the_judge_alone(tmp
     assert pair.difference_judge_corrected is None and "different review samples" in pair.judge_corrected_note
 
 
+def test_srag_review_of_a_sweep_draws_imports_and_reports_the_pairs(tmp_path, capsys):
+    a = Scenario(n=60, wrong=set(range(0, 60, 4)), passed=set(range(0, 60, 8)))
+    b = Scenario(n=60, wrong=set(range(0, 60, 5)))
+    sweep_dir, (run_a, run_b) = _sweep(tmp_path, {"run-alpha": a, "run-beta": b})
+    assert main(["review", "sw1", "--sample", "30", "--seed", "2", "--runs-dir", str(tmp_path), "--json",
+                 "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["sample"]["rows"] == 60 and out["sample"]["runs"] == ["run-alpha", "run-beta"]
+    assert [r["run_id"] for r in out["runs"]] == ["run-alpha", "run-beta"]
+    shared = review.sweep_samples(sweep_dir)[-1]
+    keys = {key: (a if item.run_id == "run-alpha" else b, int(item.question_id[1:]))
+            for key, item in shared.keys.items()}
+    filled = fill(Path(shared.csv), a, tmp_path / "f.csv", key_to_index=keys)
+    assert main(["review", "sw1", "--labels", str(filled), "--runs-dir", str(tmp_path), "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["imported"]["labels"] == {"run-alpha": 30, "run-beta": 30}
+    assert all(r["human_labels_in_sample"] == 30 and r["accuracy_judge_corrected"] is not None for r in out["runs"])
+    summary = json.loads((run_a.path / "summary.json").read_text())  # written again, not only reported
+    assert summary["accuracy_judge_corrected"] == out["runs"][0]["accuracy_judge_corrected"]
+    assert main(["report", "sw1", "--runs-dir", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "run-beta - run-alpha (bench) corrected by human labels (30 questions labelled in both)" in text
+    assert main(["review", "sw1", "--unlabelled", "--runs-dir", str(tmp_path)]) == Exit.BAD_INPUT
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # How many labels, and the command's bad input
 

@@ -13,6 +13,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -73,12 +74,16 @@ def reviewed(ray_local, mlflow_server, tmp_path_factory):
         code, by_mlflow = capture.cli("review", run_id, "--from-mlflow", "--runs-dir", str(runs))
         assert code == 0
         code, report = capture.cli("report", run_id, "--runs-dir", str(runs))
+        # how many labels an interval 0.15 wide needs, from this run's own judge and labels (no pilot runs)
+        code, estimate = capture.cli("estimate", str(tmp / "run.yaml"), "--label-width", "0.15", "--runs-dir",
+                                     str(runs))
+        assert code == 0, estimate
         text = io.StringIO()
         with contextlib.redirect_stdout(text):
             assert main(["report", run_id, "--runs-dir", str(runs)]) == 0
     return {"uri": mlflow_server, "runs": runs, "run_dir": run_dir, "run": run, "drawn": drawn, "blind": blind,
             "sampled": sampled, "outside": outside, "by_file": by_file, "by_mlflow": by_mlflow, "report": report,
-            "text": text.getvalue()}
+            "text": text.getvalue(), "estimate": estimate}
 
 
 def _feedback_in_mlflow(uri: str, run_dir: RunDir, questions: list[str]) -> None:
@@ -209,3 +214,16 @@ def test_the_figures_agree_in_the_summary_the_report_mlflow_and_json(reviewed):
     text = reviewed["text"]
     assert f"accuracy_judge_corrected {report['accuracy_judge_corrected']:.4g}" in text
     assert f"human_labels_outside_sample {report['human_labels_outside_sample']}" in text
+
+
+def test_srag_estimate_says_how_many_labels_a_width_needs_from_the_runs_own_labels(reviewed):
+    import evalstats as es
+
+    (run,) = reviewed["estimate"]["runs"]
+    assert run["source"] == "earlier runs" and run["sample_runs"] == [reviewed["run"]["run_id"]]
+    assert run["label_width"] == 0.15 and f"on {SAMPLE} labelled questions" in run["labels_note"]
+    judge = [0.0 if (i in WRONG and i not in PASSED) or i in REWORDED else 1.0 for i in range(N)]
+    diffs = [truth(f"q{i:03d}") - judge[i] for i in (int(q[1:]) for q in reviewed["sampled"])]
+    expected = es.labels_needed(0.15, judge_var=float(np.var(judge)), disagreement_var=float(np.var(diffs)),
+                                n_items=N, bias=float(np.mean(diffs)))
+    assert run["labels_needed"] == max(20, expected)

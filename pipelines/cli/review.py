@@ -129,46 +129,48 @@ def _sweep(args: argparse.Namespace) -> int:
     sweep_dir = args.runs_dir / "sweeps" / args.id
     info = read_sweep(sweep_dir)
     run_dirs = [RunDir.open(args.runs_dir, run_id) for run_id in info.runs]
-    done: dict[str, Any] = {"sweep_id": info.sweep_id}
     if args.unlabelled:
         return _usage("--unlabelled writes one run's rows: give a run id of the sweep (srag report "
                       f"{info.sweep_id} lists them)")
+    done: dict[str, Any] = {"sweep_id": info.sweep_id}
+    changed: list[RunDir] = []
     if args.sample is not None:
-        runs = [_rows(r) for r in run_dirs]
         files = {r.run_id: str(r.read_meta().questions_file) for r in run_dirs}
-        sample = review.draw_sweep_sample(sweep_dir, info.sweep_id, runs, files, size=args.sample, seed=args.seed,
-                                          stratify=args.stratify, out=args.out, redraw=args.redraw)
-        tagged = sum(_tag(r, review.current_sample(r), args) for r in run_dirs)
+        sample = review.draw_sweep_sample(sweep_dir, info.sweep_id, [_rows(r) for r in run_dirs], files,
+                                          size=args.sample, seed=args.seed, stratify=args.stratify, out=args.out,
+                                          redraw=args.redraw)
         done.update(sample={"sample_id": sample.sample_id, "size": sample.size, "rows": len(sample.keys),
-                            "runs": sample.runs, "csv": sample.csv, "seed": sample.seed}, traces_tagged=tagged)
+                            "runs": sample.runs, "csv": sample.csv, "seed": sample.seed},
+                    traces_tagged=sum(_tag(r, review.current_sample(r), args) for r in run_dirs))
+        changed = run_dirs
         _say(args, f"sweep {info.sweep_id}: drew review sample {sample.sample_id}: {sample.size} questions per "
                    f"question set, {len(sample.keys)} rows over {len(sample.runs)} runs, shuffled, the systems "
                    f"hidden behind item keys (seed {sample.seed}); blind CSV: {sample.csv}")
-    elif args.labels is not None:
-        runs = {r.run_id: _rows(r) for r in run_dirs}
-        done["imported"] = _imported(review.import_sweep_labels(sweep_dir, runs, args.labels, args.reviewer), args)
-    elif args.from_mlflow:
-        total = review.Imported()
-        for r in run_dirs:
-            got = review.read_feedback(_rows(r))
-            total.labels.update(got.labels)
-            total.stale += got.stale
-        done["imported"] = _imported(total, args)
-    changed = run_dirs if args.sample is not None else [r for r in run_dirs
-                                                        if done.get("imported", {}).get("labels", {}).get(r.run_id)]
-    results = [_refinish(r, args, sweep=False) for r in changed] if len(done) > 1 else []
+    elif args.labels is not None or args.from_mlflow:
+        if args.labels is not None:
+            got = review.import_sweep_labels(sweep_dir, {r.run_id: _rows(r) for r in run_dirs}, args.labels,
+                                             args.reviewer)
+        else:
+            got = review.Imported()
+            for r in run_dirs:
+                one = review.read_feedback(_rows(r))
+                got.labels.update(one.labels)
+                got.stale += one.stale
+        done["imported"] = _imported(got, args)
+        changed = [r for r in run_dirs if got.labels.get(r.run_id)]
+    results = {r.run_id: _refinish(r, args, sweep=False) for r in changed}
     if changed:
         from pipelines.engine.sweeps import refresh_after
 
-        refresh_after(changed[0], args.runs_dir)
+        refresh_after(changed[0], args.runs_dir)  # the sweep's parent run: its pairwise table, once
+    shown = [results.get(run_id) or _report(args.runs_dir, run_id) for run_id in info.runs]
     if args.json:
-        print(json.dumps({**done, "runs": [_figures_json(r) for r in (results or [_report(args.runs_dir, i)
-                                                                                   for i in info.runs])]}))
-    else:
-        for r in results or [_report(args.runs_dir, i) for i in info.runs]:
-            print("\n".join(_lines(r)))
-        print(wrapped(f"the sweep's pairwise table (srag report {info.sweep_id}) gives each pair's corrected "
-                      "difference where both runs are labelled on the shared sample"))
+        print(json.dumps({**done, "runs": [_figures_json(r) for r in shown]}))
+        return 0
+    for r in shown:
+        print("\n".join(_lines(r)))
+    print(wrapped(f"the sweep's pairwise table (srag report {info.sweep_id}) gives each pair's corrected difference "
+                  "where both runs are labelled on the shared sample"))
     return 0
 
 
@@ -220,9 +222,10 @@ def _unlabelled(run_dir: RunDir, args: argparse.Namespace) -> int:
 def _refinish(run_dir: RunDir, args: argparse.Namespace, sweep: bool = True) -> RunResult:
     """The run's summary, tables and MLflow run brought up to date (the labels on their traces too), and its sweep's
     parent run."""
-    from pipelines.engine.lifecycle import refinish
+    from pipelines.engine.lifecycle import finish, refinish
 
-    result = refinish(run_dir)
+    # a run without an MLflow run (tracking off, or a run folder made by hand) needs no tracking store opened
+    result = refinish(run_dir) if run_dir.read_meta().mlflow_run_id else finish(run_dir, None)
     if sweep:
         from pipelines.engine.sweeps import refresh_after
 
