@@ -218,7 +218,8 @@ def _notes(data: Labelled, scored: list[QuestionRow], population: list[QuestionR
     if outside:
         notes.append(f"{outside} scored question(s) were not scored when the sample was drawn, so the corrected figure "
                      f"is over the other {len(population)} (srag review {run_id} --sample N --redraw draws over all)")
-    missing = sum(1 for q in sample.questions() if q in {r["question_id"] for r in population}) - len(used)
+    in_population = {r["question_id"] for r in population}
+    missing = sum(1 for q in sample.questions() if q in in_population) - len(used)
     if missing:
         notes.append(f"{missing} sampled question(s) lack a current label on every scored epoch (srag review "
                      f"{run_id} --unlabelled writes their rows)")
