@@ -15,7 +15,7 @@ Three tables:
 3. labels for a width: `labels_needed` for a few widths, and the mean width simulated at that many labels.
 
 Run: `.venv/bin/python -m benchmarks.judge_correction [--reps 2000] [--grid-reps 1000]` (80 CPU-s at the defaults
-on the project's 2-core machine; `--reps 200 --grid-reps 100` in under 10). Prints markdown tables.
+on the project's 2-core machine; `--reps 200 --grid-reps 100` in about 10). Prints markdown tables.
 """
 
 from __future__ import annotations

@@ -240,13 +240,12 @@ def test_a_rerun_that_replaces_the_labelled_attempt_makes_its_label_stale_and_a_
 
 
 def _mlflow_label(run_dir: RunDir, question: str, score: float, reviewer: str, sample_id: str | None) -> None:
-    """A label as `read_feedback` records one from a HUMAN feedback in MLflow (not blind)."""
-    from pipelines.engine.review._files import append_labels
-
-    append_labels(run_dir, [HumanLabel(label_id=f"m{question}{reviewer}", question_id=question, attempt=1,
-                                       human_score=score, reviewer=reviewer, labelled_at="2026-12-06T00:00:00Z",
-                                       blind=False, sample_id=sample_id, source="mlflow", batch=f"b{question}",
-                                       batch_size=1, assessment_id=f"a-{question}-{reviewer}")])
+    """A label as `read_feedback` records one from a HUMAN feedback in MLflow (not blind), appended to the file."""
+    label = HumanLabel(label_id=f"m{question}{reviewer}", question_id=question, attempt=1, human_score=score,
+                       reviewer=reviewer, labelled_at="2026-12-06T00:00:00Z", blind=False, sample_id=sample_id,
+                       source="mlflow", batch=f"b{question}", batch_size=1, assessment_id=f"a-{question}-{reviewer}")
+    with open(review.review_dir(run_dir) / "labels.jsonl", "a", encoding="utf-8") as fh:
+        fh.write(label.model_dump_json() + "\n")
 
 
 def test_labels_outside_the_sample_are_shown_never_estimated_and_reviewers_are_compared(tmp_path):

@@ -227,3 +227,34 @@ def test_srag_estimate_says_how_many_labels_a_width_needs_from_the_runs_own_labe
     expected = es.labels_needed(0.15, judge_var=float(np.var(judge)), disagreement_var=float(np.var(diffs)),
                                 n_items=N, bias=float(np.mean(diffs)))
     assert run["labels_needed"] == max(20, expected)
+
+
+def test_a_feedback_changed_in_mlflow_replaces_its_label_and_a_bad_one_is_refused(reviewed, capsys):
+    """Last: it changes the review (bob changes his mind on one answer; carl types 3 where he meant 1)."""
+    import mlflow
+    from mlflow import MlflowClient
+    from mlflow.entities import AssessmentSource
+
+    from pipelines.engine.trace_export import exported
+
+    run_dir, run_id = reviewed["run_dir"], reviewed["run"]["run_id"]
+    traces = {key[0]: trace_id for key, trace_id in exported(run_dir).items()}
+    q = reviewed["sampled"][0]
+    client = MlflowClient(tracking_uri=reviewed["uri"])
+    bobs = next(a for a in client.get_trace(traces[q]).info.assessments
+                if a.name == "human_correctness" and a.source.source_id == "bob")
+    mlflow.set_tracking_uri(reviewed["uri"])
+    mlflow.override_feedback(trace_id=traces[q], assessment_id=bobs.assessment_id, value=1 - truth(q),
+                             source=AssessmentSource(source_type="HUMAN", source_id="bob"))
+    bad = mlflow.log_feedback(trace_id=traces[reviewed["outside"][-1]], name="human_correctness", value=3,
+                              source=AssessmentSource(source_type="HUMAN", source_id="carl"))
+    before = len((run_dir.path / "review" / "labels.jsonl").read_text().splitlines())
+    assert main(["review", run_id, "--from-mlflow", "--runs-dir", str(reviewed["runs"])]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and f"trace {traces[reviewed['outside'][-1]]}" in err[0]
+    assert "human_correctness 3.0 is not a number from 0 to 1" in err[0] and "nothing was imported" in err[1]
+    assert len((run_dir.path / "review" / "labels.jsonl").read_text().splitlines()) == before  # all or none
+    mlflow.delete_assessment(trace_id=traces[reviewed["outside"][-1]], assessment_id=bad.assessment_id)
+    code, out = CliCapture().cli("review", run_id, "--from-mlflow", "--runs-dir", str(reviewed["runs"]))
+    assert code == 0 and out["imported"]["labels"] == {run_id: 1}
+    assert out["reviewer_agreement"]["pairs"] == BOB and out["reviewer_agreement"]["agreement"] == round(29 / 30, 4)
