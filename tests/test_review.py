@@ -132,7 +132,7 @@ def test_a_labels_file_is_taken_whole_or_refused_row_by_row(tmp_path, capsys):
     rows[3]["human_score"] = "1.5"
     rows[4]["question_id"] = outside
     rows[6] = {**rows[5]}  # a second label of one episode by the same reviewer
-    rows[7]["reviewer"] = ""
+    rows[7]["reviewer"] = "x" * 201
     rows[8]["human_score"] = "yes"
     bad = tmp_path / "bad.csv"
     with open(bad, "w", newline="") as fh:
@@ -147,7 +147,7 @@ def test_a_labels_file_is_taken_whole_or_refused_row_by_row(tmp_path, capsys):
     assert "line 5: human_score '1.5' is not a number from 0 to 1" in err[1]
     assert f"line 6: {outside} epoch 1 is not in run r1's review sample" in err[2]
     assert "line 8: reviewer 'ann' already labelled" in err[3] and "(line 7)" in err[3]
-    assert "line 9: no reviewer" in err[4] and "--reviewer NAME" in err[4]
+    assert "line 9: reviewer name of 201 characters: at most 200" in err[4]
     assert "line 10: human_score 'yes'" in err[5]
     assert review.labels(run_dir) == []  # nothing half-imported
     review.import_run_labels(rows_of(run_dir), good)
@@ -156,12 +156,10 @@ def test_a_labels_file_is_taken_whole_or_refused_row_by_row(tmp_path, capsys):
     assert len(again.value.problems) == 30 and "already labelled" in again.value.problems[0]
 
 
-def test_a_file_by_one_reviewer_and_blank_rows(tmp_path):
+def test_a_file_by_one_reviewer_blank_rows_jsonl_and_no_reviewer(tmp_path):
     run_dir = make_run(tmp_path, "r1", JUDGED)
     sample = drawn(run_dir, size=30)
-    half = fill(Path(sample.csv), JUDGED, tmp_path / "half.jsonl.csv", reviewer=None, only=12)
-    with pytest.raises(review.LabelsRefused, match="no reviewer"):
-        review.import_run_labels(rows_of(run_dir), half)
+    half = fill(Path(sample.csv), JUDGED, tmp_path / "half.csv", reviewer=None, only=12)
     got = review.import_run_labels(rows_of(run_dir), half, reviewer="bo")
     assert got.labels == {"r1": 12} and got.unscored_rows == 18
     jsonl = tmp_path / "more.jsonl"
@@ -171,6 +169,9 @@ def test_a_file_by_one_reviewer_and_blank_rows(tmp_path):
     summary, _ = run_summary(run_dir)
     assert summary.human_labels_in_sample == 30 and {label.reviewer for label in review.labels(run_dir)} == {"bo", "cy"}
     assert summary.accuracy_judge_corrected is not None
+    review.import_run_labels(rows_of(run_dir), half)  # the reviewer is optional: a row without one is unnamed's
+    assert {label.reviewer for label in review.labels(run_dir)} == {"bo", "cy", "unnamed"}
+    assert run_summary(run_dir)[0].reviewer_agreement.episodes == 12
 
 
 def test_below_the_minimum_of_labels_the_corrected_figure_is_absent_with_the_reason(tmp_path):

@@ -2,7 +2,7 @@
 label is written. A row that cannot be taken (an unknown question or item key, an episode outside the review
 sample, a score outside [0, 1], a second label by one reviewer of one episode) is refused in one line naming the row,
 the problem and the fix, and then nothing is imported; rows left without a score are skipped (a reviewer who did
-not finish)."""
+not finish). A row without a reviewer is `unnamed`'s (or `--reviewer`'s)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from pipelines.errors import UserError
 from srag_core import utc_now
 
 MAX_REVIEWER = 200  # characters of a reviewer's name
+UNNAMED = "unnamed"  # the reviewer of a label whose row names none (and no --reviewer was given)
 MAX_COMMENT = 4000
 
 
@@ -153,9 +154,7 @@ def _check(ctx: _Run, where: str, row: dict[str, Any], question_id: str, epoch: 
     if isinstance(attempt_number, str) or attempt_number is None or not 1 <= attempt_number <= latest:
         return f"{where}: attempt {attempt!r} is not an attempt of {question_id} epoch {epoch_number} (1 to " \
                f"{latest}): keep the CSV's attempt column as written"
-    name = (reviewer or "").strip()
-    if not name:
-        return f"{where}: no reviewer: fill the reviewer column, or pass --reviewer NAME for a file by one reviewer"
+    name = (reviewer or "").strip() or UNNAMED
     if len(name) > MAX_REVIEWER:
         return f"{where}: reviewer name of {len(name)} characters: at most {MAX_REVIEWER}"
     key = (question_id, epoch_number, attempt_number, name)
