@@ -62,9 +62,10 @@ from pipelines.engine.records._rows import AttemptRow, EpisodeRow, Outcome, Ques
 from pipelines.engine.records._summary import Interval, RunResult, RunSummary, Show
 
 __all__ = ["RECORD", "AnyRecord", "AttemptRow", "BadRecord", "BudgetChange", "Comparison", "CorpusReplicas",
-           "CorrectedDifference", "EpisodeRecord", "EpisodeRow", "Evidence", "ExecutionPlan", "HumanLabel",
-           "IncomparablePair", "IngestionInfo", "Interval", "JudgeAgreement", "Judgement", "Outcome", "PairedTest",
-           "PairwiseRow", "QuestionRow", "Record", "Rejudging", "RequestLimitState", "ReviewSample",
-           "ReviewerAgreement", "RunComparison", "RunMeta", "RunResult", "RunStatus", "RunSummary", "SampleItem",
-           "Show", "StopKind", "StopRecord", "Stratum", "SweepInfo", "SweepItem", "SweepSample", "SweepSummary",
-           "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line", "problem", "validate_record"]
+           "EpisodeRecord", "EpisodeRow", "Evidence", "ExecutionPlan", "IncomparablePair", "IngestionInfo", "Interval",
+           "Judgement", "Outcome", "PairedTest", "PairwiseRow", "QuestionRow", "Record", "Rejudging",
+           "RequestLimitState", "RunComparison", "RunMeta", "RunResult", "RunStatus", "RunSummary", "Show", "StopKind",
+           "StopRecord", "SweepInfo", "SweepSummary", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line",
+           "problem", "validate_record"]
+__all__ += ["CorrectedDifference", "HumanLabel", "JudgeAgreement", "ReviewSample", "ReviewerAgreement", "SampleItem",
+            "Stratum", "SweepItem", "SweepSample"]  # a review of the verdicts (issue 45)
