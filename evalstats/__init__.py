@@ -6,6 +6,7 @@ Sign convention for paired comparisons: A is the first system, B the second, a =
 c = only B right, d = neither; every difference is B minus A.
 """
 
+from ._agreement import Kappa, RaterAgreement, cohens_kappa, fleiss_kappa
 from ._clustered import (
     MIN_EFFECTIVE_CLUSTERS,
     ClusteredMean,
@@ -15,6 +16,7 @@ from ._clustered import (
     intraclass_correlation,
     satterthwaite_df,
 )
+from ._corrected import MIN_LABELS, Corrected, labels_needed, ppi_mean, ppi_paired_difference
 from ._intervals import (
     MIN_BOOTSTRAP_N,
     bca_interval,
@@ -56,13 +58,14 @@ from ._unconditional import (
 )
 
 __all__ = [
-    "BinaryComparison", "ClusteredMean", "EXACT_BELOW_DISCORDANT", "MIN_BOOTSTRAP_N", "MIN_EFFECTIVE_CLUSTERS",
-    "bca_interval", "benjamini_hochberg", "binary_power", "clustered_mean", "cr2_variance", "effective_clusters",
-    "exact_unconditional_interval", "exact_unconditional_p", "holm", "intraclass_correlation",
-    "mcnemar_asymptotic_p", "mcnemar_exact_odds_ratio_interval", "mcnemar_exact_p",
-    "mcnemar_midp_difference_interval", "mcnemar_midp_p", "mean_interval_clt", "mean_se",
+    "bca_interval", "benjamini_hochberg", "binary_power", "BinaryComparison", "clustered_mean", "ClusteredMean",
+    "cohens_kappa", "Corrected", "cr2_variance", "effective_clusters", "EXACT_BELOW_DISCORDANT",
+    "exact_unconditional_interval", "exact_unconditional_p", "fleiss_kappa", "holm", "intraclass_correlation",
+    "Kappa", "labels_needed", "mcnemar_asymptotic_p", "mcnemar_exact_odds_ratio_interval", "mcnemar_exact_p",
+    "mcnemar_midp_difference_interval", "mcnemar_midp_p", "mean_interval_clt", "mean_se", "MIN_BOOTSTRAP_N",
     "min_detectable_effect_binary", "min_detectable_effect_paired", "min_detectable_effect_paired_binary",
-    "min_detectable_effect_t", "newcombe_paired_interval", "paired_binary", "paired_mean_interval", "paired_mean_p",
-    "percentile_interval", "questions_needed", "questions_needed_binary", "questions_needed_t", "satterthwaite_df",
+    "min_detectable_effect_t", "MIN_EFFECTIVE_CLUSTERS", "MIN_LABELS", "newcombe_paired_interval", "paired_binary",
+    "paired_mean_interval", "paired_mean_p", "percentile_interval", "ppi_mean", "ppi_paired_difference",
+    "questions_needed", "questions_needed_binary", "questions_needed_t", "RaterAgreement", "satterthwaite_df",
     "t_power", "tango_paired_interval", "tango_statistic", "tie_groups", "wilson_interval",
 ]

@@ -48,3 +48,27 @@ Revenue grew strongly in fiscal 2023 because of new customers.
 def filings_corpus() -> Corpus:
     return Corpus.from_texts({"ACME_10K_2023.txt": FILING, "BETA_10K_2023.txt": "Beta Inc annual report\n\nRevenue was "
                               "flat.\nCash and cash equivalents 50.0 40.0\n"}, source="filings")
+
+
+def item_code_text(i: int) -> str:
+    """The record of item Q<i>, whose code is i: the document behind "What is the code of item Q<i>?"."""
+    return (f"Inventory record Q{i}\n\nItem: Q{i}\nCode: {i}\nShelf: {chr(65 + i % 26)}{i % 7}\n"
+            f"Checked: {2020 + i % 5}-{1 + i % 12:02d}-{1 + i % 28:02d}\n")
+
+
+def item_codes_benchmark(root, n: int):
+    """A corpus of `n` item records and its questions (`tests.pipeline_helpers.QUESTION`'s form, gold answer i),
+    written under `root`; returns (corpus folder, questions file)."""
+    import json
+    from pathlib import Path
+
+    corpus = Path(root) / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (corpus / f"item-Q{i:04d}.txt").write_text(item_code_text(i), encoding="utf-8")
+    questions = Path(root) / "questions.jsonl"
+    questions.write_text("".join(json.dumps({"id": f"q{i:03d}", "question": f"What is the code of item Q{i}?",
+                                             "answer": str(i), "type": "even" if i % 2 == 0 else "odd",
+                                             "gold_docs": [f"item-Q{i:04d}.txt"]}) + "\n" for i in range(n)),
+                         encoding="utf-8")
+    return corpus, questions

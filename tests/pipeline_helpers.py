@@ -52,6 +52,7 @@ class ScriptedAgent:
     empty: set[int] = field(default_factory=set)  # answers with an empty string
     never_answer: set[int] = field(default_factory=set)  # calls tools until the step limit, even when asked to answer
     wrong: set[int] = field(default_factory=set)  # answers n + 1000
+    reworded: set[int] = field(default_factory=set)  # answers "code n": right, but no rule can tell (the LLM judges)
     reads_docs: set[int] = field(default_factory=set)  # its tool call is read_docs (documents in the observation)
     failing_status: int = 503
     judge: "ScriptedJudge | None" = None  # answers the LLM judge's calls when they come to this endpoint too
@@ -100,7 +101,8 @@ class ScriptedAgent:
             if n in self.reads_docs:
                 return json.dumps({"thought": "read", "tool": "read_docs", "args": {"set_name": name, "max_docs": 2}})
             return json.dumps({"thought": "look", "tool": "count_set", "args": {"set_name": name}})
-        answer = "" if n in self.empty else str(n + 1000) if n in self.wrong else str(n)
+        answer = "" if n in self.empty else str(n + 1000) if n in self.wrong else f"code {n}" \
+            if n in self.reworded else str(n)
         return json.dumps({"thought": "found it", "answer": answer})
 
 
@@ -111,6 +113,7 @@ class ScriptedJudge:
 
     failing: bool = False
     calls: int = 0
+    passes: set[str] = field(default_factory=set)  # answers it calls correct whatever the reference (its errors)
 
     @staticmethod
     def asks(request: dict[str, Any]) -> bool:
@@ -126,7 +129,7 @@ class ScriptedJudge:
             return user.split("System response:\n", 1)[1]
         reference = user.split("Reference answer:\n", 1)[1].split("\n", 1)[0]
         answer = user.split("System answer:\n", 1)[1].strip()
-        right = answer == reference
+        right = answer == reference or answer in self.passes
         return json.dumps({"verdict": "correct" if right else "incorrect", "score": int(right),
                            "rationale": "compared with the reference", "abs_diff": None})
 

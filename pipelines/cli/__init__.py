@@ -27,6 +27,7 @@ SUBCOMMAND_MODULES = [
     "pipelines.cli.ask",
     "pipelines.cli.run",
     "pipelines.cli.runs",
+    "pipelines.cli.review",
     "pipelines.cli.estimate",
     "pipelines.cli.car",
     "pipelines.cli.datasets",

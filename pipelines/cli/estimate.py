@@ -42,6 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--detect", type=float, metavar="DELTA",
                    help="also say how many questions a paired comparison of two such variants needs to detect an "
                         "accuracy difference of DELTA (80%% power, alpha 0.05)")
+    p.add_argument("--label-width", type=float, metavar="WIDTH",
+                   help="also say how many human labels give the judge-corrected accuracy a 95%% interval of this "
+                        "full width, such as 0.1 (docs/judge.md)")
+    p.add_argument("--judge-error-rate", type=float, metavar="SHARE",
+                   help="with --label-width: the share of verdicts reviewers would overturn, where no labelled run "
+                        "measured it (default 0.10)")
     p.add_argument("--yes", action="store_true", help="run the pilots without asking (what they may spend is still "
                                                        "printed on stderr)")
     add_runs_dir(p, "where run folders live: earlier runs are reused, pilots go to RUNS_DIR/pilots")
@@ -87,12 +93,16 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
     if args.detect is not None and not 0 < args.detect < 1:
         raise CliError("--detect is an accuracy difference between 0 and 1, such as 0.05")
+    if args.label_width is not None and not 0 < args.label_width <= 1:
+        raise CliError("--label-width is the full width of an accuracy's interval, between 0 and 1, such as 0.1")
+    if args.judge_error_rate is not None and (args.label_width is None or not 0 <= args.judge_error_rate < 1):
+        raise CliError("--judge-error-rate is a share from 0 to below 1, given with --label-width")
     runs = config_runs(args)
     if not pilots_agreed(pilot_plan(runs, args.runs_dir, pilot=args.pilot), args):
         print("srag estimate: nothing was run", file=sys.stderr)
         return Exit.INCOMPLETE
-    out = estimate(runs, args.runs_dir, pilot=args.pilot, quiet=args.quiet,
-                   detect=args.detect).model_dump(mode="json")
+    out = estimate(runs, args.runs_dir, pilot=args.pilot, quiet=args.quiet, detect=args.detect,
+                   label_width=args.label_width, judge_error_rate=args.judge_error_rate).model_dump(mode="json")
     if args.json:
         print(json.dumps(out))
         return 0
@@ -110,6 +120,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             needed = r["questions_needed"]
             print(f"  to detect a difference of {r['detect']} between two such variants (80% power, alpha 0.05): "
                   f"{needed if needed is not None else 'unknown'} questions ({r['detect_note']})")
+        if r["label_width"] is not None:
+            labels = r["labels_needed"]
+            print(f"  for a judge-corrected accuracy with a 95% interval {r['label_width']} wide: "
+                  f"{labels if labels is not None else 'no number of'} labelled questions ({r['labels_note']})")
     print(f"total ({out['total']['runs']} runs, {out['total']['episodes']} episodes): "
           + "  ·  ".join(line(out["total"], figure) for figure in ("tokens", "cost_usd", "llm_calls", "wall_s")))
     return 0

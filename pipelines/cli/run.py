@@ -509,6 +509,7 @@ def print_pairwise(out: SweepSummary) -> None:
                               "of Holm's and BH's family, and counted as not separated in the ranking"))
             elif p.unestimated_reason:
                 print(wrapped(f"{p.run_b} - {p.run_a} ({p.dataset}): no detectable effect: {p.unestimated_reason}"))
+        print_corrected_pairs(out)
     for pair in out.incomparable:
         print(wrapped(f"not compared: {pair.run_a} and {pair.run_b} ({pair.dataset}): {'; '.join(pair.differences)}"))
     for dataset, groups in out.rankings.items():
@@ -524,6 +525,27 @@ TEST_LABELS = {"mcnemar_exact_unconditional": ("exact unconditional McNemar test
 
 def _or_dash(value: float | None) -> float | str:
     return "-" if value is None else value
+
+
+def print_corrected_pairs(out: SweepSummary) -> None:
+    """Each pair's difference corrected by human labels on the sweep's shared review sample, beside the judge's
+    (Holm-adjusted over the dataset's pairs that have one); or, when no pair has one, that the table rests on the
+    judge alone."""
+    corrected = [p for p in out.pairwise if p.difference_judge_corrected is not None]
+    if not corrected:
+        if out.pairwise:
+            why = out.pairwise[0].judge_corrected_note or "no human labels"
+            print(wrapped(f"every difference above rests on the judge alone ({why.split(': ', 1)[-1]})"))
+        return
+    for p in out.pairwise:
+        if p.difference_judge_corrected is None:
+            print(wrapped(f"{p.run_b} - {p.run_a} ({p.dataset}): {p.judge_corrected_note}"))
+            continue
+        print(wrapped(f"{p.run_b} - {p.run_a} ({p.dataset}) corrected by human labels ({p.judge_corrected_labelled} "
+                      f"questions labelled in both): {p.difference_judge_corrected} "
+                      f"[{p.difference_judge_corrected_ci95_low}, {p.difference_judge_corrected_ci95_high}], "
+                      f"p {p.p_value_judge_corrected}, p_holm {p.p_value_judge_corrected_holm}; the judge's: "
+                      f"{p.difference}" + (f" ({p.judge_corrected_note})" if p.judge_corrected_note else "")))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -600,6 +622,15 @@ def comparison_lines(result: RunComparison) -> list[str]:
                  "effect")
     if result.unestimated_reason:
         lines.append(f"not estimated: {result.unestimated_reason}")
+    if (corrected := result.judge_corrected) is not None:  # human labels on a shared review sample
+        if corrected.difference is None:
+            lines.append(str(corrected.reason))
+        else:
+            lines.append(f"corrected by human labels (sample {corrected.sample_id}, {corrected.n_labelled} of "
+                         f"{corrected.n_questions} questions labelled in both runs): B - A = {corrected.difference}, "
+                         f"95% interval {corrected.difference_ci95} ({corrected.ci_method}), p = "
+                         f"{corrected.p_value}; the judge's own over the same questions: "
+                         f"{corrected.judge_difference}" + (f" ({corrected.reason})" if corrected.reason else ""))
     if result.failure_class_moves:  # where the difference comes from: retrieval misses or reasoning
         moves = ", ".join(f"{move} {n}" for move, n in result.failure_class_moves.items())
         lines.append(f"failure classes that changed (A -> B, questions): {moves}")

@@ -83,6 +83,12 @@ class RunEstimate(BaseModel):
     """Questions such a paired comparison needs to detect `detect` with 80% power at alpha 0.05 (two-sided)."""
     detect_note: str | None = None
     """How `questions_needed` was reached, or why it could not be."""
+    label_width: float | None = None
+    """`--label-width`: the full width of the 95% interval `accuracy_judge_corrected` should have."""
+    labels_needed: int | None = None
+    """Questions of the run's review sample to label for that width (`review.labels_for_width`)."""
+    labels_note: str | None = None
+    """How `labels_needed` was reached, or why it could not be."""
 
 
 class TotalEstimate(BaseModel):
@@ -174,14 +180,17 @@ def call_max_usd(llm: LLMConfig) -> float:
 
 
 def estimate(runs: list[RunConfig], runs_dir: Path, *, pilot: int, quiet: bool,
-             detect: float | None = None) -> Estimate:
+             detect: float | None = None, label_width: float | None = None,
+             judge_error_rate: float | None = None) -> Estimate:
     """The projection of every run, and their total (a sweep runs them one after another)."""
-    out = [estimate_run(cfg, runs_dir, pilot=pilot, quiet=quiet, detect=detect) for cfg in runs]
+    out = [estimate_run(cfg, runs_dir, pilot=pilot, quiet=quiet, detect=detect, label_width=label_width,
+                        judge_error_rate=judge_error_rate) for cfg in runs]
     return Estimate(runs=out, total=total(out))
 
 
 def estimate_run(cfg: RunConfig, runs_dir: Path, *, pilot: int, quiet: bool,
-                 detect: float | None = None) -> RunEstimate:
+                 detect: float | None = None, label_width: float | None = None,
+                 judge_error_rate: float | None = None) -> RunEstimate:
     from pipelines.engine.lifecycle import load_inputs
 
     _, _, _, questions = load_inputs(cfg)
@@ -211,6 +220,13 @@ def estimate_run(cfg: RunConfig, runs_dir: Path, *, pilot: int, quiet: bool,
     if detect is not None:
         out.detect = detect
         out.questions_needed, out.detect_note = questions_to_detect(detect, sample_runs, [q.cluster for q in questions])
+    if label_width is not None:  # the labels a corrected accuracy of this width needs (docs/judge.md)
+        from pipelines.engine.report import run_summary
+        from pipelines.engine.review import labels_for_width
+
+        out.label_width = label_width
+        out.labels_needed, out.labels_note = labels_for_width(label_width, [run_summary(r)[1] for r in sample_runs],
+                                                              len(questions), judge_error_rate)
     return out
 
 

@@ -482,6 +482,9 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> RunResult:
         # a run is not finished without its traces (and the verdicts on them)
         traces_missing = export_missing(run_dir, tracker.client, meta, trace_context(run_dir, cfg))
         summary = summary.model_copy(update={"traces_missing": traces_missing})
+        from pipelines.engine.review import log_labels  # human labels given by file, as HUMAN feedback on traces
+
+        tracker.submit(lambda: log_labels(run_dir, tracker.client))
     done = summary.missing == summary.not_run == 0 and traces_missing == 0
     status = "stopped" if meta.stop else "finished" if done else "incomplete"
     meta = run_dir.update_meta(status=status, finished=utc_now(), store_problems=store.problems)

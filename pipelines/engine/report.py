@@ -44,12 +44,16 @@ def read_run(run_dir: RunDir, store: ResultStore | None = None, states: dict[Uni
 def run_summary(run_dir: RunDir, store: ResultStore | None = None, states: dict[Unit, QuestionState] | None = None
                 ) -> tuple[RunSummary, list[QuestionRow]]:
     """The run's summary as `finish`, `srag report` and sweeps give it (the figures, why it stopped early if it did,
-    what the results store skipped, the request limiter's 429s and limits), and its per-question rows."""
+    what the results store skipped, the request limiter's 429s and limits, the human labels' figures), and its
+    per-question rows."""
+    from pipelines.engine.review import with_review
+
     store = store or run_dir.store()
     rows, episodes = read_run(run_dir, store, states)
     meta = run_dir.read_meta()
-    return summarize(rows, episodes, meta.ingestion).model_copy(update={
-        "stopped": meta.stop, "request_limit": meta.request_limit, "store_problems": store.problems}), rows
+    summary = summarize(rows, episodes, meta.ingestion).model_copy(update={
+        "stopped": meta.stop, "request_limit": meta.request_limit, "store_problems": store.problems})
+    return with_review(summary, run_dir, rows, episodes), rows  # human labels, when the run has a review
 
 
 def recomputed_note(run_dir: RunDir) -> str | None:
@@ -120,6 +124,7 @@ def _episode_row(q: Question, st: QuestionState | None, epoch: int, not_run: str
                      score_source=j.score_source if j else None, judge_error=j.judge_error if j else None,
                      judge_fingerprint=j.judge_fingerprint if j else None, judgements=len(st.history),
                      rationale=j.rationale if j else None, trace_file=ep.trace_file,
+                     extracted_answer=j.extracted_answer if j else None,
                      **_evidence_fields(st.evidence))
     row["outcome"] = scoring.outcome(row)
     row["failure_class"] = scoring.failure_class(row)

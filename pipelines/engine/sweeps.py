@@ -19,6 +19,7 @@ from pipelines.engine.report import (
     run_summary,
 )
 from pipelines.engine.results import RunDir, git_revision, new_run_id, read_sweep
+from pipelines.engine.review import adjust_corrected, corrected_difference, pairwise_fields
 from pipelines.engine.scoring import compare
 from pipelines.engine.tracking import source_tags
 from pipelines.errors import UserError
@@ -117,8 +118,10 @@ def pairwise(rows: list[LabelledRun]) -> tuple[list[PairwiseRow], list[Incompara
                 incomparable.append(IncomparablePair(run_a=a.label, run_b=b.label, dataset=dataset,
                                                      differences=differences))
                 continue
-            pairs.append(PairwiseRow.of(a.label, b.label, compare(a.questions, b.questions), dataset=dataset,
-                                        run_id_a=a.meta.run_id, run_id_b=b.meta.run_id))
+            row = PairwiseRow.of(a.label, b.label, compare(a.questions, b.questions), dataset=dataset,
+                                 run_id_a=a.meta.run_id, run_id_b=b.meta.run_id)
+            # beside the judge's difference, the one corrected by human labels on a shared sample (or why not)
+            pairs.append(row.model_copy(update=pairwise_fields(corrected_difference(a.questions, b.questions))))
     for dataset in {p.dataset for p in pairs}:
         # a pair without a p-value was not tested: it is not in the family, and nothing separates its runs
         family = [p for p in pairs if p.dataset == dataset and p.p_value is not None]
@@ -128,6 +131,7 @@ def pairwise(rows: list[LabelledRun]) -> tuple[list[PairwiseRow], list[Incompara
         for p, holm, bh in zip(family, evalstats.holm(raw), evalstats.benjamini_hochberg(raw), strict=True):
             p.significant_holm = bool(holm < ALPHA)
             p.p_value_holm, p.p_value_bh, p.family_size = _round_adjusted(holm), _round_adjusted(bh), len(family)
+    adjust_corrected(pairs)
     return pairs, incomparable
 
 
@@ -192,7 +196,8 @@ def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRu
     metrics: dict[str, float] = {}
     for r in rows:
         label, summary = metric_label(r.label), r.summary
-        for figure in ("accuracy", "coverage", "accuracy_all", "evidence_recall"):  # NaN: a figure the run lacks
+        for figure in ("accuracy", "coverage", "accuracy_all", "evidence_recall",  # NaN: a figure the run lacks
+                       "accuracy_judge_corrected"):
             value = getattr(summary, figure)
             metrics[f"{figure}/{label}"] = float("nan") if value is None else value
         metrics.update({f"complete/{label}": float(summary.complete), f"tokens/{label}": summary.tokens,
@@ -219,7 +224,8 @@ def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRu
     tracker.set_terminated(parent)
 
 
-RUN_TABLE_COLUMNS = ("accuracy", "accuracy_ci95", "coverage", "accuracy_all", "evidence_recall", "evidence_questions",
+RUN_TABLE_COLUMNS = ("accuracy", "accuracy_ci95", "accuracy_judge_corrected", "accuracy_judge_corrected_ci95",
+                     "human_labels_in_sample", "coverage", "accuracy_all", "evidence_recall", "evidence_questions",
                      "complete", "scored", "n_questions",
                      "failed", "pending", "not_run", "missing", "replaced_scored", "episodes_no_answer", "tokens",
                      "total_cost_usd", "total_cost_usd_uncached", "cached_calls")
@@ -283,4 +289,5 @@ def compare_runs(runs_dir: Path, run_a: str, run_b: str, force: bool = False) ->
         raise IncomparableRuns(f"runs {run_a} and {run_b} cannot be compared: {'; '.join(differences)} "
                                "(--force compares them anyway, marked as not comparable)")
     return RunComparison(run_a=run_a, run_b=run_b, comparable=not differences, differences=differences,
-                         **compare(runs[0].questions, runs[1].questions).model_dump())
+                         **compare(runs[0].questions, runs[1].questions).model_dump(),
+                         judge_corrected=corrected_difference(runs[0].questions, runs[1].questions))

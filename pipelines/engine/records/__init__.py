@@ -5,7 +5,10 @@
 - `run.json`: `RunMeta` and its parts (`StopRecord`, `RequestLimitState`, ...);
 - the summary: `RunSummary` (summary.json) and `RunResult` (what the commands print), each figure a field with its
   unit and denominator, from which the JSON, the MLflow metrics and the text report are made;
-- the rows of the run's tables: `EpisodeRow`, `QuestionRow`, `AttemptRow`.
+- the rows of the run's tables: `EpisodeRow`, `QuestionRow`, `AttemptRow`;
+- a review of the verdicts by people: the sample (`ReviewSample`), each human label (`HumanLabel`), a sweep's
+  item keys (`SweepSample`), and the figures made of them (`JudgeAgreement`, `ReviewerAgreement`,
+  `CorrectedDifference`).
 """
 
 from pipelines.engine.records._compare import (
@@ -44,6 +47,17 @@ from pipelines.engine.records._meta import (
                                                StopRecord,
                                                WorkersUsage,
 )
+from pipelines.engine.records._review import (
+                                               CorrectedDifference,
+                                               HumanLabel,
+                                               JudgeAgreement,
+                                               ReviewerAgreement,
+                                               ReviewSample,
+                                               SampleItem,
+                                               Stratum,
+                                               SweepItem,
+                                               SweepSample,
+)
 from pipelines.engine.records._rows import AttemptRow, EpisodeRow, Outcome, QuestionRow
 from pipelines.engine.records._summary import Interval, RunResult, RunSummary, Show
 
@@ -53,3 +67,5 @@ __all__ = ["RECORD", "AnyRecord", "AttemptRow", "BadRecord", "BudgetChange", "Co
            "RequestLimitState", "RunComparison", "RunMeta", "RunResult", "RunStatus", "RunSummary", "Show", "StopKind",
            "StopRecord", "SweepInfo", "SweepSummary", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line",
            "problem", "validate_record"]
+__all__ += ["CorrectedDifference", "HumanLabel", "JudgeAgreement", "ReviewSample", "ReviewerAgreement", "SampleItem",
+            "Stratum", "SweepItem", "SweepSample"]  # a review of the verdicts (issue 45)

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from pipelines.engine.records._review import CorrectedDifference
 from pipelines.engine.records._summary import Interval, RunResult
 
 PairedTest = Literal["mcnemar_exact_unconditional", "mcnemar_asymptotic", "paired_t", "paired_t_cr2"]
@@ -91,6 +92,9 @@ class RunComparison(Comparison):
     """False when the runs differ in question set, epochs and reducer, or judge (compared anyway, `--force`)."""
     differences: list[str] = []
     """What sets them apart, when they are not comparable."""
+    judge_corrected: CorrectedDifference | None = None
+    """The difference corrected by human labels of both runs on a shared review sample, beside the judge's; or why
+    the comparison rests on the judge alone (`review.corrected_difference`)."""
 
 
 class PairwiseRow(_Model):
@@ -143,6 +147,19 @@ class PairwiseRow(_Model):
     """Comparable pairs on this dataset with a p-value: the family the adjustment is over."""
     significant_holm: bool | None = None
     """Whether the difference stays significant after Holm's adjustment at 0.05 (None: not tested)."""
+    difference_judge_corrected: float | None = None
+    """The difference corrected by both runs' human labels on the sweep's shared review sample
+    (`CorrectedDifference`); None when the comparison rests on the judge alone (`judge_corrected_note`)."""
+    difference_judge_corrected_ci95_low: float | None = None
+    difference_judge_corrected_ci95_high: float | None = None
+    p_value_judge_corrected: float | None = None
+    """The corrected difference's z-test, unadjusted."""
+    p_value_judge_corrected_holm: float | None = None
+    """`p_value_judge_corrected` adjusted by Holm's method over the dataset's pairs that have one."""
+    judge_corrected_labelled: int | None = None
+    """Sampled questions labelled in both runs: the labels behind the corrected difference."""
+    judge_corrected_note: str | None = None
+    """Why there is no corrected difference, or what to know about it."""
 
     @classmethod
     def of(cls, run_a: str, run_b: str, comparison: Comparison, **where: str) -> PairwiseRow:

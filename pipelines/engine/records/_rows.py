@@ -64,6 +64,14 @@ class EpisodeRow(TypedDict, total=False):
     classifier_gold_from: int | None  # gold documents in the sets its classifier splits split (None: no split)
     classifier_gold_kept: int | None  # of those, the ones the classifiers kept
     failure_class: str | None  # a scored row's class (`scoring.FAILURE_CLASSES`); None when not scored
+    extracted_answer: str | None  # the bare answer the LLM judge extracted from the response (None without one)
+    # A run with a review (`review.review_figures` adds these):
+    human_labels: int  # current human labels of this row's episodes
+    human_score: float | None  # the humans' score, epochs reduced as the judge's: a question of the review sample
+    #                            labelled on every scored epoch (None otherwise)
+    review_sample: str | None  # the run's review sample, when the question is in its frame
+    review_stratum: str | None  # the question's stratum in that sample (None: not stratified)
+    review_drawn: bool  # whether the sample drew the question
 
 
 class QuestionRow(EpisodeRow, total=False):

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
 
 from pipelines.engine.records._meta import RequestLimitState, StopRecord
+from pipelines.engine.records._review import JudgeAgreement, ReviewerAgreement
 
 Interval = list[float]  # [low, high]: a 95% interval, its method named by the field's docstring
 
@@ -39,7 +40,7 @@ class Show:
     own_names: tuple[tuple[str, str], ...] = ()  # (key, metric name): entries logged under a name of their own
 
 
-SECTIONS = ("accuracy", "outcomes", "evidence", "episodes", "epochs", "spend", "time", "types", "run", "more")
+SECTIONS = ("accuracy", "judge", "outcomes", "evidence", "episodes", "epochs", "spend", "time", "types", "run", "more")
 _NOT_A_METRIC = Show("run", metric=None)
 
 
@@ -90,6 +91,42 @@ class RunSummary(BaseModel):
     """Mean SQuAD token F1 over the scored questions, as `em`."""
     denominators: Annotated[dict[str, str], Show("accuracy", metric=None)] = {}
     """What each headline figure is divided by (text: named in the report, not a metric)."""
+
+    # -- the judge against human labels on a random sample (`review.review_figures`; absent without a review) -----
+    accuracy_judge_corrected: Annotated[float | None, Show("accuracy")] = None
+    """`accuracy` corrected for the judge's errors by human labels on a random sample of the scored questions
+    (prediction-powered inference: the judge's mean over `accuracy_judge_corrected_questions` plus the stratum-weighted
+    mean human-minus-judge difference over the labelled ones; with epochs, each question's epochs reduced by the
+    run's reducer, for the judge and the humans alike). None below `evalstats.MIN_LABELS` labelled questions, and
+    `judge_corrected_note` says why. Denominator `accuracy_judge_corrected_questions` questions."""
+    accuracy_judge_corrected_ci95: Annotated[Interval | None, Show("accuracy")] = None
+    """95% interval of `accuracy_judge_corrected` (`ci_method` says how: ppi_floor, stratified when the sample was)."""
+    accuracy_judge_corrected_questions: Annotated[int, Show("judge")] = 0
+    """Scored questions the corrected figure is over: the run's scored questions that were in the review sample's
+    frame (scored when it was drawn)."""
+    judge_corrected_note: Annotated[str | None, Show("judge", metric=None)] = None
+    """Why `accuracy_judge_corrected` is absent, or what a reader of it must know (text)."""
+    human_labels: Annotated[int, Show("judge")] = 0
+    """Scored questions with at least one current human label (in the review sample or not)."""
+    human_labels_drawn: Annotated[str | None, Show("judge", metric=None)] = None
+    """How the labelled questions were drawn: the review sample, its seed, size, frame and strata (text)."""
+    human_labels_in_sample: Annotated[int, Show("judge")] = 0
+    """Questions of the review sample labelled on every scored epoch: the labelled sample of
+    `accuracy_judge_corrected` and the questions behind `judge_agreement`."""
+    human_labels_outside_sample: Annotated[int, Show("judge")] = 0
+    """Labelled questions outside the review sample (in the MLflow UI): shown, never in an estimate, since they are
+    not a random sample."""
+    human_labels_not_blind: Annotated[int, Show("judge")] = 0
+    """Labels behind the figures that were given with the judge's verdict in view (the MLflow UI)."""
+    human_labels_stale: Annotated[int, Show("judge")] = 0
+    """Labels (not questions) whose attempt a rerun has since replaced: kept, never counted."""
+    judge_agreement: Annotated[JudgeAgreement | None, Show("judge")] = None
+    """The judge against the humans on the labelled episodes of the sample: raw agreement, Cohen's kappa with its
+    95% interval, the mean absolute score difference and the two kinds of disagreement (`records.JudgeAgreement`)."""
+    judge_agreement_by_source: Annotated[dict[str, JudgeAgreement], Show("judge", "judge_agreement_source_{key}")] = {}
+    """`judge_agreement` per score source (rule, llm, em, em_fallback, no_answer: what decided the judge's score)."""
+    reviewer_agreement: Annotated[ReviewerAgreement | None, Show("judge")] = None
+    """Reviewers against each other where two or more labelled one episode (`records.ReviewerAgreement`)."""
 
     # -- outcomes, in questions ----------------------------------------------------------------------------------
     n_questions: Annotated[int, Show("outcomes")] = 0
@@ -398,8 +435,9 @@ def _metrics(name: str, value: Any, model: type[BaseModel] | None = None) -> dic
     of type `model` that is None: NaN for each of its number fields); text is not a metric."""
     if value is None:
         return _missing(name, model)
-    if isinstance(value, BaseModel):
-        value = value.model_dump()
+    if isinstance(value, BaseModel):  # its text fields (a reason, a method) are not metrics, not even as NaN
+        text = {k for k, info in type(value).model_fields.items() if info.annotation in (str, str | None)}
+        value = {k: v for k, v in value.model_dump().items() if k not in text}
     if isinstance(value, bool):
         return {name: float(value)}
     if isinstance(value, (int, float)):
