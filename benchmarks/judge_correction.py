@@ -12,10 +12,14 @@ Three tables:
 2. the grid behind `evalstats.MIN_LABELS`: accuracies 0.3 to 0.95, judges erring on 1% to 50% of answers of either
    kind, 82 or 300 answers, 10 to 50 labels: per label count, the lowest coverage over the grid and where, and how
    many cells fall short;
-3. labels for a width: `labels_needed` for a few widths, and the mean width simulated at that many labels.
+3. labels for a width: `labels_needed` for a few widths, and the mean width simulated at that many labels;
+4. clustered questions (FinanceBench's filings): each cluster's accuracy drawn on the logit scale around 0.7 (SD 1)
+   and its judge's leniency (wrong called right) from Beta(2, 8), so answers and the judge's errors go together in a
+   cluster; the corrected interval with the clusters (`ppi_floor_cr2`) and without them, over balanced and
+   unbalanced designs. The true accuracy is the mean of the clusters' accuracy distribution.
 
-Run: `.venv/bin/python -m benchmarks.judge_correction [--reps 2000] [--grid-reps 1000]` (80 CPU-s at the defaults
-on the project's 2-core machine; `--reps 200 --grid-reps 100` in about 10). Prints markdown tables.
+Run: `.venv/bin/python -m benchmarks.judge_correction [--reps 2000] [--grid-reps 1000]` (about 2 CPU-minutes at the
+defaults on the project's 2-core machine; `--smoke`, its smallest size, in seconds). Prints markdown tables.
 """
 
 from __future__ import annotations
@@ -113,11 +117,55 @@ def widths(reps: int) -> list[dict[str, object]]:
     return rows
 
 
+# (cluster sizes, labels): balanced, one large cluster beside many small ones, a FinanceBench-like spread, issue 44's
+# smallest unbalanced design, and independent questions
+CLUSTER_DESIGNS = {"30 x 10": ([10] * 30, 50), "100 + 40 x 5": ([100] + [5] * 40, 50),
+                   "10 x 6 + 30 x 2 + 30 x 1": ([6] * 10 + [2] * 30 + [1] * 30, 40),
+                   "41 + 9 x 1": ([41] + [1] * 9, 20), "300 x 1": ([1] * 300, 50)}
+
+
+def clustered(reps: int) -> list[dict[str, object]]:
+    rng = np.random.default_rng(44)
+    logit = np.log(0.7 / 0.3)
+    truth = float(np.mean(1 / (1 + np.exp(-(logit + rng.standard_normal(1_000_000))))))
+    rows = []
+    for name, (sizes, labels) in CLUSTER_DESIGNS.items():
+        cluster = np.repeat(np.arange(len(sizes)), sizes)
+        items = len(cluster)
+        hits = {"cr2": 0, "independent": 0}
+        refused = 0
+        widths: dict[str, list[float]] = {"cr2": [], "independent": []}
+        for _ in range(reps):
+            accuracy = 1 / (1 + np.exp(-(logit + rng.standard_normal(len(sizes)))))
+            answers = (rng.random(items) < accuracy[cluster]).astype(float)
+            lenient = rng.beta(2, 8, len(sizes))
+            u = rng.random(items)
+            judge = np.where(answers == 1, u >= 0.05, u < lenient[cluster]).astype(float)
+            labelled = rng.choice(items, labels, replace=False)
+            for key, labels_of in (("cr2", list(cluster)), ("independent", None)):
+                got = es.ppi_mean(judge, labelled, answers[labelled], clusters=labels_of)
+                if got.lo is None or got.hi is None:
+                    refused += 1
+                    continue
+                hits[key] += got.lo <= truth <= got.hi
+                widths[key].append(got.hi - got.lo)
+        given = reps - refused
+        rows.append({"design (cluster sizes)": name, "questions": items, "labels": labels,
+                     "clustered covers": round(hits["cr2"] / given, 3) if given else None,
+                     "refused": refused, "independent covers": round(hits["independent"] / reps, 3),
+                     "clustered mean width": round(float(np.mean(widths["cr2"])), 3) if widths["cr2"] else None,
+                     "independent mean width": round(float(np.mean(widths["independent"])), 3)})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=2000, help="replications of issue 45's design and per width")
     parser.add_argument("--grid-reps", type=int, default=1000, help="replications per cell of the grid")
+    parser.add_argument("--smoke", action="store_true", help="the smallest size: every table, a few replications")
     args = parser.parse_args()
+    if args.smoke:
+        args.reps, args.grid_reps = 20, 5
     started = time.process_time()
     print("## Issue 45's design (300 answers, accuracy 0.7)\n")
     print(markdown_table(issue_design(args.reps)))
@@ -125,6 +173,8 @@ def main() -> None:
     print(markdown_table(grid(args.grid_reps)))
     print("\n## Labels for a width (accuracy 0.7, the judge erring on 9.5% of answers)\n")
     print(markdown_table(widths(args.reps // 4)))
+    print("\n## Clustered questions (the corrected interval with and without the clusters)\n")
+    print(markdown_table(clustered(max(1, args.reps * 3 // 4))))
     print(f"\n({time.process_time() - started:.0f} CPU-s; --reps {args.reps}, --grid-reps {args.grid_reps})")
 
 

@@ -17,6 +17,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
+from ._clustered import (
+    MIN_EFFECTIVE_CLUSTERS,
+    cr2_variance,
+    effective_clusters,
+    intraclass_correlation,
+    satterthwaite_df,
+)
 from ._intervals import _quantile
 
 # Below this many labels the corrected figure is not given. Its interval's coverage was simulated over 40 settings
@@ -46,11 +53,14 @@ class Corrected:
     method: str
     p_value: float | None = None
     reason: str | None = None
+    df: float = math.inf
+    """Degrees of freedom of the t quantile (infinite: the normal's, without clusters)."""
 
 
 def ppi_mean(judge: Sequence[float], labelled: Sequence[int], human: Sequence[float], *, level: float = 0.95,
-             strata: Sequence[Hashable] | None = None, bounds: tuple[float, float] = (0.0, 1.0),
-             floor: bool = True, min_labels: int = MIN_LABELS) -> Corrected:
+             strata: Sequence[Hashable] | None = None, clusters: Sequence[Hashable] | None = None,
+             bounds: tuple[float, float] = (0.0, 1.0), floor: bool = True,
+             min_labels: int = MIN_LABELS) -> Corrected:
     """The prediction-powered mean of the human scores of all items, from the judge's scores of all items
     (`judge`) and the human scores (`human`) of the items at positions `labelled`, drawn at random without looking at
     the verdicts (within each stratum of `strata`, one label per item, when the sample was stratified).
@@ -63,6 +73,13 @@ def ppi_mean(judge: Sequence[float], labelled: Sequence[int], human: Sequence[fl
     judge errs on few answers) would otherwise claim the judge exact and give an interval far too narrow. Without
     `floor` the interval is PPI's own (Angelopoulos et al. 2023, eq. for the mean; `ppi_py.ppi_mean_ci` with lam=1).
     The interval is cut to `bounds`. Fewer than `min_labels` labels give no estimate, and the reason.
+
+    With `clusters` (one label per item: questions that share a filing, a passage), both variances are the CR2
+    cluster-robust ones of `clustered_mean` (the judge's mean over all items' clusters, each stratum's rectifier over
+    its labelled items' clusters, the floor's pseudo-observations a cluster of their own), each with its
+    Satterthwaite degrees of freedom, and the quantile is Student's t at the Welch-Satterthwaite combination of them
+    (`ppi_floor_cr2`). Too few effective clusters among the items (`MIN_EFFECTIVE_CLUSTERS`), or a stratum whose
+    labels fall in one cluster, give no interval, and the reason.
     """
     f = np.asarray(judge, dtype=float)
     pos = np.asarray(labelled, dtype=np.intp)
@@ -75,34 +92,71 @@ def ppi_mean(judge: Sequence[float], labelled: Sequence[int], human: Sequence[fl
         return Corrected(None, None, None, None, judge_mean, None, n_items, n, method,
                          reason=f"{n} labelled item(s): the corrected figure needs at least {min_labels}")
     groups, names = _strata(strata, n_items)
+    cluster_of = None if clusters is None else _numbered(clusters, n_items, "cluster")
+    if cluster_of is not None:
+        method += "_cr2"
     diff = y - f[pos]
-    rectifier, var_rect = 0.0, 0.0
+
+    def absent(reason: str, rectifier: float | None = None) -> Corrected:
+        return Corrected(None, None, None, None, judge_mean, rectifier, n_items, n, method, reason=reason)
+
+    parts = [_variance(f, cluster_of, "the judged items")]  # (variance, df) of each term of the estimate
+    rectifier = 0.0
     for h in np.unique(groups):
         in_h = groups[pos] == h
         n_h, share = int(in_h.sum()), float(np.mean(groups == h))
         if n_h == 0:
-            return Corrected(None, None, None, None, judge_mean, None, n_items, n, method,
-                             reason=f"stratum {names[h]!r} holds {share * n_items:g} items and no label: its "
-                                    "correction cannot be estimated")
+            return absent(f"stratum {names[h]!r} holds {share * n_items:g} items and no label: its correction "
+                          "cannot be estimated")
         d = diff[in_h]
         m = float(d.mean())
-        ss = float(np.sum((d - m) ** 2)) + (0.5 * ((1 - m) ** 2 + (1 + m) ** 2) if floor else 0.0)
+        pseudo = 0.5 * ((1 - m) ** 2 + (1 + m) ** 2) / n_h ** 2 if floor else 0.0
+        term = _variance(d, None if cluster_of is None else cluster_of[pos][in_h], f"the labels of {names[h]!r}",
+                         extra=pseudo)
+        if isinstance(term, str):
+            return absent(term)
         rectifier += share * m
-        var_rect += share ** 2 * ss / n_h / n_h
-    se = math.sqrt(float(f.var()) / n_items + var_rect)
+        parts.append((share ** 2 * term[0], term[1]))
+    if isinstance(parts[0], str):
+        return absent(parts[0])
+    terms = [t for t in parts if not isinstance(t, str)]
+    variance = sum(v for v, _ in terms)
     estimate = judge_mean + rectifier
-    z = _quantile(level)
-    lo, hi = max(bounds[0], estimate - z * se), min(bounds[1], estimate + z * se)
-    if se == 0:  # only without the floor
+    if variance <= 0:  # only without the floor
         return Corrected(estimate, None, None, 0.0, judge_mean, rectifier, n_items, n, method,
                          reason="neither the judge's scores nor the human-judge differences vary")
-    return Corrected(estimate, lo, hi, se, judge_mean, rectifier, n_items, n, method)
+    se = math.sqrt(variance)
+    # Welch-Satterthwaite: the combined variance's degrees of freedom (infinite, the normal, without clusters)
+    spread = sum(v * v / d for v, d in terms if v > 0)
+    df = variance ** 2 / spread if spread > 0 else math.inf
+    q = _quantile(level, "t", df) if math.isfinite(df) else _quantile(level)
+    lo, hi = max(bounds[0], estimate - q * se), min(bounds[1], estimate + q * se)
+    return Corrected(estimate, lo, hi, se, judge_mean, rectifier, n_items, n, method, df=df)
+
+
+def _variance(values: np.ndarray, cluster_of: np.ndarray | None, what: str,
+              extra: float = 0.0) -> tuple[float, float] | str:
+    """The variance of the mean of `values` and its degrees of freedom: PPI's (divisor n, the normal: infinite df)
+    without clusters; CR2 with Satterthwaite df with them. `extra` is added to the variance (the floor). A reason
+    instead where the clusters cannot back a variance."""
+    if cluster_of is None:
+        return float(values.var()) / values.size + extra, math.inf
+    _, group = np.unique(cluster_of, return_inverse=True)
+    sizes = np.bincount(group).astype(float)
+    if sizes.size < 2:
+        return f"{what} fall in one cluster: a clustered variance needs at least 2"
+    if (g_eff := effective_clusters(sizes, 0.0)) < MIN_EFFECTIVE_CLUSTERS:
+        return (f"{what} fall in {g_eff:.2f} effective clusters of {sizes.size}, fewer than "
+                f"{MIN_EFFECTIVE_CLUSTERS:g}: too few for a clustered interval")
+    residuals = np.bincount(group, weights=values - values.mean())
+    rho = intraclass_correlation(values, group)
+    return cr2_variance(residuals, sizes) + extra, satterthwaite_df(sizes, rho)
 
 
 def ppi_paired_difference(judge_a: Sequence[float], judge_b: Sequence[float], labelled: Sequence[int],
                           human_a: Sequence[float], human_b: Sequence[float], *, level: float = 0.95,
-                          strata: Sequence[Hashable] | None = None, floor: bool = True,
-                          min_labels: int = MIN_LABELS) -> Corrected:
+                          strata: Sequence[Hashable] | None = None, clusters: Sequence[Hashable] | None = None,
+                          floor: bool = True, min_labels: int = MIN_LABELS) -> Corrected:
     """The prediction-powered difference B - A of two systems' mean human scores on the same items, both judged on
     every item and both labelled on the same sample: `ppi_mean` of the per-item differences, whose interval and
     z-test p-value agree (the interval excludes 0 exactly when p < 1 - level, up to the cut to [-1, 1])."""
@@ -110,11 +164,12 @@ def ppi_paired_difference(judge_a: Sequence[float], judge_b: Sequence[float], la
     ya, yb = np.asarray(human_a, dtype=float), np.asarray(human_b, dtype=float)
     if fa.shape != fb.shape or ya.shape != yb.shape:
         raise ValueError("the two systems need scores on the same items and labels on the same sample")
-    diff = ppi_mean(fb - fa, labelled, yb - ya, level=level, strata=strata, bounds=(-1.0, 1.0), floor=floor,
-                    min_labels=min_labels)
-    if diff.estimate is None or not diff.se:
+    diff = ppi_mean(fb - fa, labelled, yb - ya, level=level, strata=strata, clusters=clusters, bounds=(-1.0, 1.0),
+                    floor=floor, min_labels=min_labels)
+    if diff.estimate is None or not diff.se or diff.lo is None:
         return diff
-    return replace(diff, p_value=float(2 * stats.norm.sf(abs(diff.estimate) / diff.se)))
+    t = abs(diff.estimate) / diff.se
+    return replace(diff, p_value=float(2 * (stats.t.sf(t, diff.df) if math.isfinite(diff.df) else stats.norm.sf(t))))
 
 
 def labels_needed(width: float, *, judge_var: float, disagreement_var: float, n_items: int,
@@ -151,8 +206,15 @@ def _strata(strata: Sequence[Hashable] | None, n_items: int) -> tuple[np.ndarray
     """Each item's stratum as a number, and the strata's names in that numbering."""
     if strata is None:
         return np.zeros(n_items, dtype=np.intp), ["all"]
-    if len(strata) != n_items:
-        raise ValueError(f"need one stratum per item; got {len(strata)} for {n_items} items")
     index: dict[Hashable, int] = {}
-    groups = np.fromiter((index.setdefault(s, len(index)) for s in strata), dtype=np.intp, count=n_items)
+    groups = _numbered(strata, n_items, "stratum", index)
     return groups, list(index)
+
+
+def _numbered(labels: Sequence[Hashable], n_items: int, what: str,
+              index: dict[Hashable, int] | None = None) -> np.ndarray:
+    """One number per distinct label, in order of appearance."""
+    if len(labels) != n_items:
+        raise ValueError(f"need one {what} per item; got {len(labels)} for {n_items} items")
+    index = {} if index is None else index
+    return np.fromiter((index.setdefault(x, len(index)) for x in labels), dtype=np.intp, count=n_items)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -298,14 +299,23 @@ def test_epochs_sample_questions_list_every_episode_and_reduce_before_correcting
         review.import_run_labels(rows_of(run_dir), jsonl)
 
 
-def test_declared_clusters_are_named_not_hidden(tmp_path):
+def test_declared_clusters_go_into_the_corrected_interval(tmp_path):
+    # 60 questions in clusters of 3 (as FinanceBench's questions share filings): the corrected figure's variances
+    # are CR2 over those clusters, with a t quantile, and its interval is evalstats' clustered one.
     s = Scenario(n=60, wrong=set(range(0, 60, 4)), passed=set(range(0, 60, 8)), clusters=True)
     run_dir = make_run(tmp_path, "r1", s)
     sample = drawn(run_dir, size=30)
     review.import_run_labels(rows_of(run_dir), fill(Path(sample.csv), s, tmp_path / "f.csv"))
     summary, _ = run_summary(run_dir)
-    assert summary.ci_method["accuracy_judge_corrected"] == "ppi_floor_unclustered"
-    assert "declare clusters" in summary.judge_corrected_note and "independent" in summary.judge_corrected_note
+    assert summary.ci_method["accuracy_judge_corrected"] == "ppi_floor_cr2"
+    judge = [s.judge(i) for i in range(60)]
+    positions = sorted(int(q[1:]) for q in sample.questions())
+    human = [s.truth(i) for i in positions]
+    clustered = es.ppi_mean(judge, positions, human, clusters=[f"c{i // 3}" for i in range(60)])
+    assert summary.accuracy_judge_corrected == round(clustered.estimate, 4)
+    assert summary.accuracy_judge_corrected_ci95 == pytest.approx([clustered.lo, clustered.hi], abs=1e-4)
+    assert math.isfinite(clustered.df)  # a t quantile at the clusters' Satterthwaite degrees of freedom
+    assert clustered.se != es.ppi_mean(judge, positions, human).se
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -17,9 +17,9 @@ judge's are.
 - `corrected_difference`: two runs' labels on one shared sample give their paired difference
   (`evalstats.ppi_paired_difference`).
 
-Questions that declare clusters some of them share (FinanceBench's filings) are treated as independent here: the
-figure says so in `ci_method` and `judge_corrected_note`. (To revisit once evalstats has the clustered machinery of
-issue 44: `_cluster_note` is where.)
+Questions that declare clusters some of them share (FinanceBench's filings) keep them: the corrected figure and the
+corrected difference take CR2 variances with Satterthwaite degrees of freedom over those clusters (`ci_method`
+`ppi_floor_cr2`), as the run's own clustered intervals do.
 """
 
 from __future__ import annotations
@@ -160,14 +160,12 @@ def figures(data: Labelled, rows: list[QuestionRow], episodes: list[EpisodeRow],
     positions = [i for i, r in enumerate(population) if r["question_id"] in data.complete]
     strata = [sample.frame[r["question_id"]] for r in population] if sample.stratify else None
     estimate = evalstats.ppi_mean([float(r.get("score") or 0.0) for r in population], positions,
-                                  [data.complete[population[i]["question_id"]] for i in positions], strata=strata) \
-        if population else None
-    method = "ppi_floor" + ("_stratified" if sample.stratify else "")
-    cluster_note = _cluster_note(scored)
-    if cluster_note:
-        method += "_unclustered"
+                                  [data.complete[population[i]["question_id"]] for i in positions], strata=strata,
+                                  clusters=clusters(population)) if population else None
+    method = estimate.method if estimate is not None else "ppi_floor"
+    method += "_stratified" if sample.stratify else ""
     used = [population[i]["question_id"] for i in positions]
-    notes = _notes(data, scored, population, used, run_id) + ([cluster_note] if cluster_note else [])
+    notes = _notes(data, scored, population, used, run_id)
     if estimate is None or estimate.estimate is None:
         reason = estimate.reason if estimate is not None else "no scored question is in the sample's frame"
         out.update(accuracy_judge_corrected=None, accuracy_judge_corrected_ci95=None,
@@ -198,15 +196,6 @@ def figures(data: Labelled, rows: list[QuestionRow], episodes: list[EpisodeRow],
                denominators={"accuracy_judge_corrected": "accuracy_judge_corrected_questions",
                              "judge_agreement": "judge_agreement.episodes"})
     return out
-
-
-def _cluster_note(scored: list[QuestionRow]) -> str | None:
-    """The note of a run whose questions declare shared clusters: the corrected figure does not take them into
-    account yet (to revisit with issue 44's clustered machinery)."""
-    if clusters(scored) is None:
-        return None
-    return ("the questions declare clusters some of them share; the corrected interval takes them as independent, "
-            "so it may be too narrow")
 
 
 def _notes(data: Labelled, scored: list[QuestionRow], population: list[QuestionRow], used: list[str],
@@ -328,15 +317,14 @@ def corrected_difference(rows_a: list[QuestionRow], rows_b: list[QuestionRow]) -
                                           [float(pairs[i][0].get("human_score") or 0.0) for i in positions],
                                           [float(pairs[i][1].get("human_score") or 0.0) for i in positions],
                                           strata=[str(ra.get("review_stratum")) for ra, _ in pairs] if stratified
-                                          else None)
-    note = _cluster_note([ra for ra, _ in pairs])
-    method = "ppi_floor" + ("_stratified" if stratified else "") + ("_unclustered" if note else "")
+                                          else None, clusters=clusters([ra for ra, _ in pairs]))
+    method = got.method + ("_stratified" if stratified else "")
     if got.estimate is None or got.lo is None or got.hi is None:
         return out.model_copy(update={"reason": alone + str(got.reason)})
     value = round(got.estimate, 4)
     return out.model_copy(update={
         "difference": value, "difference_ci95": [min(round(got.lo, 4), value), max(round(got.hi, 4), value)],
-        "p_value": round(got.p_value, 6) if got.p_value is not None else None, "ci_method": method, "reason": note})
+        "p_value": round(got.p_value, 6) if got.p_value is not None else None, "ci_method": method})
 
 
 def adjust_corrected(pairs: list[Any]) -> None:
