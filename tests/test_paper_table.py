@@ -287,3 +287,26 @@ def test_runs_of_the_top_accuracy_are_all_bold_and_a_tie_without_a_p_value_is_no
     assert [table.cell(f"variant={x}", "d").best for x in "abc"] == [True, True, True]
     assert table.cell("variant=b", "d").untested is None  # Holm's test stands behind this tie
     assert table.cell("variant=c", "d").untested == "its comparison with the best has no p-value"
+
+
+def test_the_corrected_accuracy_goes_beside_the_judges_when_a_run_carries_labels(sweep_runs):
+    # issue 45: the papers' table shows the accuracy corrected by human labels beside the judge's, unasked, once a run
+    # of the table has labels; a labelled run without a corrected figure says why
+    summary = sweep_summary(sweep_runs, sweep_runs / "sweeps" / SWEEP)
+    labelled = summary.runs[0].model_copy(update={"human_labels": 30, "human_labels_in_sample": 30,
+                                                  "accuracy_judge_corrected": 0.7512,
+                                                  "accuracy_judge_corrected_ci95": [0.6021, 0.8734]})
+    short = summary.runs[1].model_copy(update={"human_labels": 8, "judge_corrected_note": "8 labelled question(s): "
+                                               "the corrected figure needs at least 20"})
+    summary = summary.model_copy(update={"runs": [labelled, short, *summary.runs[2:]]})
+    table = paper_table(summary)
+    out = render(table, "markdown")
+    rows = [cells(line) for line in out.splitlines() if line.startswith("|")]
+    assert any(r[1] == "Corrected" and "75.1 [60.2, 87.4] n=30" in r for r in rows)
+    assert "no corrected accuracy: 8 labelled question(s)" in out
+    csv_rows = list(csv.DictReader(io.StringIO(render(table, "csv"))))
+    first = next(r for r in csv_rows if r["run_id"] == labelled.run_id)
+    assert (first["accuracy_judge_corrected"], first["corrected_ci_low"], first["human_labels_in_sample"]) == \
+        ("0.7512", "0.6021", "30")
+    without = summary.model_copy(update={"runs": summary.runs[2:]})
+    assert "Corrected" not in render(paper_table(without), "markdown")

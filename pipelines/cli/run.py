@@ -207,7 +207,8 @@ def _register_report(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--figures", type=table_figures, default=["accuracy"], metavar="LIST",
                    help="with --table: the figures each system shows, one line each, comma-separated: accuracy, "
                         "em_f1 (EM / F1, as the ScalableRAG paper's Table 1), steps_tokens (steps and tokens per "
-                        "episode, as its Table 2) (default: accuracy)")
+                        "episode, as its Table 2), corrected (the accuracy corrected by human labels: shown beside "
+                        "the accuracy by itself whenever a run carries labels, see srag review) (default: accuracy)")
     _common(p, "the summary", progress=False)
     p.set_defaults(func=cmd_report)
 

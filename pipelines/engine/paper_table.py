@@ -280,7 +280,8 @@ def _accuracy_notes(cell: Cell) -> list[str]:
 # How each interval method is named under a table (`scoring.score_interval` chooses one per run).
 CI_METHODS = {"wilson": "Wilson's score interval (0/1 scores)",
               "bca_bootstrap": "a seeded BCa bootstrap over questions (partial scores)",
-              "clt_clustered": "the clustered CLT interval (questions sharing a declared source)"}
+              "wilson_cr2": "Wilson's interval at the CR2 effective sample size (questions sharing a declared cluster)",
+              "t_cr2": "a t interval with CR2 cluster-robust errors (questions sharing a declared cluster)"}
 
 
 def _accuracy_meaning(m: _Markup, cells: list[Cell]) -> str:
@@ -309,6 +310,22 @@ def _steps_tokens(cell: Cell, markup: _Markup) -> str:
     return f"{run.mean_steps:.1f} / {run.mean_tokens:,.0f}"
 
 
+def _corrected(cell: Cell, markup: _Markup) -> str:
+    run = cell.run
+    assert run is not None
+    if run.accuracy_judge_corrected is None:
+        return markup.dash
+    return estimate_text(run.accuracy_judge_corrected, run.accuracy_judge_corrected_ci95,
+                         run.human_labels_in_sample, markup)
+
+
+def _corrected_notes(cell: Cell) -> list[str]:
+    run = cell.run
+    if run is None or not run.human_labels or run.accuracy_judge_corrected is not None:
+        return []
+    return [f"no corrected accuracy: {run.judge_corrected_note or 'too few labels'}"]
+
+
 FIGURES: dict[str, Figure] = {
     "accuracy": Figure("Accuracy", _accuracy_meaning, _accuracy, _accuracy_notes),
     "em_f1": Figure("EM / F1", lambda m, cells: m.escape(
@@ -316,6 +333,10 @@ FIGURES: dict[str, Figure] = {
     "steps_tokens": Figure("Steps / tokens", lambda m, cells: m.escape(
         "Steps / tokens: mean tool calls and LLM tokens (the judge's apart) per episode that ran, its latest attempt "
         "(with one epoch, one episode per question)."), _steps_tokens),
+    "corrected": Figure("Corrected", lambda m, cells: m.escape(
+        "Corrected (%): the accuracy corrected for the judge's errors by human labels on a random sample "
+        "(prediction-powered inference, docs/judge.md), with its 95% interval; n: the labelled questions behind the "
+        "correction. Shown when a run of the table carries labels."), _corrected, _corrected_notes),
 }
 
 
@@ -327,6 +348,10 @@ def render(table: PaperTable, fmt: TableFormat, figures: Sequence[str] = ("accur
     if fmt == "csv":
         return _csv(table)
     markup = MARKDOWN if fmt == "markdown" else LATEX
+    if "accuracy" in figures and "corrected" not in figures and any(
+            c.run is not None and c.run.human_labels for c in table.cells.values()):
+        figures = [*figures[:list(figures).index("accuracy") + 1], "corrected",
+                   *figures[list(figures).index("accuracy") + 1:]]  # beside the judge's, whenever labels exist
     chosen = [FIGURES[f] for f in figures]
     notes = _Notes()
     keys, header = _system_columns(table.systems)
@@ -401,7 +426,8 @@ def _latex(header: list[str], blocks: list[list[list[str]]], lead: int, meanings
 
 CSV_COLUMNS = ("system", "dataset", "state", "complete", "accuracy", "ci_low", "ci_high", "ci_method", "ci_note", "n",
                "n_questions", "tie_group", "best", "tied_untested", "em", "f1", "mean_steps", "mean_tokens", "failed",
-               "pending", "not_run", "missing", "note", "run_id", "label")
+               "pending", "not_run", "missing", "accuracy_judge_corrected", "corrected_ci_low", "corrected_ci_high",
+               "human_labels_in_sample", "note", "run_id", "label")
 
 
 def _csv(table: PaperTable) -> str:
@@ -428,5 +454,8 @@ def _csv_row(cell: Cell) -> dict[str, object]:
             "ci_note": method.partition(":")[2].strip(), "n": run.scored, "n_questions": run.n_questions,
             "tie_group": cell.tie_group, "best": cell.best, "tied_untested": cell.untested, "em": run.em,
             "f1": run.f1, "mean_steps": run.mean_steps, "mean_tokens": run.mean_tokens, "failed": run.failed,
-            "pending": run.pending, "not_run": run.not_run, "missing": run.missing, "run_id": run.run_id,
-            "label": run.label}
+            "pending": run.pending, "not_run": run.not_run, "missing": run.missing,
+            "accuracy_judge_corrected": run.accuracy_judge_corrected,
+            "corrected_ci_low": (run.accuracy_judge_corrected_ci95 or (None, None))[0],
+            "corrected_ci_high": (run.accuracy_judge_corrected_ci95 or (None, None))[1],
+            "human_labels_in_sample": run.human_labels_in_sample, "run_id": run.run_id, "label": run.label}
