@@ -124,7 +124,7 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
         "last_episode_to_finished_s": round(finished_at - (meta.episodes_ended_at or finished_at), 1), "tail": tail,
         "traces_in_mlflow": len(exported(run_dir)), "worker_startup_s": meta.worker_startup_s,
         "driver_max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "worker_max_rss_mb": workers["max_rss_mb"],
+        "worker_max_rss_mb": workers.max_rss_mb,
         "corpus_replica_mb": round(((meta.corpus_replicas.bytes if meta.corpus_replicas else 0) or 0) / 2**20, 2),
     }
 

@@ -162,7 +162,7 @@ def measure(small: Path, work: Path, n: int, repeats: int, env: dict) -> list[di
             args = ["run", "--resume", run_id] if runs is resume else ["rerun", run_id]
             runs.append(timed(SRAG + args + ["--runs-dir", str(copy), "--quiet", "--json"], env, log))
             out = json.loads(runs[-1]["stdout"])
-            assert out["n_questions"] == n and out["status_counts"]["llm_error"] == 0 and out["missing"] == 0, out
+            assert out["n_questions"] == n and out["episodes_by_status"]["llm_error"] == 0 and out["missing"] == 0, out
             with (copy / run_id / "results.jsonl").open("rb") as fh:
                 fh.seek(size)
                 added = [json.loads(line) for line in fh.read().splitlines()]
