@@ -18,7 +18,9 @@ the driver's node, each at the actor-seconds per trace measured here, against an
 writes in parallel) -- plus start-up. Memory per node is the corpus replica plus each worker's heap;
 the driver's grows with the number of questions.
 
-Run: `.venv/bin/python -m benchmarks.pipeline_scale [--episodes 1000] [--delay 0.2] [--concurrency 64]`.
+Run: `.venv/bin/python -m benchmarks.pipeline_scale [--episodes 1000] [--delay 0.2] [--concurrency 64]`;
+`--smoke`: 40 episodes of 0.05 s calls at concurrency 16, then the model (CI runs it so; its per-episode figures are
+mostly start-up at that size).
 """
 
 from __future__ import annotations
@@ -213,7 +215,11 @@ def main() -> None:
     ap.add_argument("--from-json", type=Path, help="skip part 1: model from a saved measurement")
     ap.add_argument("--startup", action="store_true", help="only time `srag run` / `srag rerun` of 2 questions")
     ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest size: 40 episodes of 0.05 s calls at concurrency 16 (CI runs it so)")
     args = ap.parse_args()
+    if args.smoke:
+        args.episodes, args.delay, args.concurrency = 40, 0.05, 16
     if args.from_json:
         m = json.loads(args.from_json.read_text())
     else:
