@@ -280,3 +280,22 @@ def test_the_sink_hands_a_finished_episode_over_with_its_verdict(tmp_path, monke
     sink.judgement(verdict("q3", 0.0, "j3"))
     sink.flush()
     assert pool.adds[4] == ([], ["j3"])
+
+
+def test_the_export_actors_start_with_the_first_trace_not_with_the_run(ray_local):
+    """They import MLflow as they start: not while the episode workers start, and not at all with nothing to
+    export."""
+    started: list[int] = []
+
+    def start():
+        started.append(1)
+        return [ray_local.remote(_SlowAdds).remote(0.0)]
+
+    pool = ExportPool(start)
+    assert started == [] and pool.drain(timeout_s=10.0)["actors"] == 0 and started == []  # nothing came
+    pool.add([(("q0", 1, 1), "traces/q0.1.json")])
+    assert started == [1] and pool.drain(timeout_s=10.0)["actors"] == 1
+    pool.kill()
+    earlier = ExportPool(start, earlier=True)  # an earlier invocation left traces to settle: they start to drain
+    assert earlier.drain(timeout_s=10.0)["actors"] == 1 and started == [1, 1]
+    earlier.kill()

@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Callable, TypedDict
 
 import ray
 
@@ -480,11 +480,24 @@ def shard(question_id: str, n: int) -> int:
 
 
 class ExportPool:
-    """The run's export actors, each with the questions that hash to it; `add`, `drain` and `kill` span them all."""
+    """The run's export actors, each with the questions that hash to it; `add`, `drain` and `kill` span them all.
 
-    def __init__(self, actors: list) -> None:
-        self.actors = actors
+    Given a function that starts them, the actors start at the first `add` (or at `drain`, when nothing was added but
+    earlier invocations left traces to settle, `earlier`; else they never start): each imports MLflow, seconds of CPU that, spent while the episode workers start, held the first episode back
+    (measured 2026-12-06 on 2 cores: two workers ready after 5 s alone, 11 s with two export actors starting beside
+    them). The first trace comes only after the first episode anyway."""
+
+    def __init__(self, actors: list | Callable[[], list], earlier: bool = False) -> None:
+        self.start: Callable[[], list] | None = actors if callable(actors) else None
+        self.earlier = earlier
+        self._actors: list = [] if callable(actors) else actors
         self.pending: list = []  # `add` calls not known to have run yet
+
+    @property
+    def actors(self) -> list:
+        if self.start is not None:
+            self._actors, self.start = self.start(), None
+        return self._actors
 
     def add(self, items: list[tuple[Key, str]], verdicts: Sequence[Judgement] = ()) -> None:
         n = len(self.actors)
@@ -499,6 +512,8 @@ class ExportPool:
         """Wait for every actor; their results summed (CPU is the export's whole cost, errors the last few)."""
         # An actor runs its calls in several threads, so a `drain` sent after an `add` may run first: wait for the
         # adds, or the drain could find an empty queue and the actor be stopped in the middle of a trace.
+        if self.start is not None and not self.earlier:  # nothing to export: no actor needs to start
+            return ExportReport(actors=0, exported=0, queued=0, errors=[], n_errors=0, cpu_s=0.0)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         ray.get(self.pending, timeout=timeout_s)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())  # one timeout for the whole drain
@@ -510,21 +525,22 @@ class ExportPool:
                             cpu_s=round(sum(r["cpu_s"] for r in results), 3))
 
     def kill(self) -> None:
-        for exporter in self.actors:
+        for exporter in self._actors:  # those started
             ray.kill(exporter)
 
 
 def start_exporter(run_dir: RunDir, meta: RunMeta, context: TraceContext | None = None,
                    actors: int = 1) -> ExportPool:
-    """The run's export actors, pinned to this node (they read the run folder); each first settles what earlier
-    invocations left unmarked among its questions."""
+    """The run's export actors, pinned to this node (they read the run folder), started when the first trace comes
+    (`ExportPool`); each first settles what earlier invocations left unmarked among its questions."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     unmarked = missing_traces(run_dir)
-    return ExportPool([actor(TraceExportActor).options(scheduling_strategy=here).remote(
+    return ExportPool(lambda: [actor(TraceExportActor).options(scheduling_strategy=here).remote(
         str(run_dir.path.resolve()), meta.mlflow_uri, meta.mlflow_experiment_id, meta.mlflow_run_id,
-        {k: f for k, f in unmarked.items() if shard(k[0], actors) == i}, context) for i in range(actors)])
+        {k: f for k, f in unmarked.items() if shard(k[0], actors) == i}, context) for i in range(actors)],
+        earlier=bool(unmarked))
 
 
 class TraceExportSink:
