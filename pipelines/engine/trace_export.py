@@ -483,9 +483,10 @@ class ExportPool:
     """The run's export actors, each with the questions that hash to it; `add`, `drain` and `kill` span them all.
 
     Given a function that starts them, the actors start at the first `add` (or at `drain`, when nothing was added but
-    earlier invocations left traces to settle, `earlier`; else they never start): each imports MLflow, seconds of CPU that, spent while the episode workers start, held the first episode back
-    (measured 2026-12-06 on 2 cores: two workers ready after 5 s alone, 11 s with two export actors starting beside
-    them). The first trace comes only after the first episode anyway."""
+    earlier invocations left traces to settle, `earlier`; else they never start): each imports MLflow, seconds of CPU
+    that, spent while the episode workers start, held the first episode back (measured 2026-12-06 on 2 cores: two
+    workers ready after 5 s alone, 11 s with two export actors starting beside them). The first trace comes only
+    after the first episode anyway."""
 
     def __init__(self, actors: list | Callable[[], list], earlier: bool = False) -> None:
         self.start: Callable[[], list] | None = actors if callable(actors) else None
