@@ -86,6 +86,7 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
     tracker = lifecycle.open_tracker(cfg, workdir / "runs")
     run_dir = lifecycle.start_run(cfg, workdir / "runs", tracker)
     todo, _ = lifecycle.pending_work(run_dir, None)
+    load_before = os.getloadavg()[0]  # the machine is shared: CPU seconds move with what else runs on it
     cpu0, t0 = time.process_time(), time.monotonic()
     lifecycle.execute(run_dir, cfg, todo, tracker, quiet=True)
     cpu_exec = time.process_time() - cpu0
@@ -128,6 +129,7 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
         "driver_max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "worker_max_rss_mb": workers.max_rss_mb,
         "corpus_replica_mb": round(((meta.corpus_replicas.bytes if meta.corpus_replicas else 0) or 0) / 2**20, 2),
+        "load_average_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
 
 
