@@ -299,3 +299,31 @@ def test_the_export_actors_start_with_the_first_trace_not_with_the_run(ray_local
     earlier = ExportPool(start, earlier=True)  # an earlier invocation left traces to settle: they start to drain
     assert earlier.drain(timeout_s=10.0)["actors"] == 1 and started == [1, 1]
     earlier.kill()
+
+
+def test_where_mlflows_in_memory_trace_is_out_of_reach_each_assessment_is_written_on_its_own(tmp_path, writes,
+                                                                                            monkeypatch, caplog):
+    import pipelines.engine.tracking as tracking
+
+    def moved():
+        raise ImportError("cannot import name 'InMemoryTraceManager' from 'mlflow.tracing.trace_manager'")
+
+    monkeypatch.setattr(tracking, "_trace_buffer", moved)  # what a later MLflow that moved it would do
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
+    mlflow_run = tracker.create_run("r1", {}, {})
+    run_dir = RunDir.create(tmp_path / "runs", "r1")
+    store = run_dir.store()
+    RunFolderSink(run_dir, store).episode(stored(record("q0")))
+    store.close()
+    question = Question(id="q0", question="question q0", answer="a", type="odd")
+    exporter = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run,
+                             TraceContext("scripted", {}, {"q0": question}), client=tracker.client)
+    with caplog.at_level(logging.WARNING):
+        assert exporter.export([(("q0", 1, 1), "traces/q0.1.json")], [verdict("q0", 1.0, "j1")]) == []
+    assert "each assessment of a trace is written on its own" in caplog.text
+    (mark,) = [json.loads(line) for line in (run_dir.path / VERDICT_MARKERS).read_text().splitlines()]
+    trace = tracker.client.get_trace(mark["trace_id"])
+    assert sorted(a.name for a in trace.info.assessments) == ["correctness", "expected_answer", "failure_class"]
+    assert mark["assessment_id"] == next(a.assessment_id for a in trace.info.assessments if a.name == "correctness")
+    assert writes["create_assessment"] == 3 and trace.info.tags["srag.failure_class"] == "right"
+    tracker.close()

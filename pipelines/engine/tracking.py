@@ -337,9 +337,7 @@ def _with_trace(trace_id: str, assessments: list[Any]) -> bool:
     if not assessments:
         return True
     try:
-        from mlflow.tracing.trace_manager import InMemoryTraceManager
-
-        with InMemoryTraceManager.get_instance().get_trace(trace_id) as trace:
+        with _trace_buffer().get_trace(trace_id) as trace:
             if trace is None or getattr(trace, "is_remote_trace", False):
                 return False
             for assessment in assessments:
@@ -350,6 +348,13 @@ def _with_trace(trace_id: str, assessments: list[Any]) -> bool:
         _warn_once(f"MLflow's in-memory trace is out of reach ({type(e).__name__}: {e}); each assessment of a trace "
                    "is written on its own after the trace")
         return False
+
+
+def _trace_buffer():
+    """MLflow's buffer of the traces not yet written (raises when a release has moved it)."""
+    from mlflow.tracing.trace_manager import InMemoryTraceManager
+
+    return InMemoryTraceManager.get_instance()
 
 
 @functools.lru_cache(maxsize=None)
