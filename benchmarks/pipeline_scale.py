@@ -74,14 +74,16 @@ def serve(delay: float, conn) -> None:
         conn.recv()
 
 
-def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay: float) -> dict:
+def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay: float,
+            export_actors: int | None = None) -> dict:
     from pipelines.engine.trace_export import exported  # imports Ray: after init_ray, which binds it to loopback
 
     corpus, questions = write_benchmark(workdir / "bench", SAMPLE, episodes)
     data = run_config(corpus, questions, base_url, tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}", name="scale",
                       **{"execution.actors": "auto", "execution.concurrency": concurrency,
                          "execution.max_concurrent_requests": None, "agent.max_steps": 8,
-                         "llm.timeout_s": delay * 10 + 5})
+                         "llm.timeout_s": delay * 10 + 5,
+                         **({"tracking.export_actors": export_actors} if export_actors else {})})
     cfg = validate_run(data, "benchmark")
     tracker = lifecycle.open_tracker(cfg, workdir / "runs")
     run_dir = lifecycle.start_run(cfg, workdir / "runs", tracker)
@@ -217,6 +219,7 @@ def main() -> None:
     ap.add_argument("--from-json", type=Path, help="skip part 1: model from a saved measurement")
     ap.add_argument("--startup", action="store_true", help="only time `srag run` / `srag rerun` of 2 questions")
     ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--export-actors", type=int, help="tracking.export_actors (default: the run config's)")
     ap.add_argument("--smoke", action="store_true",
                     help="the smallest size: 40 episodes of 0.05 s calls at concurrency 16 (CI runs it so)")
     args = ap.parse_args()
@@ -235,7 +238,7 @@ def main() -> None:
                     print(json.dumps(startup(base_url, Path(tmp)), indent=1))
                     return
                 init_ray(None)
-                m = measure(base_url, Path(tmp), args.episodes, args.concurrency, args.delay)
+                m = measure(base_url, Path(tmp), args.episodes, args.concurrency, args.delay, args.export_actors)
         finally:
             parent.send("stop")
             server.join(timeout=10)
