@@ -19,8 +19,8 @@ writes in parallel) -- plus start-up. Memory per node is the corpus replica plus
 the driver's grows with the number of questions.
 
 Run: `.venv/bin/python -m benchmarks.pipeline_scale [--episodes 1000] [--delay 0.2] [--concurrency 64]`;
-`--smoke`: 40 episodes of 0.05 s calls at concurrency 16, then the model (CI runs it so; its per-episode figures are
-mostly start-up at that size).
+`--smoke`: the start-up commands (`--startup`), then 40 episodes of 0.05 s calls at concurrency 16 and the model (CI
+runs it so; its per-episode figures are mostly start-up at that size).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from pipelines.engine import lifecycle
 from pipelines.engine.ray_utils import init_ray
 from pipelines.engine.records import EpisodeRecord
 from tests.fake_llm import FakeLLM
-from tests.pipeline_helpers import QUESTION, run_config, write_benchmark
+from tests.pipeline_helpers import QUESTION, ScriptedJudge, run_config, write_benchmark
 
 SAMPLE = Path(__file__).resolve().parents[1] / "pipelines" / "samples" / "twowiki" / "corpus"
 
@@ -49,12 +49,13 @@ class ToolAgent:
 
     def __init__(self, delay: float):
         self.delay = delay
+        self.judge = ScriptedJudge()
 
     def __call__(self, request: dict) -> str:
         first_user = next(m["content"] for m in request["messages"] if m["role"] == "user")
         time.sleep(self.delay)
-        if not QUESTION.search(first_user):  # the LLM judge of a quick run (`srag run` without a config)
-            return "correct"
+        if ScriptedJudge.asks(request):  # the LLM judge of a quick run (`srag run` without a config)
+            return self.judge(request)
         n = int(QUESTION.search(first_user).group(1))
         turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
         script = [("apply_filter", {"pattern": "born", "output_prefix": "born"}),
@@ -175,7 +176,8 @@ def startup(base_url: str, workdir: Path) -> dict:
         address = warm_ray.stdout.readline().strip()
         warm_s, warm = timed(run, {"RAY_ADDRESS": address})
         rerun_s, _ = timed([sys.executable, "-m", "pipelines.cli", "rerun", warm["run_id"], "--status", "ok",
-                            "--runs-dir", str(workdir / "runs"), "--quiet", "--json"], {"RAY_ADDRESS": address})
+                            "--replace-scored", "--runs-dir", str(workdir / "runs"), "--quiet", "--json"],
+                           {"RAY_ADDRESS": address})
         rerun = json.loads((workdir / "runs" / warm["run_id"] / "run.json").read_text())
     finally:
         warm_ray.stdin.close()
@@ -221,7 +223,8 @@ def main() -> None:
     ap.add_argument("--json-out", type=Path)
     ap.add_argument("--export-actors", type=int, help="tracking.export_actors (default: the run config's)")
     ap.add_argument("--smoke", action="store_true",
-                    help="the smallest size: 40 episodes of 0.05 s calls at concurrency 16 (CI runs it so)")
+                    help="the smallest size: the start-up commands, then 40 episodes of 0.05 s calls at concurrency "
+                         "16 (CI runs it so)")
     args = ap.parse_args()
     if args.smoke:
         args.episodes, args.delay, args.concurrency = 40, 0.05, 16
@@ -234,9 +237,10 @@ def main() -> None:
         base_url = parent.recv()
         try:
             with tempfile.TemporaryDirectory() as tmp:
-                if args.startup:
-                    print(json.dumps(startup(base_url, Path(tmp)), indent=1))
-                    return
+                if args.startup or args.smoke:
+                    print(json.dumps(startup(base_url, Path(tmp) / "startup"), indent=1), flush=True)
+                    if args.startup:
+                        return
                 init_ray(None)
                 m = measure(base_url, Path(tmp), args.episodes, args.concurrency, args.delay, args.export_actors)
         finally:
