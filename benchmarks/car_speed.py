@@ -9,7 +9,9 @@ weights (Okapi idf, the rank_bm25 convention), so the two produce the same TCA a
 - ours: car_baselines (bm25s sparse scores, NumPy ranking, the package's two-stage retriever and scorer).
 
 Timed: building the index plus scoring every query (corpus loading is shared and not timed). Each side runs
-`--repeat` times (default once: the reference takes minutes); the fastest run counts.
+`--repeat` times (default once: the reference takes minutes); the fastest run counts. The data is read from
+`--data-dir`, else $CAR_DATA_DIR, else the benchmarks' data root (`car/` under ../shared/data or SRAG_DATA_DIR).
+`--smoke` scores the first 50 queries only (CI runs it so).
 
     python benchmarks/car_speed.py            # add --repeat 3 for a steadier figure
 """
@@ -28,6 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks import DATA_ROOT  # noqa: E402
 from car_baselines import (  # noqa: E402
     AuthorityGraph,
     BM25Retriever,
@@ -39,6 +42,7 @@ from car_baselines import (  # noqa: E402
 )
 from car_baselines._datasets import FINANCE_LEXICAL  # noqa: E402
 
+SMOKE_NEEDS = ("data",)  # besides the checkout, for `python -m benchmarks` (its --smoke run)
 K, K1 = 5, 20
 OKAPI = replace(FINANCE_LEXICAL, bm25_method="okapi")
 
@@ -110,8 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", type=Path, default=None)
     p.add_argument("--repeat", type=int, default=1, help="runs per side; the fastest counts (default 1)")
+    p.add_argument("--smoke", action="store_true", help="the smallest size: the first 50 queries (CI runs it so)")
     args = p.parse_args(argv)
-    ds = replace(load_dataset("finsuperqa", (args.data_dir or default_data_dir()).resolve()), lexical=OKAPI)
+    ds = replace(load_dataset("finsuperqa", (args.data_dir or default_data_dir() or DATA_ROOT / "car").resolve()),
+                 lexical=OKAPI)
+    if args.smoke:
+        ds = replace(ds, examples=ds.examples[:50])
 
     def ours_bm25() -> float:
         return evaluate(ds, BM25Retriever(ds), k=K).tca_at_k

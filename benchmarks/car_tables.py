@@ -13,6 +13,10 @@ Where the published per-example results exist, a second section gives per-exampl
 
     python benchmarks/car_tables.py                      # writes benchmarks/car_tables.md
     python benchmarks/car_tables.py --out /tmp/t.md --data-dir ../shared/data/car
+    python benchmarks/car_tables.py --smoke              # Tables 3 and 9 only (no encoder), into a temporary file
+
+The data is read from `--data-dir`, else $CAR_DATA_DIR, else the benchmarks' data root (`car/` under ../shared/data or
+SRAG_DATA_DIR).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +40,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks import DATA_ROOT  # noqa: E402
 from car_baselines import (  # noqa: E402
     EvalResult,
     bootstrap_mean_interval,
@@ -46,6 +52,7 @@ from car_baselines import (  # noqa: E402
     wilson_interval,
 )
 
+SMOKE_NEEDS = ("data",)  # besides the checkout, for `python -m benchmarks` (its --smoke run)
 E5_NOTE = ("E5-large-v2 cannot run here: no offline copy of its weights exists (the machine reaches only package "
            "registries, and the one PyPI wrapper downloads the weights at run time)")
 SCOTUS_NOTE = ("the 122-pair SCOTUS file (legal_scotus_expanded_pairs.json, with opinion texts) is not in the data "
@@ -503,7 +510,8 @@ retrievers (TF-IDF top-20 on FinSuperQA, BM25 top-5 elsewhere, MiniLM for SCOTUS
 """
 
 
-def write_tables(run: Runner, out: Path) -> str:
+def write_tables(run: Runner, out: Path, only: set[str] | None = None) -> str:
+    """Write the tables (those numbered in `only`, else all) and the agreement section to `out`."""
     sections = [("Table 2", "FinSuperQA main results (12,250-event corpus)", lambda: (table2(run), NOTES_T2, [])),
                 ("Table 3", "contaminated corpus (no entity-disjoint guarantee)", lambda: (table3(run), NOTES_T3, [])),
                 ("Table 4", "vocabulary gap on 120 real advisories", lambda: (table4(run), NOTES_T4, [])),
@@ -517,6 +525,8 @@ def write_tables(run: Runner, out: Path) -> str:
                 ("Table 13", "real-world summary (TCA@5)", lambda: (table13(run), NOTES_T13, []))]
     parts, agree = [HEADER.format(data=run.data_dir.name)], []
     for number, title, build in sections:
+        if only is not None and number.split()[-1] not in only:
+            continue
         TALLY.table = number
         table, second, third = build()
         notes, rows = (second, third) if isinstance(second, str) else (third, second)
@@ -633,10 +643,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", type=Path, default=None)
     p.add_argument("--cache-dir", type=Path, default=REPO / ".cache" / "car")
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "car_tables.md")
+    p.add_argument("--tables", nargs="+", metavar="N", help="only these tables (numbers, e.g. 2 3 9)")
+    p.add_argument("--smoke", action="store_true",
+                   help="the smallest size: Tables 3 and 9 (BM25 and two-stage, no encoder) into a temporary file")
     args = p.parse_args(argv)
-    data_dir = (args.data_dir or default_data_dir()).resolve()
+    data_dir = (args.data_dir or default_data_dir() or DATA_ROOT / "car").resolve()
     started = time.perf_counter()
-    write_tables(Runner(data_dir, args.cache_dir), args.out)
+    if args.smoke:
+        with tempfile.TemporaryDirectory() as tmp:
+            args.out = Path(tmp) / "car_tables.md"
+            write_tables(Runner(data_dir, args.cache_dir), args.out, {"3", "9"})
+    else:
+        write_tables(Runner(data_dir, args.cache_dir), args.out, set(args.tables) if args.tables else None)
     inside = sum(c[0] for c in TALLY.counts.values())
     total = sum(c[1] for c in TALLY.counts.values())
     print(f"wrote {args.out} in {time.perf_counter() - started:.0f}s: {inside} of {total} checked cells inside the "

@@ -7,9 +7,10 @@ the judge accepts a capture that holds a digit; a rewrite returns the pattern un
 curated pattern scores 7. What is measured is the machinery (prompts, sandboxed validation on Ray, refinement,
 curation, index build) and how the number of LLM calls behaves as the corpus grows, not the quality of proposals.
 
-Run: `.venv/bin/python -m benchmarks.discovery_cost [--corpus PATH ...] [--scale 4]`. The default corpora are
-FinanceBench's evidence pages and 2WikiMultiHopQA, as `srag data` builds them under `.cache/datasets/`. Prints one
-JSON line per run and a markdown table.
+Run: `.venv/bin/python -m benchmarks.discovery_cost [--corpus PATH ...] [--scale 4] [--smoke]`. The default corpora
+are FinanceBench's evidence pages and 2WikiMultiHopQA, converted from the benchmarks' data root (../shared/data or
+SRAG_DATA_DIR) into the dataset cache as `srag datasets` does. `--smoke` runs the shipped 2Wiki sample (300 passages)
+and the same twice over instead (CI runs it so). Prints one JSON line per run and a markdown table.
 """
 
 from __future__ import annotations
@@ -23,15 +24,17 @@ import tempfile
 from contextlib import redirect_stdout
 from pathlib import Path
 
+from benchmarks import DATA_ROOT
 from pipelines.cli import main as srag
+from pipelines.datasets import resolve
 from srag_core.discovery.curation import CURATION_SYSTEM
 from srag_core.discovery.proposals import PROPOSAL_SYSTEM
 from srag_core.discovery.semantic import SEMANTIC_SYSTEM
 from srag_core.discovery.validation import JUDGE_SYSTEM, REFINE_SYSTEM
 from tests.fake_llm import FakeLLM, last_user_message
 
-ROOT = Path(__file__).resolve().parents[1]
-CORPORA = [ROOT / ".cache/datasets/financebench/corpus", ROOT / ".cache/datasets/2wikimultihopqa/corpus"]
+DATASETS = ("financebench", "2wikimultihopqa")
+SAMPLE = Path(__file__).resolve().parents[1] / "pipelines" / "samples" / "twowiki" / "corpus"
 PROPOSALS = [
     {"name": "percentage", "description": "a percentage figure", "regex_template": r"(?P<pct>\d+(?:\.\d+)?)\s?%",
      "parameters": ["pct"], "keywords": ["percent"]},
@@ -85,16 +88,21 @@ def row(label: str, docs: int, r: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", type=Path, nargs="+", default=CORPORA)
+    ap.add_argument("--corpus", type=Path, nargs="+", help=f"default: {' and '.join(DATASETS)} from the data root")
     ap.add_argument("--scale", type=int, default=4, help="also run the first corpus this many times over")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest size: the shipped 2Wiki sample, and twice over (CI runs it so)")
     args = ap.parse_args()
+    if args.smoke:
+        args.corpus, args.scale = [SAMPLE], 2
+    corpora = args.corpus or [resolve(name, data_root=DATA_ROOT).corpus for name in DATASETS]
     rows = []
     with FakeLLM(responder=reply) as server, tempfile.TemporaryDirectory() as tmp:
-        runs = [(c.parent.name, c) for c in args.corpus]
+        runs = [(c.parent.name, c) for c in corpora]
         if args.scale > 1:
             big = Path(tmp) / "scaled"
             big.mkdir()
-            runs.insert(1, (f"{args.corpus[0].parent.name} x{args.scale}", scaled(args.corpus[0], args.scale, big)))
+            runs.insert(1, (f"{corpora[0].parent.name} x{args.scale}", scaled(corpora[0], args.scale, big)))
         for label, corpus in runs:
             r = row(label, sum(1 for _ in corpus.rglob("*.txt")), discover(corpus, server.base_url, Path(tmp) / "c"))
             print(json.dumps(r), flush=True)

@@ -7,7 +7,8 @@ vanilla-RAG chunking (900 characters, 50% overlap). `--sample N` embeds N docume
 estimates the whole corpus from them. The load average is printed too: on a shared machine it decides the figures.
 
 Run: `.venv/bin/python benchmarks/embedding_throughput.py [--batch-sizes 32 128] [--threads 1 2] [--sample N]
-[--vanilla]`
+[--vanilla] [--smoke]` (the corpus: `--corpus`, else 2Wiki's under the benchmarks' data root, ../shared/data or
+SRAG_DATA_DIR; `--smoke` embeds 16 documents in batches of 8 on one thread, as CI runs it).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import time
 from pathlib import Path
 
+from benchmarks import DATA_ROOT
 from srag_core import load_corpus
 from srag_core.embeddings import (
     DEFAULT_ENCODER,
@@ -27,7 +29,8 @@ from srag_core.embeddings import (
     max_chunk_tokens,
 )
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
+SMOKE_NEEDS = ("data", "encoder")  # besides the checkout, for `python -m benchmarks` (its --smoke run)
+CORPUS = DATA_ROOT / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
 
 
 def chunk_texts(texts: list[str], chunking: str, encoder: str) -> tuple[list[str], float]:
@@ -64,7 +67,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="embed N documents spread evenly over the corpus instead of all of them")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--vanilla", action="store_true", help="also time 900-character chunks with 50%% overlap")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the smallest size: 16 documents, batches of 8, one thread (CI runs it so)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.sample, args.batch_sizes, args.threads, args.repeats = 16, [8], [1], 1
 
     import torch
 

@@ -10,7 +10,9 @@ tokens). For each pilot size the table gives the mean absolute error of the proj
 the worst one, and how many of the pilots' 95% intervals held the full run's cost.
 
 Run: `.venv/bin/python -m benchmarks.estimate_accuracy [--datasets twowiki-sample musique] [--limit 100]
-[--seeds 5]`. Prints a markdown table.
+[--seeds 5] [--pilots 4 8 16] [--smoke]` (musique is converted from the benchmarks' data root, ../shared/data or
+SRAG_DATA_DIR; `--smoke` runs the shipped sample's 16 questions against one pilot of 4, as CI does). Prints a
+markdown table.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from benchmarks import DATA_ROOT
 from benchmarks._scripted import markdown_table, scripted_endpoint
 from pipelines.config import validate_run
 from pipelines.engine import lifecycle
@@ -46,18 +49,19 @@ def config(dataset: str, base_url: str, workdir: Path, limit: int | None, seed: 
         "name": f"estimate-{dataset}", "dataset": dataset, "variant": "zero_ingestion",
         "llm": {"base_url": base_url, "model": "scripted", "price_per_million": PRICES, "max_retries": 1},
         "agent": {"max_steps": 3}, "judge": {"use_llm": False},
-        "limits": {"limit": limit, "seed": seed},
+        "limits": {"limit": limit, "seed": seed}, "data_root": str(DATA_ROOT),
         "execution": {"actors": 2, "episodes_per_actor": 8, "cpus_per_actor": 0.25},
         "tracking": {"uri": f"sqlite:///{workdir / 'mlflow.db'}", "traces": False}}, "benchmark")
 
 
-def measure(dataset: str, base_url: str, limit: int | None, seeds: int) -> list[dict[str, Any]]:
+def measure(dataset: str, base_url: str, limit: int | None, seeds: int,
+            pilots: tuple[int, ...] = (4, 8, 16)) -> list[dict[str, Any]]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         full = lifecycle.run_one(config(dataset, base_url, workdir, limit), workdir / "full", quiet=True)
         actual = full.cost_usd
-        for size in (4, 8, 16):
+        for size in pilots:
             errors, held = [], 0
             for seed in range(seeds):
                 runs = workdir / f"pilots-{size}-{seed}"  # a fresh folder: the estimate must run its own pilot
@@ -77,12 +81,17 @@ def main() -> None:
     ap.add_argument("--datasets", nargs="+", default=["twowiki-sample", "musique"])
     ap.add_argument("--limit", type=int, default=100, help="questions of each dataset in the full run")
     ap.add_argument("--seeds", type=int, default=5, help="pilots of each size, each a different sample")
+    ap.add_argument("--pilots", type=int, nargs="+", default=[4, 8, 16], help="pilot sizes (questions)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest size: the shipped sample's first 16 questions, one pilot of 4 (CI runs it so)")
     args = ap.parse_args()
+    if args.smoke:
+        args.datasets, args.limit, args.seeds, args.pilots = ["twowiki-sample"], 16, 1, [4]
     init_ray(None)
     rows = []
     with scripted_endpoint(answer_after_some_tools) as base_url:
         for dataset in args.datasets:
-            rows += measure(dataset, base_url, args.limit, args.seeds)
+            rows += measure(dataset, base_url, args.limit, args.seeds, tuple(args.pilots))
     print(markdown_table(rows))
 
 if __name__ == "__main__":

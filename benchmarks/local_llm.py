@@ -1,6 +1,7 @@
 """The local model's speed (SmolLM2-135M on llama.cpp's server from the xllamacpp wheel), as the pipeline sees it.
 
     .venv/bin/python -m benchmarks.local_llm [--threads 1 2] [--slots 1 2 4] [--episodes 4] [--prompt-tokens 2600]
+    .venv/bin/python -m benchmarks.local_llm --smoke   # one thread, one slot, one one-step episode, a short prompt
 
 Two tables (markdown):
 
@@ -34,6 +35,7 @@ from srag_core import load_corpus
 from srag_core.agent import Agent, AgentConfig, turn_schema
 from srag_core.llm import LLMClient, LLMConfig
 
+SMOKE_NEEDS = ("local_model",)  # besides the checkout, for `python -m benchmarks` (its --smoke run)
 SAMPLE = Path(__file__).resolve().parents[1] / "pipelines" / "samples" / "twowiki"
 EOS_TOKEN_ID = 2  # SmolLM2's <|im_end|>
 FILLER = ("The archive holds letters, ledgers and court filings from the river towns; each record names a clerk, "
@@ -81,7 +83,7 @@ def speed_table(threads: list[int], prompt_tokens: int, repeats: int) -> str:
     return "\n".join(rows) + f"\n\n({load()}, {machine_cores()} cores)"
 
 
-def episode_table(slots: list[int], episodes: int) -> str:
+def episode_table(slots: list[int], episodes: int, agent: AgentConfig = DEMO_AGENT) -> str:
     corpus = load_corpus(SAMPLE / "corpus")
     questions = [json.loads(line) for line in (SAMPLE / "questions.jsonl").read_text().splitlines()][:episodes]
     rows = ["| parallel slots | episodes | wall s | episodes/minute | LLM calls | tool calls per episode | "
@@ -91,9 +93,9 @@ def episode_table(slots: list[int], episodes: int) -> str:
             config = LLMConfig(base_url=server.base_url, model=server.model, response_format="json_object_schema",
                                max_tokens=QUICKSTART["llm"]["max_tokens"], timeout_s=600, max_retries=0)
             with LLMClient(config) as llm, ThreadPoolExecutor(n) as pool:
-                agent = Agent(corpus, llm, DEMO_AGENT)
+                system = Agent(corpus, llm, agent)
                 started = time.monotonic()
-                done = list(pool.map(agent.run, [q["question"] for q in questions], [q["id"] for q in questions]))
+                done = list(pool.map(system.run, [q["question"] for q in questions], [q["id"] for q in questions]))
                 wall = time.monotonic() - started
         calls = sum(e.llm_calls for e in done)
         tools = [sum(1 for t in e.trace if t["type"] == "tool" and t["tool"]) for e in done]
@@ -113,11 +115,17 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--skip-episodes", action="store_true")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the smallest size: one thread, one slot, one episode of one step, a 200-token prompt "
+                             "(CI runs it so)")
     args = parser.parse_args()
+    if args.smoke:
+        args.threads, args.slots, args.episodes, args.prompt_tokens, args.repeats = [1], [1], 1, 200, 1
     if not args.skip_speed:
         print(speed_table(args.threads, args.prompt_tokens, args.repeats), flush=True)
     if not args.skip_episodes:
-        print(episode_table(args.slots, args.episodes), flush=True)
+        agent = DEMO_AGENT.model_copy(update={"max_steps": 1}) if args.smoke else DEMO_AGENT
+        print(episode_table(args.slots, args.episodes, agent), flush=True)
     return 0
 
 

@@ -9,7 +9,7 @@ never bind, `placement.limiter_can_bind`). `--limiter` puts the adaptive request
 cap at the concurrency (so it only adds its round trip), to measure what it costs.
 
 Run: `.venv/bin/python -m benchmarks.pipeline_overhead [--episodes 1000] [--delay 0.5] [--concurrency 8 16 32 64]
-[--limiter]`.
+[--limiter] [--smoke]` (`--smoke`: 20 episodes at concurrency 8 on 2 workers, as CI runs it).
 Prints a markdown table; `episodes_wall_s` starts once every worker holds its replica (worker start-up is reported
 separately, it does not grow with the number of episodes).
 """
@@ -67,7 +67,11 @@ def main() -> None:
     ap.add_argument("--actors", type=int, default=4)
     ap.add_argument("--limiter", action="store_true", help="the adaptive request limiter in front of every call")
     ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest size: 20 episodes of 0.05 s calls at concurrency 8 on 2 workers (CI runs it so)")
     args = ap.parse_args()
+    if args.smoke:
+        args.episodes, args.delay, args.concurrency, args.actors = 20, 0.05, [8], 2
     init_ray(None)
     rows = []
     with scripted_endpoint(ScriptedAgent(delay=args.delay)) as base_url:

@@ -18,7 +18,9 @@ the driver's node, each at the actor-seconds per trace measured here, against an
 writes in parallel) -- plus start-up. Memory per node is the corpus replica plus each worker's heap;
 the driver's grows with the number of questions.
 
-Run: `.venv/bin/python -m benchmarks.pipeline_scale [--episodes 1000] [--delay 0.2] [--concurrency 64]`.
+Run: `.venv/bin/python -m benchmarks.pipeline_scale [--episodes 1000] [--delay 0.2] [--concurrency 64]`;
+`--smoke`: the start-up commands (`--startup`), then 40 episodes of 0.05 s calls at concurrency 16 and the model (CI
+runs it so; its per-episode figures are mostly start-up at that size).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from pipelines.engine import lifecycle
 from pipelines.engine.ray_utils import init_ray
 from pipelines.engine.records import EpisodeRecord
 from tests.fake_llm import FakeLLM
-from tests.pipeline_helpers import QUESTION, run_config, write_benchmark
+from tests.pipeline_helpers import QUESTION, ScriptedJudge, run_config, write_benchmark
 
 SAMPLE = Path(__file__).resolve().parents[1] / "pipelines" / "samples" / "twowiki" / "corpus"
 
@@ -47,12 +49,13 @@ class ToolAgent:
 
     def __init__(self, delay: float):
         self.delay = delay
+        self.judge = ScriptedJudge()
 
     def __call__(self, request: dict) -> str:
         first_user = next(m["content"] for m in request["messages"] if m["role"] == "user")
         time.sleep(self.delay)
-        if not QUESTION.search(first_user):  # the LLM judge of a quick run (`srag run` without a config)
-            return "correct"
+        if ScriptedJudge.asks(request):  # the LLM judge of a quick run (`srag run` without a config)
+            return self.judge(request)
         n = int(QUESTION.search(first_user).group(1))
         turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
         script = [("apply_filter", {"pattern": "born", "output_prefix": "born"}),
@@ -72,18 +75,21 @@ def serve(delay: float, conn) -> None:
         conn.recv()
 
 
-def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay: float) -> dict:
+def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay: float,
+            export_actors: int | None = None) -> dict:
     from pipelines.engine.trace_export import exported  # imports Ray: after init_ray, which binds it to loopback
 
     corpus, questions = write_benchmark(workdir / "bench", SAMPLE, episodes)
     data = run_config(corpus, questions, base_url, tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}", name="scale",
                       **{"execution.actors": "auto", "execution.concurrency": concurrency,
                          "execution.max_concurrent_requests": None, "agent.max_steps": 8,
-                         "llm.timeout_s": delay * 10 + 5})
+                         "llm.timeout_s": delay * 10 + 5,
+                         **({"tracking.export_actors": export_actors} if export_actors else {})})
     cfg = validate_run(data, "benchmark")
     tracker = lifecycle.open_tracker(cfg, workdir / "runs")
     run_dir = lifecycle.start_run(cfg, workdir / "runs", tracker)
     todo, _ = lifecycle.pending_work(run_dir, None)
+    load_before = os.getloadavg()[0]  # the machine is shared: CPU seconds move with what else runs on it
     cpu0, t0 = time.process_time(), time.monotonic()
     lifecycle.execute(run_dir, cfg, todo, tracker, quiet=True)
     cpu_exec = time.process_time() - cpu0
@@ -124,8 +130,9 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
         "last_episode_to_finished_s": round(finished_at - (meta.episodes_ended_at or finished_at), 1), "tail": tail,
         "traces_in_mlflow": len(exported(run_dir)), "worker_startup_s": meta.worker_startup_s,
         "driver_max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "worker_max_rss_mb": workers["max_rss_mb"],
+        "worker_max_rss_mb": workers.max_rss_mb,
         "corpus_replica_mb": round(((meta.corpus_replicas.bytes if meta.corpus_replicas else 0) or 0) / 2**20, 2),
+        "load_average_before_after": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
 
 
@@ -169,7 +176,8 @@ def startup(base_url: str, workdir: Path) -> dict:
         address = warm_ray.stdout.readline().strip()
         warm_s, warm = timed(run, {"RAY_ADDRESS": address})
         rerun_s, _ = timed([sys.executable, "-m", "pipelines.cli", "rerun", warm["run_id"], "--status", "ok",
-                            "--runs-dir", str(workdir / "runs"), "--quiet", "--json"], {"RAY_ADDRESS": address})
+                            "--replace-scored", "--runs-dir", str(workdir / "runs"), "--quiet", "--json"],
+                           {"RAY_ADDRESS": address})
         rerun = json.loads((workdir / "runs" / warm["run_id"] / "run.json").read_text())
     finally:
         warm_ray.stdin.close()
@@ -213,7 +221,13 @@ def main() -> None:
     ap.add_argument("--from-json", type=Path, help="skip part 1: model from a saved measurement")
     ap.add_argument("--startup", action="store_true", help="only time `srag run` / `srag rerun` of 2 questions")
     ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--export-actors", type=int, help="tracking.export_actors (default: the run config's)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest size: the start-up commands, then 40 episodes of 0.05 s calls at concurrency "
+                         "16 (CI runs it so)")
     args = ap.parse_args()
+    if args.smoke:
+        args.episodes, args.delay, args.concurrency = 40, 0.05, 16
     if args.from_json:
         m = json.loads(args.from_json.read_text())
     else:
@@ -223,11 +237,12 @@ def main() -> None:
         base_url = parent.recv()
         try:
             with tempfile.TemporaryDirectory() as tmp:
-                if args.startup:
-                    print(json.dumps(startup(base_url, Path(tmp)), indent=1))
-                    return
+                if args.startup or args.smoke:
+                    print(json.dumps(startup(base_url, Path(tmp) / "startup"), indent=1), flush=True)
+                    if args.startup:
+                        return
                 init_ray(None)
-                m = measure(base_url, Path(tmp), args.episodes, args.concurrency, args.delay)
+                m = measure(base_url, Path(tmp), args.episodes, args.concurrency, args.delay, args.export_actors)
         finally:
             parent.send("stop")
             server.join(timeout=10)

@@ -29,7 +29,8 @@ Children run with MLFLOW_DISABLE_TELEMETRY=true, RAY_USAGE_STATS_ENABLED=0, no R
 their own, so a rerun starts a local Ray and never joins another one on the machine.
 
 Run: `.venv/bin/python -m benchmarks.records_scale [--questions 1000,10000,100000] [--repeats 3] [--keep DIR]`
-(--keep: build the folders in DIR and leave them there, to profile a command on them).
+(--keep: build the folders in DIR and leave them there, to profile a command on them; `--smoke`: one folder of 100
+questions, each command once, as CI runs it).
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ def measure(small: Path, work: Path, n: int, repeats: int, env: dict) -> list[di
             args = ["run", "--resume", run_id] if runs is resume else ["rerun", run_id]
             runs.append(timed(SRAG + args + ["--runs-dir", str(copy), "--quiet", "--json"], env, log))
             out = json.loads(runs[-1]["stdout"])
-            assert out["n_questions"] == n and out["status_counts"]["llm_error"] == 0 and out["missing"] == 0, out
+            assert out["n_questions"] == n and out["episodes_by_status"]["llm_error"] == 0 and out["missing"] == 0, out
             with (copy / run_id / "results.jsonl").open("rb") as fh:
                 fh.seek(size)
                 added = [json.loads(line) for line in fh.read().splitlines()]
@@ -180,7 +181,11 @@ def main() -> None:
     ap.add_argument("--questions", default="1000,10000,100000", help="run folder sizes, comma-separated")
     ap.add_argument("--repeats", type=int, default=3, help="runs of each command per size")
     ap.add_argument("--keep", type=Path, help="work in this new folder and keep it (default: a temporary one)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest size: 100 questions, each command once (CI runs it so)")
     args = ap.parse_args()
+    if args.smoke:
+        args.questions, args.repeats = "100", 1
     sizes = [int(s.replace("_", "")) for s in args.questions.split(",")]
     started, load = time.monotonic(), os.getloadavg()
     gold = {q["question"]: q["answer"] for q in map(json.loads, (SAMPLE / "questions.jsonl").read_text().splitlines())}

@@ -7,7 +7,9 @@ staged formats (tests/test_datasets.py); this checks that the real files still c
 Prints one row per dataset and exits 1 when any check fails.
 
 Run: `.venv/bin/python -m benchmarks.staged_data [--data-root PATH]` (default: the benchmarks' data root, SRAG_DATA_DIR
-else ../shared/data beside the checkout). The builds go to a temporary folder.
+else ../shared/data beside the checkout). The builds go to a temporary folder. `--smoke` converts and checks the
+smallest dataset only (ComplexTR), without the checksums: the benchmarks' smoke run (`python -m benchmarks`) calls it
+so, beside `make check-data`, which runs it whole.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from benchmarks import DATA_ROOT
 from pipelines.datasets import ANSWER_KINDS, DATASETS, Benchmark, load_questions, resolve
 from srag_core import load_corpus
 
+SMOKE_NEEDS = ("data",)  # besides the checkout, for `python -m benchmarks` (its --smoke run)
 # name: documents, questions and question types, as the staged READMEs give them (None: not checked)
 EXPECTED = {
     "2wikimultihopqa": (6119, 1000, {"compositional": 413, "comparison": 244, "bridge_comparison": 235,
@@ -117,12 +120,15 @@ def checksum_problems(data_root: Path, page: Path = DATA_PAGE) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-root", type=Path, default=DATA_ROOT)
+    ap.add_argument("--smoke", action="store_true",
+                    help="the smallest size: ComplexTR only, no checksums (make check-data runs it whole)")
     args = ap.parse_args()
+    expected = {"complextr": EXPECTED["complextr"]} if args.smoke else EXPECTED
     failed = 0
     print(f"data root: {args.data_root}\n\n"
           "| dataset | documents | questions | seconds | result |\n|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as cache:
-        for name, (n_docs, n_questions, types) in EXPECTED.items():
+        for name, (n_docs, n_questions, types) in expected.items():
             started = time.perf_counter()
             try:
                 bench = resolve(name, data_root=args.data_root, cache_root=Path(cache))
@@ -133,6 +139,8 @@ def main() -> int:
             m = bench.manifest if bench else {}
             print(f"| {name} | {m.get('n_docs', '-')} | {m.get('n_questions', '-')} | "
                   f"{time.perf_counter() - started:.1f} | {'; '.join(problems) or 'as in the README'} |")
+    if args.smoke:
+        return 1 if failed else 0
     listed = listed_checksums()
     problems = checksum_problems(args.data_root)
     print(f"\n{len(listed) - len(problems)} of {len(listed)} files match the sizes and SHA-256 of docs/data.md"

@@ -17,7 +17,8 @@
      lower of the two, what a better scan alone could reach (the rest is diagnostics and the tool's own work).
 
 Run: `SRAG_SHARED_DIR=/path/to/shared .venv/bin/python benchmarks/tool_latency.py [--shape-mb 300] [--repeats 3]`
-(the shared folder defaults to ../shared beside the repository). ripgrep comes from Debian
+(the shared folder defaults to ../shared beside the repository; `--smoke`: shapes of 1 MB, once, as CI runs
+it). ripgrep comes from Debian
 (`apt-get install ripgrep`); without it that column is left out. Prints markdown tables.
 """
 
@@ -41,6 +42,7 @@ import regex
 from srag_core import Corpus, Workspace, load_corpus, run_tool
 from srag_core.corpus import Budget, compile_untrusted, re2_plan, split_literals
 
+SMOKE_NEEDS = ("data",)  # besides the checkout, for `python -m benchmarks` (its --smoke run)
 SHARED = (Path(os.environ.get("SRAG_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
           / "data" / "2wikimultihopqa")
 QUESTION = "Where was the composer of song Back In The U.S.A. born?"
@@ -236,7 +238,9 @@ def shape_table(label: str, texts: dict[str, str], repeats: int, tmp: Path) -> d
                          "af_speedup": best["re_loop"] / best["apply_filter"],
                          "scan_speedup": best["re_loop"] / best["scan"],
                          "af_over_rg": best["apply_filter"] / best["rg"] if "rg" in best else float("nan"),
-                         "at_floor": best["re_loop"] / (best["apply_filter"] - best["scan"]
+                         # the tool's own work is apply_filter less its scan: none where noise made it negative (a
+                         # tiny corpus, --smoke)
+                         "at_floor": best["re_loop"] / (max(0.0, best["apply_filter"] - best["scan"])
                                                         + min(best["scan"], best.get("floor", best["scan"])))})
     shutil.rmtree(folder, ignore_errors=True)
     shutil.rmtree(cache_dir, ignore_errors=True)
@@ -290,7 +294,10 @@ def main() -> None:
     ap.add_argument("--shapes", nargs="+", default=["passages", "files"], choices=["passages", "files"])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--smoke", action="store_true", help="the smallest size: shapes of 1 MB, once (CI runs it so)")
     args = ap.parse_args()
+    if args.smoke:
+        args.shape_mb, args.repeats = 1, 1
     base = load_corpus(SHARED / "2wikimultihopqa_corpus.json")
     results: dict = {}
     lat = tool_latencies(base, args.repeats)

@@ -12,17 +12,21 @@ from urllib.parse import urlparse
 
 import pytest
 
-from pipelines.engine.records import EpisodeRecord, RunMeta, validate_record
+import pipelines.engine.trace_export as te
+from pipelines.datasets import Question
+from pipelines.engine.records import EpisodeRecord, Judgement, RunMeta, validate_record
 from pipelines.engine.results import RunDir, RunFolderSink
 from pipelines.engine.trace_export import (
     MARKERS,
+    VERDICT_MARKERS,
     ExportPool,
     TraceExporter,
+    TraceExportSink,
     export_missing,
     missing_traces,
     whole_traces_only,
 )
-from pipelines.engine.tracking import Tracker, episode_trace
+from pipelines.engine.tracking import TraceContext, Tracker, episode_trace
 
 
 def record(qid: str, attempt: int = 1) -> dict:
@@ -94,9 +98,6 @@ def test_a_trace_mlflow_failed_to_write_is_deleted_and_left_for_a_retry(tmp_path
 
 def test_an_unrelated_warning_of_mlflows_exporter_does_not_fail_the_trace(tmp_path, monkeypatch):
     """Only the warnings of a trace MLflow did not write count: one about its attachments leaves it written."""
-    import logging
-
-    import pipelines.engine.trace_export as te
 
     def with_a_warning(*args):
         trace_id = episode_trace(*args)
@@ -158,3 +159,171 @@ def test_a_pool_drain_gives_up_at_its_timeout_when_an_add_hangs(ray_local):
         pool.drain(timeout_s=0.5)
     assert time.monotonic() - started < 10  # the timeout, not the add's minute
     ray_local.kill(actor)
+
+
+def verdict(qid: str, score: float | None, judgement_id: str, attempt: int = 1) -> Judgement:
+    return Judgement(type="judgement", question_id=qid, attempt=attempt, score=score,
+                     score_source="rule" if score is not None else None, judgement_id=judgement_id,
+                     verdict=None if score is None else "correct" if score else "incorrect",
+                     judge_error=None if score is not None else "the judge's endpoint did not answer")
+
+
+@pytest.fixture
+def writes(monkeypatch) -> Counter:
+    """MLflow store writes of an assessment or a trace tag on their own, counted (a trace's own write not)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    counted: Counter = Counter()
+    for name in ("create_assessment", "set_trace_tag"):
+        original = getattr(SqlAlchemyStore, name)
+
+        def counting(self, *args, _name=name, _original=original, **kwargs):
+            counted[_name] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(SqlAlchemyStore, name, counting)
+    return counted
+
+
+def test_a_verdict_known_at_export_is_written_with_its_trace_and_a_later_one_overrides_it(tmp_path, writes):
+    """The export's usual case: the verdict comes with the trace, and the trace, its expectation, evidence, verdict,
+    failure class and their tags are written in one go (no write of an assessment or a tag on its own); the marker
+    names the feedbacks, so a later judgement (`srag judge`) overrides them."""
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
+    mlflow_run = tracker.create_run("r1", {}, {})
+    run_dir = RunDir.create(tmp_path / "runs", "r1")
+    store = run_dir.store()
+    RunFolderSink(run_dir, store).episode(stored(record("q0")))
+    store.close()
+    question = Question(id="q0", question="question q0", answer="b", type="odd", gold_docs=["gold.txt"])
+    exporter = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run,
+                             TraceContext("scripted", {"srag.variant": "v"}, {"q0": question}), client=tracker.client)
+    first = verdict("q0", 0.0, "j1")
+    assert exporter.export([(("q0", 1, 1), "traces/q0.1.json")], [first]) == [] and exporter.errors == []
+    assert writes == Counter()
+    (mark,) = [json.loads(line) for line in (run_dir.path / VERDICT_MARKERS).read_text().splitlines()]
+    trace = tracker.client.get_trace(mark["trace_id"])
+    by_name = {a.name: a for a in trace.info.assessments}
+    assert sorted(by_name) == ["correctness", "evidence_recall", "expected_answer", "failure_class"]
+    assert (by_name["correctness"].value, by_name["correctness"].metadata["method"]) == (0.0, "rule")
+    assert by_name["failure_class"].value == "wrong_evidence_missed" and by_name["evidence_recall"].value == 0.0
+    assert (mark["judgement_id"], mark["assessment_id"], mark["failure_assessment_id"]) == \
+        ("j1", by_name["correctness"].assessment_id, by_name["failure_class"].assessment_id)
+    tags = trace.info.tags
+    assert (tags["srag.correct"], tags["srag.judge_method"], tags["srag.failure_class"],
+            tags["srag.evidence_recall"], tags["srag.variant"]) == ("false", "rule", "wrong_evidence_missed", "0", "v")
+    assert exporter.attach_verdicts([first]) == [] and writes == Counter()  # attached already: nothing again
+
+    again = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run,
+                          TraceContext("scripted", {}, {"q0": question}), client=tracker.client)  # a later command
+    assert again.attach_verdicts([verdict("q0", 1.0, "j2")]) == []
+    trace = tracker.client.get_trace(mark["trace_id"])
+    valid = {a.name: a for a in trace.info.assessments if a.valid is not False}
+    assert (valid["correctness"].value, valid["failure_class"].value) == (1.0, "right")
+    assert {a.assessment_id for a in trace.info.assessments if a.valid is False} == \
+        {mark["assessment_id"], mark["failure_assessment_id"]}  # overridden, kept by MLflow
+    assert (trace.info.tags["srag.correct"], trace.info.tags["srag.failure_class"]) == ("true", "right")
+    tracker.close()
+
+
+def test_a_pending_verdict_goes_with_its_trace_and_two_judgements_of_one_attempt_leave_the_later(tmp_path, writes):
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
+    mlflow_run = tracker.create_run("r1", {}, {})
+    run_dir = RunDir.create(tmp_path / "runs", "r1")
+    store = run_dir.store()
+    sink = RunFolderSink(run_dir, store)
+    for qid in ("q0", "q1"):
+        sink.episode(stored(record(qid)))
+    store.close()
+    exporter = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run, client=tracker.client)
+    exporter.export([(("q0", 1, 1), "traces/q0.1.json")], [verdict("q0", None, "p1")])
+    exporter.export([(("q1", 1, 1), "traces/q1.1.json")])  # its verdicts come later, two of them
+    assert exporter.attach_verdicts([verdict("q1", 0.0, "k1"), verdict("q1", 1.0, "k2")]) == []
+    traces = {t.info.tags["srag.question_id"]: tracker.client.get_trace(t.info.trace_id)
+              for t in tracker.client.search_traces(locations=[tracker.experiment_id], run_id=mlflow_run)}
+    (pending,) = [a for a in traces["q0"].info.assessments if a.name == "correctness"]
+    assert pending.error.error_code == "PENDING" and traces["q0"].info.tags["srag.correct"] == "pending"
+    (later,) = [a for a in traces["q1"].info.assessments if a.name == "correctness"]
+    assert later.value == 1.0 and later.metadata["judgement_id"] == "k2"
+    assert writes["create_assessment"] == 2  # q1's correctness and failure class, written on their own
+    tracker.close()
+
+
+class _Pool:
+    def __init__(self):
+        self.adds: list[tuple[list, list]] = []
+
+    def add(self, items, verdicts=()):
+        self.adds.append((list(items), [v.judgement_id for v in verdicts]))
+
+
+def test_the_sink_hands_a_finished_episode_over_with_its_verdict(tmp_path, monkeypatch):
+    run_dir = RunDir.create(tmp_path / "runs", "r1")
+    pool = _Pool()
+    sink = TraceExportSink(pool, run_dir)
+    sink.episode(stored(record("q0")))  # finished: the judge is judging it
+    sink.episode(stored({**record("q1"), "status": "llm_error", "answer": None, "error": "503"}))  # never judged
+    sink.episode(stored(record("q2")))
+    sink.progress(None)
+    assert pool.adds == [([(("q1", 1, 1), "traces/q1.1.json")], [])]
+    sink.judgement(verdict("q0", 1.0, "j0"))
+    sink.progress(None)
+    assert pool.adds[1] == ([(("q0", 1, 1), "traces/q0.1.json")], ["j0"])  # together
+    monkeypatch.setattr(te, "HOLD_FOR_VERDICT_S", 0.0)  # q2's verdict is late (an LLM judge; or the judge failed)
+    time.sleep(0.01)
+    sink.progress(None)
+    assert pool.adds[2] == ([(("q2", 1, 1), "traces/q2.1.json")], [])
+    sink.episode(stored(record("q3")))
+    monkeypatch.setattr(te, "HOLD_FOR_VERDICT_S", 3600.0)
+    sink.flush()  # the run's end: whatever is held goes
+    assert pool.adds[3] == ([(("q3", 1, 1), "traces/q3.1.json")], [])
+    sink.judgement(verdict("q3", 0.0, "j3"))
+    sink.flush()
+    assert pool.adds[4] == ([], ["j3"])
+
+
+def test_the_export_actors_start_with_the_first_trace_not_with_the_run(ray_local):
+    """They import MLflow as they start: not while the episode workers start, and not at all with nothing to
+    export."""
+    started: list[int] = []
+
+    def start():
+        started.append(1)
+        return [ray_local.remote(_SlowAdds).remote(0.0)]
+
+    pool = ExportPool(start)
+    assert started == [] and pool.drain(timeout_s=10.0)["actors"] == 0 and started == []  # nothing came
+    pool.add([(("q0", 1, 1), "traces/q0.1.json")])
+    assert started == [1] and pool.drain(timeout_s=10.0)["actors"] == 1
+    pool.kill()
+    earlier = ExportPool(start, earlier=True)  # an earlier invocation left traces to settle: they start to drain
+    assert earlier.drain(timeout_s=10.0)["actors"] == 1 and started == [1, 1]
+    earlier.kill()
+
+
+def test_where_mlflows_in_memory_trace_is_out_of_reach_each_assessment_is_written_on_its_own(tmp_path, writes,
+                                                                                            monkeypatch, caplog):
+    import pipelines.engine.tracking as tracking
+
+    def moved():
+        raise ImportError("cannot import name 'InMemoryTraceManager' from 'mlflow.tracing.trace_manager'")
+
+    monkeypatch.setattr(tracking, "_trace_buffer", moved)  # what a later MLflow that moved it would do
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
+    mlflow_run = tracker.create_run("r1", {}, {})
+    run_dir = RunDir.create(tmp_path / "runs", "r1")
+    store = run_dir.store()
+    RunFolderSink(run_dir, store).episode(stored(record("q0")))
+    store.close()
+    question = Question(id="q0", question="question q0", answer="a", type="odd")
+    exporter = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run,
+                             TraceContext("scripted", {}, {"q0": question}), client=tracker.client)
+    with caplog.at_level(logging.WARNING):
+        assert exporter.export([(("q0", 1, 1), "traces/q0.1.json")], [verdict("q0", 1.0, "j1")]) == []
+    assert "each assessment of a trace is written on its own" in caplog.text
+    (mark,) = [json.loads(line) for line in (run_dir.path / VERDICT_MARKERS).read_text().splitlines()]
+    trace = tracker.client.get_trace(mark["trace_id"])
+    assert sorted(a.name for a in trace.info.assessments) == ["correctness", "expected_answer", "failure_class"]
+    assert mark["assessment_id"] == next(a.assessment_id for a in trace.info.assessments if a.name == "correctness")
+    assert writes["create_assessment"] == 3 and trace.info.tags["srag.failure_class"] == "right"
+    tracker.close()

@@ -2,7 +2,8 @@
 engine in `pipelines.engine`, print) and registers itself here with `add_command`, which gives every command its
 description and examples.
 
-Every subcommand that produces a result can print it as JSON (`--json`). Bad input exits with status 2 and one line
+Every subcommand that produces a result can print it as JSON (`--json`): stdout then holds that JSON alone (`OwnLines`
+sends what other threads print, Ray's included, to stderr). Bad input exits with status 2 and one line
 on stderr naming the problem and the fix (`UserError` and the library errors in `input_error`); anything else is a
 bug and keeps its traceback. Heavy imports (Ray, MLflow, torch) happen inside the subcommands that need them, so
 `srag --help` and `srag replay` start fast.
@@ -12,11 +13,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import sys
 import textwrap
+import threading
+from contextlib import contextmanager, nullcontext
 from enum import IntEnum
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence, TextIO
 
 from pipelines import paths
 from pipelines.errors import UserError
@@ -280,6 +284,69 @@ def input_error(error: BaseException) -> str | None:
     return None
 
 
+class OwnLines(io.TextIOBase):
+    """sys.stdout while a command prints JSON: what the command's own thread prints while it runs goes to stdout, a
+    whole line at a time; what any other thread prints, and anything printed after the command ended, goes to stderr.
+    Ray prints what the cluster reports (a lost node, a dead worker: "(raylet) ..." lines, dozens of them) to
+    sys.stdout whatever `log_to_driver` says: from its error-listener thread while the driver runs, and the last of
+    them from the main thread when Ray shuts down at the process's exit. A whole line is written at once, so in a Ray
+    job's log, where stdout and stderr meet, no other line can land inside it (`srag status` reads it there)."""
+
+    def __init__(self, out: TextIO, err: TextIO, thread: threading.Thread) -> None:
+        self.out, self.err, self.thread = out, err, thread
+        self.open = True  # until the command has ended
+        self.pending = ""  # the command's current line, not ended yet
+
+    def write(self, text: str) -> int:
+        if not self.open or threading.current_thread() is not self.thread:
+            return self.err.write(text)
+        self.pending += text
+        if "\n" in self.pending:
+            done, _, self.pending = self.pending.rpartition("\n")
+            self.out.write(done + "\n")
+            self.out.flush()
+        return len(text)
+
+    def close_command(self) -> None:
+        """The command has ended: its last line goes out, and from now on everything goes to stderr."""
+        if self.pending:
+            self.out.write(self.pending)
+            self.pending = ""
+        self.out.flush()
+        self.open = False
+
+    def flush(self) -> None:
+        self.out.flush()
+        self.err.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.out.encoding
+
+
+@contextmanager
+def own_stdout() -> Iterator[None]:
+    """Stdout holds only what this thread prints while the block runs (`OwnLines`). While this process stays
+    connected to Ray, the redirection stays after the block: Ray prints until it shuts down, at the process's exit."""
+    out = sys.stdout
+    own = OwnLines(out, sys.stderr, threading.current_thread())
+    sys.stdout = own
+    try:
+        yield
+    finally:
+        own.close_command()
+        if sys.stdout is own and not _connected_to_ray():
+            sys.stdout = out
+
+
+def _connected_to_ray() -> bool:
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one srag command line (`argv`, else the process's); returns its exit status (`Exit`)."""
     parser = build_parser()
@@ -290,8 +357,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # bare `srag` asks what there is: the help, as `srag --help` gives it
         parser.print_help()
         return Exit.COMPLETE
+    if isinstance(sys.stdout, OwnLines):  # left by an earlier --json command of this process: stdout again
+        sys.stdout = sys.stdout.out
     try:
-        return int(args.func(args) or 0)
+        with own_stdout() if getattr(args, "json", False) else nullcontext():
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("srag: interrupted", file=sys.stderr)
         return Exit.INTERRUPTED

@@ -268,21 +268,34 @@ def job_state(client, job_id: str) -> dict[str, Any]:
 
 
 def sweep_result(logs: str) -> dict[str, Any]:
-    """The sweep's `--json` line from the job's output: its id and its runs."""
+    """The sweep's `--json` line from the job's output: its id and its runs ({} before it printed one). A job's log
+    holds whatever its driver printed on stdout and stderr: the sweep's progress, Ray's lines, a library's JSON. Only
+    a line that is one whole JSON object of the shape `srag sweep --json` prints (`sweep_line`) is read, the last
+    one; `srag sweep --json` writes it as one write, so no other line lands inside it."""
     for line in reversed(logs.splitlines()):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(data, dict) and "sweep_id" in data:
+        if (data := sweep_line(line)) is not None:
             runs = [{k: r.get(k) for k in ("run_id", "label", "n_questions", "complete", "failed", "pending",
                                             "missing", "accuracy")}
-                    for r in data.get("runs", [])]
+                    for r in data["runs"]]
             return {"sweep_id": data["sweep_id"], "run_ids": [r["run_id"] for r in runs], "runs": runs}
     return {}
+
+
+def sweep_line(line: str) -> dict[str, Any] | None:
+    """`line` read as the summary `srag sweep --json` prints (a sweep id and name, its runs each with a run id), or
+    None when it is anything else."""
+    if not (line.startswith("{") and line.rstrip().endswith("}")):
+        return None
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("sweep_id"), str) or not isinstance(data.get("name"), str):
+        return None
+    runs = data.get("runs")
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("run_id"), str) for r in runs):
+        return None
+    return data
 
 
 def cmd_status(args: argparse.Namespace) -> int:

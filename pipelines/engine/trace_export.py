@@ -17,9 +17,13 @@ what an earlier invocation left unmarked, the exporter asks MLflow which of thos
 exports them whole. MLflow's own exporter logs a failed write instead of raising; such a trace is deleted and
 retried too.
 
-The judge's verdicts follow the same path: `TraceExportSink` hands them to the actor, which attaches each as a
-feedback (`tracking.attach_verdict`) once its episode's trace is in MLflow and marks it in `mlflow_verdicts.jsonl`;
-`attach_missing_verdicts` catches up, from the driver, on what an interrupted invocation left.
+The judge's verdicts follow the same path. `TraceExportSink` holds a finished episode's trace until its verdict
+comes (at most `HOLD_FOR_VERDICT_S`) and hands the two over together, so the actor writes the verdict with the trace
+(`tracking.episode_trace`: one MLflow write for the trace, its assessments and its tags, which halves the export's
+CPU on SQLite); a verdict that comes later is attached as a feedback (`tracking.attach_verdict`) once its trace is in.
+Either way it is marked in `mlflow_verdicts.jsonl` (before its trace's marker, so a kill between the two leaves a
+verdict marker naming a trace that is written again, and the verdict with it); `export_missing` catches up, from the
+driver, on what an interrupted invocation left.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Callable, TypedDict
 
 import ray
 
@@ -42,19 +46,23 @@ from pipelines.engine.records import AnyRecord, EpisodeRecord, EpisodeRow, Evide
 from pipelines.engine.results import RunDir, episode_key
 from pipelines.engine.scoring import failure_class
 from pipelines.engine.tracking import (
+    Assessed,
     TraceContext,
     attach_failure_class,
     attach_verdict,
     episode_trace,
+    failure_feedback,
     mlflow_client,
+    verdict_feedback,
 )
-from srag_core import DocumentsSeen, documents_seen
+from srag_core import FINISHED, DocumentsSeen, documents_seen
 
 log = logging.getLogger(__name__)
 MARKERS = "mlflow_traces.jsonl"
 VERDICT_MARKERS = "mlflow_verdicts.jsonl"
 BATCH = 32  # traces per marker fsync, and per hand-over from the driver
 SEND_EVERY_S = 1.0  # the driver hands over a partial batch after this long
+HOLD_FOR_VERDICT_S = 30.0  # a finished episode's trace waits this long for its verdict, to be written with it
 ATTEMPTS = 3  # per trace and invocation; a trace that still fails is left for `--resume` / `rerun`
 Key = tuple[str, int, int]  # (question id, epoch, attempt): one episode
 
@@ -116,7 +124,8 @@ def attached_verdicts(run_dir: RunDir) -> dict[Key, VerdictMark]:
         try:
             row = json.loads(line)
             marks[_marker_key(row)] = VerdictMark(trace_id=row.get("trace_id"), judgement_id=row.get("judgement_id"),
-                                                  assessment_id=row.get("assessment_id"))
+                                                  assessment_id=row.get("assessment_id"),
+                                                  failure_assessment_id=row.get("failure_assessment_id"))
         except (ValueError, KeyError, TypeError):
             continue  # a line torn by a kill: that verdict is attached again
     return marks
@@ -131,6 +140,14 @@ def recorded_verdicts(run_dir: RunDir, records: list[AnyRecord] | None = None) -
     latest = {episode_key(r): r for r in (run_dir.store().records() if records is None else records)
               if isinstance(r, Judgement)}
     return list(latest.values())
+
+
+def trace_seen(record: dict[str, Any]) -> DocumentsSeen:
+    """What an episode showed its model, from its trace file: as the worker recorded it (`documents_seen`, computed
+    once where the trace was made), else read from the trace (a file written before it did)."""
+    if isinstance(recorded := record.get("documents_seen"), dict):
+        return DocumentsSeen.model_validate(recorded)
+    return documents_seen(record.get("trace", []))
 
 
 def missing_traces(run_dir: RunDir, records: list[AnyRecord] | None = None) -> dict[Key, str]:
@@ -169,38 +186,57 @@ class TraceExporter:
             self.client.delete_traces(self.experiment_id, trace_ids=stale[i:i + 100])
         return unmarked
 
-    def export(self, batch: list[tuple[Key, str]]) -> list[tuple[Key, str]]:
-        """Export a batch; returns the items that failed (they stay unmarked)."""
-        failed, done = [], []
+    def export(self, batch: list[tuple[Key, str]], verdicts: Sequence[Judgement] = ()) -> list[tuple[Key, str]]:
+        """Export a batch; returns the items that failed (they stay unmarked). The latest of `verdicts` for an
+        episode of the batch is written with its trace, and marked as attached."""
+        latest = {episode_key(v): v for v in verdicts}
+        failed, done, judged = [], [], []
         for key, trace_file in batch:
             if key in self.done:
                 continue
             try:
                 record = json.loads(self.run_dir.inside(trace_file).read_text(encoding="utf-8"))
-                seen = documents_seen(record.get("trace", []))
+                seen = trace_seen(record)
+                self.recalls[key] = self._recall(key, seen)
+                assessed, mark = self._with_verdict(key, latest.get(key))
                 with _mlflow_export_failures() as failures:
                     trace_id = episode_trace(self.client, self.experiment_id, self.mlflow_run_id, record,
-                                             self.context, seen)
+                                             self.context, seen, assessed)
                 if failures:  # MLflow logs a failed write of the trace and carries on: that trace is unusable
                     self._forget(trace_id)
                     raise RuntimeError(failures[0])
                 done.append((key, trace_id))
-                self.recalls[key] = self._recall(key, seen)
+                if mark is not None:
+                    judged.append((key, VerdictMark(trace_id=trace_id, **mark)))
                 if earlier := self.done.get((key[0], key[1], key[2] - 1)):  # a rerun: the replaced attempt is out
                     self.client.set_trace_tag(earlier, "srag.superseded_by", str(key[2]))
             except Exception as e:  # MLflow down, a bad file: reported, retried, and left for resume
                 self.errors.append(f"{key[0]}.e{key[1]}.{key[2]}: {type(e).__name__}: {e}"[:300])
                 failed.append((key, trace_file))
+        self._mark_verdicts(judged)  # first: a kill before the trace's marker writes the trace, and these, again
         self._mark(done)
         return failed
 
-    def export_all(self, items: dict[Key, str]) -> int:
-        """Export `items` with retries; returns how many are still missing."""
+    def _with_verdict(self, key: Key, verdict: Judgement | None) -> tuple[list[Assessed], VerdictMark | None]:
+        """The verdict's feedback and its failure class's, with their tags, to write with the trace; and the marker
+        that says they are on it (without the trace id, not known yet)."""
+        if verdict is None:
+            return [], None
+        assessed = [verdict_feedback(verdict)]
+        mark = VerdictMark(judgement_id=verdict.judgement_id, assessment_id=assessed[0][0].assessment_id)
+        if failure := self._failure_class(key, verdict):
+            assessed.append(failure_feedback(failure))
+            mark["failure_assessment_id"] = assessed[1][0].assessment_id
+        return assessed, mark
+
+    def export_all(self, items: dict[Key, str], verdicts: Sequence[Judgement] = ()) -> int:
+        """Export `items` with retries, each with its verdict among `verdicts`; returns how many are still
+        missing."""
         todo = sorted(items.items())
         for attempt in range(ATTEMPTS):
             if attempt:
                 time.sleep(2 ** attempt)
-            todo = [f for i in range(0, len(todo), BATCH) for f in self.export(todo[i:i + BATCH])]
+            todo = [f for i in range(0, len(todo), BATCH) for f in self.export(todo[i:i + BATCH], verdicts)]
             if not todo:
                 break
         return len(todo)
@@ -225,7 +261,8 @@ class TraceExporter:
         `export_missing`."""
         waiting: list[Judgement] = []
         done: list[tuple[Key, VerdictMark]] = []
-        for verdict in verdicts:
+        latest = {episode_key(v): v for v in verdicts}  # of two judgements of an attempt, the later one counts
+        for verdict in latest.values():
             key = episode_key(verdict)
             trace_id, mark = self.done.get(key), self.judged.get(key)
             if _is_attached(mark, trace_id, verdict):
@@ -246,9 +283,12 @@ class TraceExporter:
                 continue
             done.append((key, VerdictMark(trace_id=trace_id, judgement_id=verdict.judgement_id,
                                           assessment_id=assessment_id, failure_assessment_id=failure_id)))
-        _append_markers(self.run_dir.path / VERDICT_MARKERS, done)
-        self.judged.update(done)
+        self._mark_verdicts(done)
         return waiting
+
+    def _mark_verdicts(self, entries: Sequence[tuple[Key, VerdictMark]]) -> None:
+        _append_markers(self.run_dir.path / VERDICT_MARKERS, entries)
+        self.judged.update(entries)
 
     def _failure_class(self, key: Key, verdict: Judgement) -> str | None:
         """The failure class of a scored verdict's episode, from the evidence recall of its trace (read again only
@@ -263,8 +303,7 @@ class TraceExporter:
         elif row["gold_docs"]:
             path = self.run_dir.trace_path(key[0], key[2], key[1])
             try:
-                row["evidence_recall"] = self._recall(key, documents_seen(
-                    json.loads(path.read_text(encoding="utf-8"))["trace"]))
+                row["evidence_recall"] = self._recall(key, trace_seen(json.loads(path.read_text(encoding="utf-8"))))
             except (OSError, ValueError, KeyError, TypeError):
                 pass  # no readable trace: the class says the evidence is unknown
         return failure_class(row)
@@ -423,7 +462,7 @@ class TraceExportActor:
                 batch, self.queue = self.queue[:BATCH], self.queue[BATCH:]
                 verdicts, self.verdicts, self.fresh_verdicts = self.verdicts, [], False
                 self.busy = True
-            for key, trace_file in self.exporter.export(batch):
+            for key, trace_file in self.exporter.export(batch, verdicts):
                 retries[key] = retries.get(key, 0) + 1
                 if retries[key] < ATTEMPTS:
                     time.sleep(min(2.0 ** retries[key], 10.0))
@@ -441,11 +480,25 @@ def shard(question_id: str, n: int) -> int:
 
 
 class ExportPool:
-    """The run's export actors, each with the questions that hash to it; `add`, `drain` and `kill` span them all."""
+    """The run's export actors, each with the questions that hash to it; `add`, `drain` and `kill` span them all.
 
-    def __init__(self, actors: list) -> None:
-        self.actors = actors
+    Given a function that starts them, the actors start at the first `add` (or at `drain`, when nothing was added but
+    earlier invocations left traces to settle, `earlier`; else they never start): each imports MLflow, seconds of CPU
+    that, spent while the episode workers start, held the first episode back (measured 2026-12-06 on 2 cores: two
+    workers ready after 5 s alone, 11 s with two export actors starting beside them). The first trace comes only
+    after the first episode anyway."""
+
+    def __init__(self, actors: list | Callable[[], list], earlier: bool = False) -> None:
+        self.start: Callable[[], list] | None = actors if callable(actors) else None
+        self.earlier = earlier
+        self._actors: list = [] if callable(actors) else actors
         self.pending: list = []  # `add` calls not known to have run yet
+
+    @property
+    def actors(self) -> list:
+        if self.start is not None:
+            self._actors, self.start = self.start(), None
+        return self._actors
 
     def add(self, items: list[tuple[Key, str]], verdicts: Sequence[Judgement] = ()) -> None:
         n = len(self.actors)
@@ -460,6 +513,8 @@ class ExportPool:
         """Wait for every actor; their results summed (CPU is the export's whole cost, errors the last few)."""
         # An actor runs its calls in several threads, so a `drain` sent after an `add` may run first: wait for the
         # adds, or the drain could find an empty queue and the actor be stopped in the middle of a trace.
+        if self.start is not None and not self.earlier:  # nothing to export: no actor needs to start
+            return ExportReport(actors=0, exported=0, queued=0, errors=[], n_errors=0, cpu_s=0.0)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         ray.get(self.pending, timeout=timeout_s)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())  # one timeout for the whole drain
@@ -471,50 +526,72 @@ class ExportPool:
                             cpu_s=round(sum(r["cpu_s"] for r in results), 3))
 
     def kill(self) -> None:
-        for exporter in self.actors:
+        for exporter in self._actors:  # those started
             ray.kill(exporter)
 
 
 def start_exporter(run_dir: RunDir, meta: RunMeta, context: TraceContext | None = None,
                    actors: int = 1) -> ExportPool:
-    """The run's export actors, pinned to this node (they read the run folder); each first settles what earlier
-    invocations left unmarked among its questions."""
+    """The run's export actors, pinned to this node (they read the run folder), started when the first trace comes
+    (`ExportPool`); each first settles what earlier invocations left unmarked among its questions."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     unmarked = missing_traces(run_dir)
-    return ExportPool([actor(TraceExportActor).options(scheduling_strategy=here).remote(
+    return ExportPool(lambda: [actor(TraceExportActor).options(scheduling_strategy=here).remote(
         str(run_dir.path.resolve()), meta.mlflow_uri, meta.mlflow_experiment_id, meta.mlflow_run_id,
-        {k: f for k, f in unmarked.items() if shard(k[0], actors) == i}, context) for i in range(actors)])
+        {k: f for k, f in unmarked.items() if shard(k[0], actors) == i}, context) for i in range(actors)],
+        earlier=bool(unmarked))
 
 
 class TraceExportSink:
     """The scheduler's sink that hands each recorded episode's trace file to the export actors, in batches (after
-    `RunFolderSink`, which writes the file)."""
+    `RunFolderSink`, which writes the file). A finished episode, which the judge is judging, is held until its verdict
+    comes (at most `HOLD_FOR_VERDICT_S`), so the two go over together and the verdict is written with the trace."""
 
     def __init__(self, pool: ExportPool, run_dir: RunDir):
         self.pool, self.run_dir = pool, run_dir
         self.batch: list[tuple[Key, str]] = []
         self.verdicts: list[Judgement] = []
+        self.held: dict[Key, tuple[str, float]] = {}  # finished episode -> its trace file, held since
         self.since = time.monotonic()
 
     def episode(self, record: EpisodeRecord) -> None:
-        path = self.run_dir.trace_path(record.question_id, record.attempt, record.epoch)
-        self.batch.append((episode_key(record), str(path.relative_to(self.run_dir.path))))
-        if len(self.batch) >= BATCH or time.monotonic() - self.since > SEND_EVERY_S:
-            self.flush()
+        key, path = episode_key(record), self.run_dir.trace_path(record.question_id, record.attempt, record.epoch)
+        trace_file = str(path.relative_to(self.run_dir.path))
+        if record.status in FINISHED:
+            self.held[key] = (trace_file, time.monotonic())
+        else:
+            self.batch.append((key, trace_file))
+        self._send_when_due()
 
     def judgement(self, verdict: Judgement) -> None:
         self.verdicts.append(verdict)
+        if (held := self.held.pop(episode_key(verdict), None)) is not None:
+            self.batch.append((episode_key(verdict), held[0]))
+        self._send_when_due()
 
     def progress(self, stats) -> None:
-        self.flush()
+        self._send(everything=False)
 
     def flush(self) -> None:
+        """Hand over everything, the episodes still waiting for a verdict included (the run's end)."""
+        self._send(everything=True)
+
+    def _send_when_due(self) -> None:
+        if len(self.batch) >= BATCH or time.monotonic() - self.since > SEND_EVERY_S:
+            self._send(everything=False)
+
+    def _send(self, everything: bool) -> None:
+        now = time.monotonic()
+        for key, (trace_file, since) in list(self.held.items()):
+            if everything or now - since > HOLD_FOR_VERDICT_S:  # no verdict came (the judge failed): without it
+                del self.held[key]
+                self.batch.append((key, trace_file))
         if self.batch or self.verdicts:
             self.pool.add(self.batch, self.verdicts)
             self.batch, self.verdicts = [], []
-        self.since = time.monotonic()
+        self.since = now
 
 
 def export_missing(run_dir: RunDir, client, meta: RunMeta, context: TraceContext | None = None) -> int:
@@ -531,7 +608,7 @@ def export_missing(run_dir: RunDir, client, meta: RunMeta, context: TraceContext
     exporter = TraceExporter(run_dir.path, str(meta.mlflow_uri), str(meta.mlflow_experiment_id),
                              str(meta.mlflow_run_id), context, client=client)
     try:
-        left = exporter.export_all(exporter.reconcile(missing))
+        left = exporter.export_all(exporter.reconcile(missing), verdicts)
         exporter.attach_verdicts(verdicts)
     except Exception as e:  # MLflow unreachable: the next `--resume` tries again
         log.warning("trace export failed: %s", e)

@@ -146,7 +146,7 @@ class EpisodeWorker:
         self.llm, self.agent, self.retrieval, self.epoch_seed_base = llm, agent, retrieval, epoch_seed_base
         self.limiter = RayLimiterSlot(limiter) if limiter is not None else None
         self.systems: dict[int | None, Any] = {}
-        self.running: dict[tuple[str, int, int], dict[str, float]] = {}  # episode -> its usage so far
+        self.running: dict[tuple[str, int, int], Usage] = {}  # episode -> its usage so far
         self.system_for(1)  # built before `ready` answers
         self.where = {"node": socket.gethostname(), "pid": os.getpid(),
                       "node_id": ray.get_runtime_context().get_node_id()}
@@ -159,7 +159,8 @@ class EpisodeWorker:
     def spent(self, key: tuple[str, int, int]) -> dict[str, float] | None:
         """What a running episode has spent so far (None when it is not running here): on its own thread, so a
         worker whose episode threads are all stuck still answers."""
-        return self.running.get((str(key[0]), int(key[1]), int(key[2])))  # a tuple sent through Ray may be a list
+        usage = self.running.get((str(key[0]), int(key[1]), int(key[2])))  # a tuple sent through Ray may be a list
+        return None if usage is None else asdict(usage)
 
     def usage(self) -> dict[str, float]:  # run.json's WorkersUsage, summed over the workers
         """This worker process's CPU seconds and peak memory so far (run.json's `workers` entry)."""
@@ -182,21 +183,23 @@ class EpisodeWorker:
         here so the driver only writes it (`results.RunFolderSink`)."""
         cpu = time.thread_time()  # each episode runs on a thread of its own: this is its CPU, tools included
         key = (question.id, epoch, attempt)
-        self.running[key] = {}
+        self.running[key] = Usage()
 
         def spent(usage: Usage) -> None:  # kept so that the driver can ask, should it give up on the episode
-            self.running[key] = asdict(usage)
+            self.running[key] = usage  # each call's usage is a new object: kept as it is, read only when asked
 
         try:
             episode = self.system_for(epoch).run(question.question, question.id, on_usage=spent,
                                                  watch=question.gold_docs or ())
         finally:
             self.running.pop(key, None)
+        # read once, here, where the trace is at hand: the record's evidence, and the trace file's copy for the export
+        seen = documents_seen(episode.trace)
         cpu_s = round(time.thread_time() - cpu, 4)
-        where = {"attempt": attempt, "epoch": epoch, "worker": self.where, "worker_cpu_s": cpu_s}
+        where = {"attempt": attempt, "epoch": epoch, "worker": self.where, "worker_cpu_s": cpu_s,
+                 "documents_seen": seen.model_dump()}
         text = json.dumps({**episode.model_dump(), **where}, ensure_ascii=False, default=str)
         record = EpisodeRecord.from_episode(episode, attempt=attempt, epoch=epoch, worker=self.where,
                                             worker_cpu_s=cpu_s, trace_json=text)
-        # read here, where the trace is at hand: the driver then only writes it
-        record.evidence = Evidence.of(question.id, epoch, attempt, question.gold_docs, documents_seen(episode.trace))
+        record.evidence = Evidence.of(question.id, epoch, attempt, question.gold_docs, seen)
         return record

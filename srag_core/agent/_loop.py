@@ -381,7 +381,10 @@ class Agent:
                 fresh = ds.ids[~run.in_sets[ds.ids]]
                 run.in_sets[fresh] = True
                 new.extend(fresh.tolist())
-        return [self.corpus.docs[i].filename for i in sorted(new)]
+        if not new:
+            return []
+        # one take from the filename column: a document object per name cost 2 us each, a filter keeps hundreds
+        return self.corpus.docs.column("filename").take(sorted(new)).to_pylist()
 
     def _observe(self, run: _Run, step: int, turn: Turn, tool: str | None, args: dict | None, obs: dict,
                  text: str | None, recorded: dict[str, Any] | None = None) -> None:
