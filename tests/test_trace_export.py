@@ -17,6 +17,7 @@ from pipelines.engine.results import RunDir, RunFolderSink
 from pipelines.engine.trace_export import (
     MARKERS,
     ExportPool,
+    RunExport,
     TraceExporter,
     export_missing,
     missing_traces,
@@ -125,10 +126,10 @@ class _SlowAdds:
     def __init__(self, add_s: float):
         self.add_s, self.given = add_s, None
 
-    def add(self, items, verdicts) -> None:
+    def add(self, run, items, verdicts) -> None:
         time.sleep(self.add_s)
 
-    def drain(self, timeout_s):
+    def drain(self, run, timeout_s):
         self.given = timeout_s
         return {"exported": 0, "queued": 0, "errors": [], "n_errors": 0, "cpu_s": 0.0}
 
@@ -141,7 +142,7 @@ def test_a_pool_drain_has_one_timeout_for_the_adds_and_the_drain(ray_local):
     add does not make the whole drain last up to twice as long."""
     actor = ray_local.remote(_SlowAdds).remote(0.8)
     ray_local.get(actor.drain_given.remote())  # started: its start-up is not counted against the drain's timeout
-    pool = ExportPool([actor])
+    pool = RunExport(ExportPool([actor]), "r1")
     pool.add([(("q0", 1, 1), "traces/q0.1.json")])
     assert pool.drain(timeout_s=10.0)["actors"] == 1
     given = ray_local.get(actor.drain_given.remote())
@@ -151,7 +152,7 @@ def test_a_pool_drain_has_one_timeout_for_the_adds_and_the_drain(ray_local):
 
 def test_a_pool_drain_gives_up_at_its_timeout_when_an_add_hangs(ray_local):
     actor = ray_local.remote(_SlowAdds).remote(60.0)
-    pool = ExportPool([actor])
+    pool = RunExport(ExportPool([actor]), "r1")
     pool.add([(("q0", 1, 1), "traces/q0.1.json")])
     started = time.monotonic()
     with pytest.raises(ray_local.exceptions.GetTimeoutError):

@@ -5,7 +5,8 @@
 - `run.json`: `RunMeta` and its parts (`StopRecord`, `RequestLimitState`, ...);
 - the summary: `RunSummary` (summary.json) and `RunResult` (what the commands print), each figure a field with its
   unit and denominator, from which the JSON, the MLflow metrics and the text report are made;
-- the rows of the run's tables: `EpisodeRow`, `QuestionRow`, `AttemptRow`.
+- the rows of the run's tables: `EpisodeRow`, `QuestionRow`, `AttemptRow`;
+- a sweep's `sweep.json`: `SweepInfo`, its plan (`SweepRun`) and invocations (`SweepInvocation`, `PoolFigures`).
 """
 
 from pipelines.engine.records._compare import (
@@ -14,8 +15,8 @@ from pipelines.engine.records._compare import (
                                                PairedTest,
                                                PairwiseRow,
                                                RunComparison,
-                                               SweepInfo,
                                                SweepSummary,
+                                               UnfinishedRun,
 )
 from pipelines.engine.records._lines import (
                                                RECORD,
@@ -36,6 +37,7 @@ from pipelines.engine.records._meta import (
                                                CorpusReplicas,
                                                ExecutionPlan,
                                                IngestionInfo,
+                                               PoolRef,
                                                Rejudging,
                                                RequestLimitState,
                                                RunMeta,
@@ -46,10 +48,19 @@ from pipelines.engine.records._meta import (
 )
 from pipelines.engine.records._rows import AttemptRow, EpisodeRow, Outcome, QuestionRow
 from pipelines.engine.records._summary import Interval, RunResult, RunSummary, Show
+from pipelines.engine.records._sweep import (
+                                               EndpointLimit,
+                                               PoolFigures,
+                                               SweepInfo,
+                                               SweepInvocation,
+                                               SweepRun,
+                                               SweepRunState,
+)
 
 __all__ = ["RECORD", "AnyRecord", "AttemptRow", "BadRecord", "BudgetChange", "Comparison", "CorpusReplicas",
-           "EpisodeRecord", "EpisodeRow", "Evidence", "ExecutionPlan", "IncomparablePair", "IngestionInfo", "Interval",
-           "Judgement", "Outcome", "PairedTest", "PairwiseRow", "QuestionRow", "Record", "Rejudging",
-           "RequestLimitState", "RunComparison", "RunMeta", "RunResult", "RunStatus", "RunSummary", "Show", "StopKind",
-           "StopRecord", "SweepInfo", "SweepSummary", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line",
+           "EndpointLimit", "EpisodeRecord", "EpisodeRow", "Evidence", "ExecutionPlan", "IncomparablePair",
+           "IngestionInfo", "Interval", "Judgement", "Outcome", "PairedTest", "PairwiseRow", "PoolFigures", "PoolRef",
+           "QuestionRow", "Record", "Rejudging", "RequestLimitState", "RunComparison", "RunMeta", "RunResult",
+           "RunStatus", "RunSummary", "Show", "StopKind", "StopRecord", "SweepInfo", "SweepInvocation", "SweepRun",
+           "SweepRunState", "SweepSummary", "UnfinishedRun", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line",
            "problem", "validate_record"]
