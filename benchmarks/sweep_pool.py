@@ -15,8 +15,9 @@ Printed per mode:
 - `llm_ideal_s`: every LLM call x the latency / the requests the endpoint serves at once
   (min(execution.concurrency, execution.max_concurrent_requests));
 - `cpu_ideal_s`: the CPU every process of the mode used (the commands, Ray and its workers, the trace exporters;
-  not the scripted endpoint) / the machine's cores, counted by making this process the subreaper of the commands'
-  process trees and reaping every one of them;
+  not the scripted endpoint) / the machine's cores: each process below this one is read from /proc four times a
+  second until it ends (this process is made their subreaper, so none leaves the tree), its last reading counted;
+  `driver_cpu_s`, `workers_cpu_s` and `export_cpu_s` are the parts the pool recorded itself (sweep.json);
 - `ratio`: `wall_s` / the larger ideal.
 
 Run: `.venv/bin/python -m benchmarks.sweep_pool [--runs 4] [--questions 80] [--delay 0.2] [--concurrency 16]`;
@@ -29,10 +30,10 @@ import argparse
 import ctypes
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -56,9 +57,40 @@ def become_subreaper() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
-def children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+class TreeCpu:
+    """CPU seconds of every process below this one but `skip` (and its own descendants), each read from
+    /proc/PID/stat every `every_s` until it ends: a process is counted at its last reading."""
+
+    def __init__(self, skip: int, every_s: float = 0.25):
+        self.skip, self.every_s = skip, every_s
+        self.seen: dict[tuple[int, int], float] = {}  # (pid, start time) -> CPU seconds at the last reading
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def total(self) -> float:
+        self._read()
+        return sum(self.seen.values())
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.thread.join()
+
+    def _loop(self) -> None:
+        while not self.stopped.wait(self.every_s):
+            self._read()
+
+    def _read(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        todo = [p for p in _children(os.getpid()) if p != self.skip]
+        while todo:
+            pid = todo.pop()
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            self.seen[(pid, int(fields[19]))] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+            todo += _children(pid)
 
 
 def reap_descendants(keep: set[int], timeout_s: float = 60.0) -> None:
@@ -80,7 +112,11 @@ def reap_descendants(keep: set[int], timeout_s: float = 60.0) -> None:
 
 def _children(pid: int) -> list[int]:
     found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:  # it ended
+        return []
+    for task in tasks:
         try:
             found += [int(c) for c in (task / "children").read_text().split()]
         except OSError:
@@ -123,6 +159,21 @@ def episode_spans(runs_dir: Path) -> list[tuple[float, float, int]]:
     return spans
 
 
+def cpu_parts(runs_dir: Path) -> dict:
+    """CPU seconds of the driver, the episode workers and the trace exporters, as the pool recorded them (sweep.json's
+    invocation; for runs alone their run.json, which has no driver CPU)."""
+    sweeps = list(runs_dir.glob("sweeps/*/sweep.json"))
+    pools = [inv.get("pool") or {} for f in sweeps for inv in json.loads(f.read_text()).get("invocations", [])]
+    if pools:
+        return {"driver_cpu_s": round(sum(p.get("driver_cpu_s") or 0.0 for p in pools), 1),
+                "workers_cpu_s": round(sum((p.get("workers") or {}).get("cpu_s", 0.0) for p in pools), 1),
+                "export_cpu_s": round(sum((p.get("trace_export") or {}).get("cpu_s") or 0.0 for p in pools), 1)}
+    metas = [json.loads(f.read_text()) for f in runs_dir.glob("*/run.json")]
+    return {"driver_cpu_s": None,
+            "workers_cpu_s": round(sum((m.get("workers") or {}).get("cpu_s", 0.0) for m in metas), 1),
+            "export_cpu_s": round(sum((m.get("trace_export") or {}).get("cpu_s") or 0.0 for m in metas), 1)}
+
+
 def busy_seconds(spans: list[tuple[float, float, int]]) -> float:
     """Seconds with at least one episode in flight (the union of the episodes' intervals)."""
     total, end = 0.0, float("-inf")
@@ -134,18 +185,22 @@ def busy_seconds(spans: list[tuple[float, float, int]]) -> float:
 
 
 def measure(mode: str, base_url: str, workdir: Path, endpoint_pid: int, variants: list[str], questions: int,
-            concurrency: int, delay: float) -> dict:
+            concurrency: int, delay: float, checkout: Path | None = None) -> dict:
     corpus, qfile = write_benchmark(workdir / "bench", SAMPLE, questions)
     base = base_config(corpus, qfile, base_url, workdir, concurrency, delay)
     env = {**os.environ, "RAY_ADDRESS": "", "MLFLOW_DISABLE_TELEMETRY": "true", "RAY_USAGE_STATS_ENABLED": "0"}
-    cpu0, t0, wall0 = children_cpu(), time.time(), time.monotonic()
+    if checkout is not None:  # another checkout's code, for the driver and Ray's workers alike
+        env["PYTHONPATH"] = str(checkout)
+    tree = TreeCpu(skip=endpoint_pid)
+    t0, wall0 = time.time(), time.monotonic()
     for argv in commands(mode, workdir, base, variants):
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600)
+        done = subprocess.run(argv, env=env, cwd=checkout, capture_output=True, text=True, timeout=3600)
         if done.returncode not in (0, 1):
             raise RuntimeError(f"{' '.join(argv[3:5])} exited {done.returncode}: {done.stderr[-2000:]}")
         reap_descendants({endpoint_pid})
     wall = time.monotonic() - wall0
-    cpu = children_cpu() - cpu0
+    cpu = tree.total()
+    tree.close()
     spans = episode_spans(workdir / "runs")
     first, last = min(s[0] for s in spans), max(s[1] for s in spans)
     calls = sum(s[2] for s in spans)
@@ -156,7 +211,7 @@ def measure(mode: str, base_url: str, workdir: Path, endpoint_pid: int, variants
             "runs": len(variants), "episodes": len(spans), "llm_calls": calls, "wall_s": round(wall, 1),
             "startup_s": round(first - t0, 1), "tail_s": round(t0 + wall - last, 1),
             "idle_s": round((last - first) - busy_seconds(spans), 1), "llm_ideal_s": round(llm_ideal, 1),
-            "cpu_s": round(cpu, 1), "cpu_ideal_s": round(cpu_ideal, 1),
+            "cpu_s": round(cpu, 1), **cpu_parts(workdir / "runs"), "cpu_ideal_s": round(cpu_ideal, 1),
             "ratio": round(wall / max(llm_ideal, cpu_ideal), 2)}
 
 
@@ -168,6 +223,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--concurrency", type=int, default=16, help="episodes in flight (execution.concurrency)")
     ap.add_argument("--modes", nargs="+", choices=["sweep", "run"], default=["sweep", "run"])
     ap.add_argument("--smoke", action="store_true", help="the smallest size: 2 runs x 8 questions, the sweep only")
+    ap.add_argument("--checkout", type=Path,
+                    help="run the commands from this checkout of the project (an earlier commit, to compare)")
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args(argv)
     if args.smoke:
@@ -179,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
         for mode in args.modes:
             with tempfile.TemporaryDirectory(prefix="sweep-pool-") as tmp:
                 rows.append(measure(mode, base_url, Path(tmp), endpoint_pid, VARIANTS[:args.runs], args.questions,
-                                    args.concurrency, args.delay))
+                                    args.concurrency, args.delay, args.checkout))
                 print(json.dumps(rows[-1]), flush=True)
     print("\n" + markdown_table(rows))
     if args.json_out:

@@ -10,10 +10,11 @@ judge and stop. Each epoch of a question is an episode of its own (the queue hol
 before any second one). The lanes share the pool: `srag run` is one lane, a sweep one lane per run. Runs start in
 their order; at most `max_runs` lanes have episodes to start at once, and a lane whose every episode has started no
 longer counts, so the next lane fills the pool while the last episodes of the one before finish. Among the lanes
-that may start an episode, the one furthest behind (episodes done and in flight over its total) goes first, those
-whose endpoint already has as many episodes in flight as its request cap last: runs on another endpoint are not held
-back by a slow one. One lane's stop (its budget, its endpoint, its judge) does not stop the others; the sweep's
-budget, over every lane, stops them all.
+that may start an episode, the earliest in the sweep's order goes first (so runs end one after another, each
+finished while the next still runs, rather than all at the end), and those whose endpoint already has as many
+episodes in flight as its request cap go last: runs on another endpoint are not held back by a slow one, and a run
+held back (its endpoint guard, its budget's first wave) leaves its share to the next. One lane's stop (its budget,
+its endpoint, its judge) does not stop the others; the sweep's budget, over every lane, stops them all.
 
 Fault tolerance: a worker that dies is restarted by Ray and fetches what it needs again; the episodes it was running
 are put back in their lane's queue under the same attempt number (they never produced a record), up to a limit,
@@ -97,15 +98,14 @@ class Lane:
     first_dispatch: float | None = None  # monotonic time its first episode went to a worker
     last_settled: float | None = None  # monotonic time its last episode came back
 
+    def __post_init__(self) -> None:
+        self.pending.extend(self.todo)
+
     def startable(self) -> bool:
         return bool(self.pending) and self.stop is None
 
     def done(self) -> bool:
         return not self.startable() and not self.inflight and not self.judging
-
-    def behind(self) -> float:
-        """How far along it is: episodes done and in flight over its total (least first)."""
-        return (self.stats.done + self.inflight) / max(1, self.stats.total)
 
 
 @dataclass
@@ -299,7 +299,6 @@ class Scheduler:
             if lane is None:
                 self.intake_open = False
                 continue
-            lane.pending.extend(lane.todo)
             lane.judging.update({lane.judge.submit(q, rec): rec for q, rec in lane.unjudged})
             if self.stop is not None and lane.stop is None and lane.pending:
                 lane.stop = self.stop
@@ -368,7 +367,7 @@ class Scheduler:
             cap = self.endpoint_caps.get(lane.endpoint_key or "")
             return cap is not None and busy[lane.endpoint_key] >= cap
 
-        return min(allowed, key=lambda lane: (saturated(lane), lane.behind(), lane.order))
+        return min(allowed, key=lambda lane: (saturated(lane), lane.order))
 
     def _held(self, lane: Lane) -> bool:
         """Whether the lane may start no episode now: its budget stops it (recorded in `lane.stop`), its endpoint

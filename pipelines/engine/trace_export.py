@@ -391,17 +391,24 @@ class TraceExportActor:
 
     def open(self, run: str, run_path: str, uri: str, experiment_id: str, mlflow_run_id: str,
              earlier: dict[Key, str] | None = None, context: TraceContext | None = None) -> None:
+        """Start a run's exporter (what was added before it, in another thread of this actor, waits for it)."""
         if uri not in self.clients:
             self.clients[uri] = mlflow_client(uri)
         exporter = TraceExporter(run_path, uri, experiment_id, mlflow_run_id, context, client=self.clients[uri])
         with self.changed:
-            self.runs[run] = _RunQueue(exporter, {(str(k[0]), int(k[1]), int(k[2])): f
-                                                  for k, f in (earlier or {}).items()})
+            queue = self._queue(run)
+            queue.exporter = exporter
+            queue.earlier = {(str(k[0]), int(k[1]), int(k[2])): f for k, f in (earlier or {}).items()}
             self.changed.notify_all()
+
+    def _queue(self, run: str) -> _RunQueue:
+        if run not in self.runs:
+            self.runs[run] = _RunQueue()
+        return self.runs[run]
 
     def add(self, run: str, items: list[tuple[Key, str]], verdicts: Sequence[Judgement] = ()) -> None:
         with self.changed:
-            queue = self.runs[run]
+            queue = self._queue(run)
             queue.items.extend(((str(k[0]), int(k[1]), int(k[2])), f) for k, f in items)  # keys arrive as lists
             queue.verdicts.extend(verdicts)
             queue.fresh_verdicts = queue.fresh_verdicts or bool(verdicts)
@@ -410,12 +417,14 @@ class TraceExportActor:
     def drain(self, run: str, timeout_s: float | None = None) -> ExportReport:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self.changed:
-            queue = self.runs[run]
-            while queue.items or queue.busy or queue.earlier is not None:
+            queue = self._queue(run)
+            while queue.exporter is None or queue.items or queue.busy or queue.earlier is not None:
                 if deadline is not None and time.monotonic() > deadline:
                     break
                 self.changed.wait(timeout=1.0)
             exporter = queue.exporter
+            if exporter is None:  # never opened within the time given
+                return ExportReport(exported=0, queued=len(queue.items), errors=["not opened"], n_errors=1)
             return ExportReport(exported=exporter.exported, queued=len(queue.items), errors=exporter.errors[-5:],
                                 n_errors=len(exporter.errors))
 
@@ -431,7 +440,8 @@ class TraceExportActor:
         """The next run with work, in turn, and its work (taken off its queue); waits for some."""
         with self.changed:
             while True:
-                ready = [q for q in self.runs.values() if q.earlier is not None or q.items or q.fresh_verdicts]
+                ready = [q for q in self.runs.values() if q.exporter is not None and (
+                    q.earlier is not None or q.items or q.fresh_verdicts)]
                 if ready:
                     break
                 self.changed.wait()
@@ -448,6 +458,7 @@ class TraceExportActor:
         while True:
             queue, earlier, batch, verdicts = self._next()
             exporter, failed, waiting = queue.exporter, [], verdicts
+            assert exporter is not None, "_next takes only opened runs"
             if earlier is not None:
                 try:
                     exporter.export_all(exporter.reconcile(earlier))
@@ -471,10 +482,10 @@ class TraceExportActor:
 
 @dataclass
 class _RunQueue:
-    """One run's work in an export actor."""
+    """One run's work in an export actor (its exporter None until `open` has run)."""
 
-    exporter: TraceExporter
-    earlier: dict[Key, str] | None  # what earlier invocations left unmarked, until settled
+    exporter: TraceExporter | None = None
+    earlier: dict[Key, str] | None = None  # what earlier invocations left unmarked, until settled
     items: list[tuple[Key, str]] = field(default_factory=list)
     verdicts: list[Judgement] = field(default_factory=list)
     fresh_verdicts: bool = False
@@ -497,14 +508,15 @@ class ExportPool:
 
     def open(self, run_dir: RunDir, meta: RunMeta, context: TraceContext | None = None) -> RunExport:
         """Start exporting a run (each actor first settles what earlier invocations left unmarked among its
-        questions)."""
+        questions). Not waited for: the run's episodes start while the actors start."""
         unmarked = missing_traces(run_dir)
         n = len(self.actors)
-        ray.get([exporter.open.remote(run_dir.run_id, str(run_dir.path.resolve()), meta.mlflow_uri,
-                                      meta.mlflow_experiment_id, meta.mlflow_run_id,
-                                      {k: f for k, f in unmarked.items() if shard(k[0], n) == i}, context)
-                 for i, exporter in enumerate(self.actors)])
-        return RunExport(self, run_dir.run_id)
+        export = RunExport(self, run_dir.run_id)
+        export.pending = [exporter.open.remote(run_dir.run_id, str(run_dir.path.resolve()), meta.mlflow_uri,
+                                               meta.mlflow_experiment_id, meta.mlflow_run_id,
+                                               {k: f for k, f in unmarked.items() if shard(k[0], n) == i}, context)
+                          for i, exporter in enumerate(self.actors)]
+        return export
 
     def cpu_s(self) -> float | None:
         """The export processes' CPU seconds so far (None when an actor does not answer)."""

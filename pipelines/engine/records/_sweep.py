@@ -72,6 +72,9 @@ class PoolFigures(_Part):
     """Copies of each corpus object in the object stores, by corpus content hash."""
     workers: WorkersUsage | None = None
     """The workers' CPU and memory."""
+    driver_cpu_s: float | None = None
+    """CPU seconds of the driver's process (the command: scheduling, recording, judging, MLflow's client) by the
+    pool's end."""
     limiters: list[EndpointLimit] = []
     """One request limiter per endpoint that needed one."""
     trace_export: dict[str, Any] | None = None

@@ -89,6 +89,8 @@ def run_jobs(jobs: list[Job], ctx: Context, tracker: Tracker | None, ex: Executi
         scheduler.run()
         opener.join()
         finisher.close()
+        if on_tick is not None:
+            on_tick(scheduler, runs)  # the last word: every run finished
     except BaseException as e:
         abort.set()
         _interrupted(runs, ctx, e)

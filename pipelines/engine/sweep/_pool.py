@@ -163,7 +163,8 @@ class Pool:
             actors_final=len(self.workers.workers) if self.workers else 0, actors_started=len(self.actors),
             corpus_replicas={key.split(" ", 1)[1]: corpus_replicas(ref[0]) for key, (_, ref) in self.objects.items()
                              if key.startswith("corpus ")},
-            workers=workers_usage(self.actors), limiters=limiters, trace_export=export,
+            workers=workers_usage(self.actors), driver_cpu_s=round(time.process_time(), 3), limiters=limiters,
+            trace_export=export,
             local_models=[str(s.base_url) for s in self.served.values()])
 
     def close(self) -> None:
