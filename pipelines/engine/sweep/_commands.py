@@ -93,8 +93,8 @@ def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool,
                  max_cost_usd: float | None = None) -> RunResult:
     """Resume (`statuses` None: questions with no record) or rerun (questions whose latest status is in `statuses`) a
     run, then finish it again; returns its summary. `max_cost_usd` replaces the run's budget (its whole spend,
-    earlier invocations included), so a run its budget stopped can go on. A run of a sweep is then marked in the
-    sweep's plan."""
+    earlier invocations included), so a run its budget stopped can go on. (`refresh_after` then marks a run of a
+    sweep in the sweep's plan.)"""
     refuse_if_running(run_dir.path, f"run {run_dir.run_id}")
     if max_cost_usd is not None:
         set_budget(run_dir, max_cost_usd)
@@ -114,7 +114,6 @@ def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool,
                 if not quiet:
                     print(f"run {run_dir.run_id}: 0 episodes to run, 0 to judge", file=sys.stderr)
                 result = finish(run_dir, tracker)
-        note_in_sweep(run_dir)
         return result
     finally:
         heartbeat.close()

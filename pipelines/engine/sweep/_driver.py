@@ -66,7 +66,7 @@ def run_jobs(jobs: list[Job], ctx: Context, tracker: Tracker | None, ex: Executi
     runs = Runs(jobs)
     pool = Pool(ex, [(job.label, job.cfg) for job in jobs], say=say)
     scheduler: Scheduler | None = None
-    abort = threading.Event()
+    abort, pool_closed = threading.Event(), threading.Event()
     try:
         ahead = jobs[:(ex.max_runs or len(jobs)) + 1]
         corpora = list({c.content_hash: c for c in (corpus_for(job.corpus_path()) for job in ahead)}.values())
@@ -84,10 +84,9 @@ def run_jobs(jobs: list[Job], ctx: Context, tracker: Tracker | None, ex: Executi
                               on_tick=None if on_tick is None else lambda s: on_tick(s, runs),
                               on_lane_done=lambda lane: finisher.put(runs.opened[lane.key]))
         opener = threading.Thread(target=_open_all, args=(runs, pool, tracker, ctx, scheduler, finisher, abort,
-                                                          ex.max_runs), name="open-runs", daemon=True)
+                                                          pool_closed, ex.max_runs), name="open-runs", daemon=True)
         opener.start()
         scheduler.run()
-        opener.join()
         finisher.close()
         if on_tick is not None:
             on_tick(scheduler, runs)  # the last word: every run finished
@@ -106,15 +105,18 @@ def run_jobs(jobs: list[Job], ctx: Context, tracker: Tracker | None, ex: Executi
 
             ctx.sweep.update(record)
         pool.close()
+        pool_closed.set()
     if ctx.alone and runs.failures:
         raise runs.failures[0][1]
     return [runs.results[job.label] for job in jobs if job.label in runs.results]
 
 
 def _open_all(runs: Runs, pool: Pool, tracker: Tracker | None, ctx: Context, scheduler: Scheduler,
-              finisher: _Finisher, abort: threading.Event, max_runs: int | None) -> None:
+              finisher: _Finisher, abort: threading.Event, pool_closed: threading.Event, max_runs: int | None) -> None:
     """Open each run in turn once the scheduler can start its episodes soon: no run opened earlier is still
-    waiting for its first episode, and no more are open than the runs that may start at once, plus two."""
+    waiting for its first episode, and no more are open than the runs that may start at once, plus two. The thread
+    then lives until the pool is closed: a local model server it started dies with the thread that started it
+    (`llama_server`'s PR_SET_PDEATHSIG)."""
     try:
         for order, job in enumerate(runs.jobs):
             while not abort.is_set() and (runs.waiting() or runs.open_now() >= (max_runs or len(runs.jobs)) + 2):
@@ -136,6 +138,7 @@ def _open_all(runs: Runs, pool: Pool, tracker: Tracker | None, ctx: Context, sch
                 scheduler.add(run.lane)
     finally:
         scheduler.close_intake()
+        pool_closed.wait()
 
 
 class _Finisher:
