@@ -65,15 +65,15 @@ class Pool:
         `export_actors`, the trace export actors; episodes start as each worker is ready."""
         from pipelines.engine.trace_export import start_export_actors
 
-        if export_actors:
-            self.exports = start_export_actors(export_actors)
         refs = [self.corpus(c)[0] for c in corpora]
         spawn = worker_spawner(self.ex, self.plan, refs, self.actors)
         self.workers = WorkerPool([], self.ex.max_actor_restarts + 2, spawn=spawn, target=pool_target(self.ex,
                                                                                                        self.plan))
         self.say(f"starting {self.plan.actors} episode worker(s); episodes start as each one is ready")
         self.workers_started = time.monotonic()
-        self.workers.grow()
+        self.workers.grow()  # first: the first episode waits for a worker, not for the export actors
+        if export_actors:
+            self.exports = start_export_actors(export_actors)
 
     def describe(self) -> str:
         limited = [key for key, limiter in self.limiters.items() if limiter is not None]
