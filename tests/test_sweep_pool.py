@@ -230,7 +230,7 @@ def test_a_sweep_killed_with_two_runs_in_flight_is_finished_by_resume(ray_local,
         main(["report", sweep_id, "--runs-dir", str(runs)])
     first = text.getvalue().splitlines()
     assert first[0].startswith(f"sweep {sweep_id} is unfinished: ")  # the report starts with what is missing
-    assert f"srag sweep --resume {sweep_id}" in " ".join(first[:3])  # and the command that finishes it
+    assert f"srag sweep --resume {sweep_id}" in " ".join(" ".join(first[:3]).split())  # and what finishes it
     assert any(" * " in line or line.rstrip().endswith("*") for line in first)  # its comparisons are marked
 
     code, out = cli("sweep", "--resume", sweep_id, "--runs-dir", str(runs))
