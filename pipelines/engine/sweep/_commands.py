@@ -31,7 +31,7 @@ from pipelines.engine.lifecycle import (
 from pipelines.engine.progress import RunStats
 from pipelines.engine.ray_utils import init_ray
 from pipelines.engine.records import EpisodeRecord, RunResult, SweepInfo, SweepSummary
-from pipelines.engine.results import RunDir, new_run_id
+from pipelines.engine.results import RunDir, git_revision, new_run_id
 from pipelines.engine.scheduler import Work
 from pipelines.engine.sweep._checks import endpoint_problem, judge_warning
 from pipelines.engine.sweep._driver import run_jobs
@@ -185,8 +185,6 @@ def run_sweep(name: str, sweep_file: Path, grid: dict[str, Any], runs: list[RunC
     folder = SweepFolder.create(runs_dir, info)  # the plan, from the first second
     tracker = _start_together(runs[0], runs_dir, True)
     try:
-        from pipelines.engine.results import git_revision
-
         revision = git_revision()
         tags = {"srag.sweep_id": sweep_id, "srag.kind": "sweep", "srag.git_revision": str(revision or ""),
                 **source_tags(sys.argv[1:], revision)}  # the children's source tags (`lifecycle.mlflow_run`)
@@ -224,8 +222,8 @@ def resume_sweep(runs_dir: Path, sweep_id: str, *, quiet: bool, max_cost_usd: fl
         if max_cost_usd is not None:
             i.max_cost_usd = max_cost_usd
         i.invocations.append(invocation("resume", changes, forced))
-        if force and apply is not None:
-            for entry in i.plan:
+        if apply is not None:  # what the command line gives: runs not started yet take it (a change to what the
+            for entry in i.plan:  # fingerprint covers only with --force: `_changes` refused it otherwise)
                 if entry.run_id is None:
                     cfg = apply(RunConfig.model_validate(entry.config))
                     entry.config, entry.fingerprint = cfg.model_dump(mode="json"), cfg.fingerprint()
