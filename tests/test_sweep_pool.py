@@ -107,6 +107,15 @@ def test_two_runs_share_one_pool_and_one_limit_per_endpoint(ray_local, fake_llm,
     assert all(m.pool.sweep_id == out["sweep_id"] and m.execution is None for m in metas)  # figures kept once
     assert list(pool.corpus_replicas.values())[0].count == 1  # one corpus object, both runs read it
 
+    # the sweep's progress, as live metrics on its parent run: runs and episodes of the whole sweep
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'm.db'}")
+    last = {name: client.get_metric_history(info.mlflow_run_id, f"live/{name}")[-1].value
+            for name in ("runs_finished", "runs_in_flight", "runs_planned", "episodes_done", "episodes_total")}
+    assert last == {"runs_finished": 2, "runs_in_flight": 0, "runs_planned": 0, "episodes_done": 2 * n,
+                    "episodes_total": 2 * n}
+
 
 def test_runs_that_cannot_share_a_pool_or_an_endpoints_limits_are_refused_before_anything_starts(
         tmp_path, sample_dir, fake_llm, capsys):
@@ -157,6 +166,47 @@ def test_a_resume_that_would_change_the_fingerprint_is_refused_and_a_live_sweep_
     assert "give no sweep file" in capsys.readouterr().err
     info = read_sweep(runs / "sweeps" / sweep_id)
     assert len(info.invocations) == 0 and all(e.state == "planned" for e in info.plan)  # nothing was started
+    (runs / "sweeps" / sweep_id / "heartbeat.json").unlink()
+
+
+def test_a_sweep_not_started_resumes_with_force_and_records_what_changed(ray_local, tmp_path, sample_dir, fake_llm):
+    fake_llm.respond_with(ScriptedAgent())
+    runs = tmp_path / "runs"
+    sweep_id = _plan_only(runs, sample_dir, fake_llm, tmp_path)
+    code, out = cli("sweep", "--resume", sweep_id, "--limit", "2", "--force", "--max-runs", "1", "--runs-dir",
+                    str(runs))
+    assert code == 0 and [r["n_questions"] for r in out["runs"]] == [2, 2] and out["unfinished"] == []
+    info = read_sweep(runs / "sweeps" / sweep_id)
+    (resume,) = info.invocations
+    assert resume.kind == "resume" and resume.changes == {"max_runs": 1, "limit": 2}
+    assert resume.forced == ["run variant=zero_ingestion: limits.limit (null -> 2)",
+                             "run variant=no_diagnostics: limits.limit (null -> 2)"]
+    assert info.execution == {"max_runs": 1} and resume.pool.max_runs == 1
+    assert all(e.config["limits"]["limit"] == 2 and e.state == "finished" for e in info.plan)
+
+
+def test_rerun_and_judge_take_a_sweep(ray_local, tmp_path, sample_dir, fake_llm):
+    agent = ScriptedAgent(failing={1})
+    fake_llm.respond_with(agent)
+    corpus, questions = write_benchmark(tmp_path / "b", sample_dir / "corpus", 4)
+    base = run_config(corpus, questions, fake_llm.base_url, tracking_uri=f"sqlite:///{tmp_path / 'm.db'}",
+                      **{"tracking.traces": False})
+    sweep = _sweep_file(tmp_path, base, {"variant": ["zero_ingestion", "no_diagnostics"]})
+    runs = tmp_path / "runs"
+    code, out = cli("sweep", sweep, "--runs-dir", str(runs))
+    assert code == 1 and [r["failed"] for r in out["runs"]] == [1, 1]
+    agent.healed = True
+    code, again = cli("rerun", out["sweep_id"], "--runs-dir", str(runs))  # every run's failed questions, one pool
+    assert code == 0 and [r["failed"] for r in again["runs"]] == [0, 0] and all(r["complete"] for r in again["runs"])
+    for r in again["runs"]:
+        attempts = Counter(x.attempt for x in RunDir.open(runs, r["run_id"]).store().records() if x.type == "episode")
+        assert attempts == Counter({1: 4, 2: 1})  # q001 again, as a second attempt beside the first
+    info = read_sweep(runs / "sweeps" / out["sweep_id"])
+    assert [i.kind for i in info.invocations] == ["start", "rerun"] and info.invocations[1].runs == [
+        "variant=zero_ingestion", "variant=no_diagnostics"]
+    code, judged = cli("judge", out["sweep_id"], "--all", "--no-llm", "--runs-dir", str(runs))
+    assert code == 0 and judged["n_runs"] == 2
+    assert all(len(RunDir.open(runs, r["run_id"]).read_meta().judges) == 1 for r in judged["runs"])
 
 
 def test_a_heartbeat_tells_a_live_driver_from_a_gone_one(tmp_path):
