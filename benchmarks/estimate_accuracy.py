@@ -27,9 +27,9 @@ from typing import Any
 from benchmarks import DATA_ROOT
 from benchmarks._scripted import markdown_table, scripted_endpoint
 from pipelines.config import validate_run
-from pipelines.engine import lifecycle
 from pipelines.engine.estimate import estimate_run
 from pipelines.engine.ray_utils import init_ray
+from pipelines.engine.sweep import run_one
 
 PRICES = {"prompt": 2.0, "completion": 8.0}
 
@@ -59,7 +59,7 @@ def measure(dataset: str, base_url: str, limit: int | None, seeds: int,
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        full = lifecycle.run_one(config(dataset, base_url, workdir, limit), workdir / "full", quiet=True)
+        full = run_one(config(dataset, base_url, workdir, limit), workdir / "full", quiet=True)
         actual = full.cost_usd
         for size in pilots:
             errors, held = [], 0

@@ -26,6 +26,7 @@ from benchmarks._scripted import markdown_table, scripted_endpoint
 from pipelines.config import validate_run
 from pipelines.engine import lifecycle
 from pipelines.engine.ray_utils import init_ray
+from pipelines.engine.sweep import execute
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
 SAMPLE = Path(__file__).resolve().parents[1] / "pipelines" / "samples" / "twowiki" / "corpus"
@@ -46,7 +47,7 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
     started = time.monotonic()
     run_dir = lifecycle.start_run(cfg, workdir / "runs", tracker)
     todo, _ = lifecycle.pending_work(run_dir, None)
-    lifecycle.execute(run_dir, cfg, todo, tracker, quiet=True)
+    execute(run_dir, cfg, todo, tracker, quiet=True)
     summary = lifecycle.finish(run_dir, tracker)
     tracker.close()
     total = time.monotonic() - started

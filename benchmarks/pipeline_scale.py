@@ -38,6 +38,7 @@ from pipelines.config import validate_run
 from pipelines.engine import lifecycle
 from pipelines.engine.ray_utils import init_ray
 from pipelines.engine.records import EpisodeRecord
+from pipelines.engine.sweep import execute
 from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import QUESTION, ScriptedJudge, run_config, write_benchmark
 
@@ -91,7 +92,7 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
     todo, _ = lifecycle.pending_work(run_dir, None)
     load_before = os.getloadavg()[0]  # the machine is shared: CPU seconds move with what else runs on it
     cpu0, t0 = time.process_time(), time.monotonic()
-    lifecycle.execute(run_dir, cfg, todo, tracker, quiet=True)
+    execute(run_dir, cfg, todo, tracker, quiet=True)
     cpu_exec = time.process_time() - cpu0
     t_finish = time.monotonic()
     summary = lifecycle.finish(run_dir, tracker)

@@ -105,7 +105,10 @@ class Limits(_Strict):
 
 class Execution(_Strict):
     """Where and how wide the run goes on Ray, and the limits on its LLM requests (the `execution` section). Not in
-    the fingerprint: it changes how fast a run goes, not what it gives."""
+    the fingerprint: it changes how fast a run goes, not what it gives. The runs of a sweep share one pool of
+    workers, so they must agree on the pool's settings (`ray_address`, `actors`, `concurrency`,
+    `episodes_per_actor`, `cpus_per_actor`, `max_actor_restarts`, `max_runs`), and the runs on one endpoint on its
+    limits; a sweep whose runs differ there is refused before anything starts."""
 
     ray_address: str | None = None
     """The Ray cluster to join, as `ray.init(address=...)` takes it. None: RAY_ADDRESS, else this user's running
@@ -122,14 +125,20 @@ class Execution(_Strict):
     cpus_per_actor: float = Field(1.0, gt=0)
     """CPUs Ray reserves for each actor (its num_cpus; fractions allowed). Under `actors: auto` a node takes one
     actor per CPU, or one per this many CPUs when it is above 1."""
+    max_runs: int | None = Field(2, ge=1)
+    """How many runs of a sweep start episodes at once on the sweep's one pool of workers. Runs start in the
+    sweep's order; a run whose every episode has started no longer counts, so the next one starts while its last
+    episodes finish and the pool stays full. None: every run at once. (`srag run` is a sweep of one run.)"""
     max_concurrent_requests: int | None = Field(32, ge=1)
-    """Most LLM requests in flight to the run's endpoint at once, across all actors (the judge's included when it
-    uses the run's endpoint). None: no cap."""
+    """Most LLM requests in flight to the run's endpoint at once, across all actors and, in a sweep, across all its
+    runs on that endpoint (the judge's included when it uses that endpoint). An endpoint is its base URL, model and
+    API key variable; runs of one sweep that set different limits for one endpoint are refused. None: no cap."""
     requests_per_minute: int | None = Field(None, ge=1)
-    """Most LLM requests started per minute to the run's endpoint, across all actors. None: no limit."""
+    """Most LLM requests started per minute to the run's endpoint, per endpoint as `max_concurrent_requests`. None:
+    no limit."""
     tokens_per_minute: int | None = Field(None, ge=1)
-    """Most tokens per minute to the run's endpoint, across all actors, each request counted by an estimate: its
-    prompt (and tool definitions) plus its whole completion limit. None: no limit."""
+    """Most tokens per minute to the run's endpoint, per endpoint as `max_concurrent_requests`, each request counted
+    by an estimate: its prompt (and tool definitions) plus its whole completion limit. None: no limit."""
     # srag_core.llm.Window keeps the books of the adaptive limit.
     adaptive_concurrency: bool = True
     """The requests in flight follow the endpoint's 429s within `max_concurrent_requests`: halved on a 429, one more
@@ -297,10 +306,14 @@ class RunConfig(_Strict):
     def fingerprint(self) -> str:
         """Short hash of everything that changes results (not where data comes from or results go, nor the budgets,
         which decide how many questions run, not what each one gives)."""
+        return _short_hash(self.fingerprinted())
+
+    def fingerprinted(self) -> dict[str, Any]:  # a config dump: what `fingerprint` hashes
+        """The settings the fingerprint covers."""
         material = self.model_dump(exclude={"name", "data_root", "runs_dir", "tracking", "execution"}, mode="json")
         for budget in ("max_cost_usd", "max_tokens"):
             material["limits"].pop(budget)
-        return _short_hash(material)
+        return material
 
     def episode_fingerprint(self) -> str:
         """Short hash of what changes one episode and its verdict (the system, the model, the judge, the data), not

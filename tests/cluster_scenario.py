@@ -1,4 +1,5 @@
-"""Run a pipeline on a two-node `ray.cluster_utils.Cluster` and remove the worker node mid-run.
+"""Run a pipeline on a two-node `ray.cluster_utils.Cluster` and remove the worker node mid-run: one run
+(`scenario`), or a sweep of two runs sharing one pool (`sweep_scenario`, with `sweep` after the arguments).
 
 Executed as its own process by tests/test_pipeline_faults.py (a Cluster cannot share a process with the test
 session's local Ray). Prints one JSON object describing what happened.
@@ -18,6 +19,8 @@ from ray.cluster_utils import Cluster
 
 from pipelines.config import validate_run
 from pipelines.engine import lifecycle
+from pipelines.engine.results import RunDir
+from pipelines.engine.sweep import execute
 from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
@@ -27,7 +30,7 @@ def run_in_background(cfg, workdir: Path):
     tracker = lifecycle.open_tracker(cfg, workdir / "runs")
     run_dir = lifecycle.start_run(cfg, workdir / "runs", tracker)
     todo, _ = lifecycle.pending_work(run_dir, None)
-    thread = threading.Thread(target=lifecycle.execute, args=(run_dir, cfg, todo, tracker), kwargs={"quiet": True})
+    thread = threading.Thread(target=execute, args=(run_dir, cfg, todo, tracker), kwargs={"quiet": True})
     thread.start()
     return run_dir, tracker, thread
 
@@ -82,6 +85,58 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
             "alive": not thread.is_alive()}
 
 
+def sweep_scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> dict:
+    """A sweep of two runs on one pool; the worker node goes once both runs have recorded a quarter of their
+    questions and some of their episodes ran on it."""
+    from pipelines.engine.sweep import run_sweep
+
+    worker_node = cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    removed_id = worker_node.node_id
+    with FakeLLM(responder=ScriptedAgent(delay=0.15)) as server:
+        corpus, questions = write_benchmark(workdir / "bench", sample_corpus, n)
+        base = run_config(corpus, questions, server.base_url, tracking_uri=f"sqlite:///{workdir / 'm.db'}",
+                          **{"execution.actors": 4, "execution.episodes_per_actor": 3, "execution.max_runs": 2,
+                             "execution.cpus_per_actor": 0.5, "tracking.traces": False})
+        variants = ["zero_ingestion", "no_diagnostics"]
+        runs = [validate_run({**base, "variant": v, "name": f"node/variant={v}"}, "scenario") for v in variants]
+        out: list = []
+        thread = threading.Thread(target=lambda: out.append(run_sweep(
+            "node", workdir / "sweep.yaml", {"variant": variants}, runs, workdir / "runs", quiet=True)))
+        thread.start()
+
+        def recorded() -> list:
+            return [[r for r in RunDir(f.parent).store().records() if r.type == "episode"]
+                    for f in sorted((workdir / "runs").glob("*/results.jsonl"))]
+
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            done = recorded()
+            if len(done) == 2 and all(len(d) >= n // 4 for d in done) and all(
+                    any(r.worker and r.worker.node_id == removed_id for r in d) for d in done):
+                break
+            time.sleep(0.1)
+        recorded_before = [len(d) for d in recorded()]
+        from ray.util.state import list_actors
+        placed = [a.node_id for a in list_actors(filters=[("class_name", "=", "EpisodeWorker"),
+                                                          ("state", "=", "ALIVE")])]
+        cluster.remove_node(worker_node)
+        recorded_after = [len(d) for d in recorded()]
+        thread.join(timeout=600)
+    runs_out = []
+    for result in out[0].runs:
+        run_dir = RunDir.open(workdir / "runs", result.run_id)
+        episodes = [r for r in run_dir.store().records() if r.type == "episode"]
+        runs_out.append({"episodes": [{"question_id": r.question_id, "attempt": r.attempt, "status": r.status,
+                                       "node_id": r.worker.node_id if r.worker else None} for r in episodes],
+                         "requeued": run_dir.read_meta().requeued or 0, "summary": result.to_json()})
+    return {"removed_node": removed_id, "recorded_before_removal": recorded_before,
+            "recorded_after_removal": recorded_after, "placed": placed, "runs": runs_out,
+            "unfinished": len(out[0].unfinished), "alive": not thread.is_alive()}
+
+
 if __name__ == "__main__":
-    result = on_cluster(scenario, Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]))
+    chosen = sweep_scenario if sys.argv[4:] == ["sweep"] else scenario
+    result = on_cluster(chosen, Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]))
     print("RESULT " + json.dumps(result, default=str), flush=True)

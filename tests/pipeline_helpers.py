@@ -209,15 +209,15 @@ class CliCapture:
         return code, json.loads(buf.getvalue())
 
 
-def run_scenario(module: str, workdir: Path, sample_corpus: Path, n: int) -> dict:
-    """Run `python -m tests.<module> WORKDIR CORPUS N` in its own process (a `ray.cluster_utils.Cluster` cannot share
-    a process with the test session's Ray) and return the JSON object it prints on its RESULT line."""
+def run_scenario(module: str, workdir: Path, sample_corpus: Path, n: int, *extra: str) -> dict:
+    """Run `python -m tests.<module> WORKDIR CORPUS N [EXTRA...]` in its own process (a `ray.cluster_utils.Cluster`
+    cannot share a process with the test session's Ray) and return the JSON object it prints on its RESULT line."""
     import os
     import subprocess
     import sys
 
     repo = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-m", f"tests.{module}", str(workdir), str(sample_corpus), str(n)],
+    proc = subprocess.run([sys.executable, "-m", f"tests.{module}", str(workdir), str(sample_corpus), str(n), *extra],
                           cwd=repo, capture_output=True, text=True, timeout=900,
                           env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]

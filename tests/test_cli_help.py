@@ -156,6 +156,10 @@ def test_submit_passes_the_sweep_options_on_to_the_job(tmp_path, capsys):
                    f"--epochs 2 --max-cost 3.5 --profile {SUBMITTED_DIR}/probed.json --data-root /on/the/cluster")
     named = build_parser().parse_args(["submit", "s.yaml", "--profile", "vllm"])
     assert sweep_options(named) == ["--profile", "vllm"]  # a shipped profile's name is passed as it is
+    # a sweep whose driver died is finished by a job that needs no sweep file: `srag sweep --resume` on its folder
+    resume = build_parser().parse_args(["submit", "--resume", "s1", "--max-cost", "9", "--max-runs", "3"])
+    assert entrypoint(None, Path("/shared/runs"), sweep_options(resume), resume=resume.resume) == (
+        "python -m pipelines.cli sweep --resume s1 --runs-dir /shared/runs --json --max-cost 9.0 --max-runs 3")
 
 
 def test_submit_dry_run_ships_the_profile_file_and_checks_the_options(tmp_path, capsys):
@@ -200,7 +204,7 @@ def test_srag_runs_lists_runs_and_sweeps_from_what_they_wrote(runs_dir, capsys):
     assert runs[ONE_EPOCH] | {"problem": None} == {
         "kind": "run", "id": ONE_EPOCH, "name": "one-epoch", "status": "finished", "complete": False,
         "accuracy": summary["accuracy"], "cost_usd": None,  # that release's summary.json had no total_cost_usd
-        "started": "2026-12-04T20:22:39+00:00", "sweep_id": None, "runs": None, "problem": None}
+        "started": "2026-12-04T20:22:39+00:00", "sweep_id": None, "runs": None, "planned": None, "problem": None}
     assert runs["broken"]["status"] == "damaged" and "run.json lacks run_id, name" in runs["broken"]["problem"]
     assert err.count("\n") == 1 and "broken" in err
     (sweep,) = listing["sweeps"]

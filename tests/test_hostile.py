@@ -596,12 +596,12 @@ def test_the_driver_records_a_stuck_episode_as_timeout_and_takes_its_slot_back(r
     """An episode that never returns (here, a worker thread that sleeps for an hour) is recorded as timeout once its
     limit plus grace has passed; the other questions still run, and the stuck worker is restarted."""
     from pipelines.engine.progress import RunStats
-    from pipelines.engine.scheduler import Scheduler, WorkerPool
-    from tests.test_scheduler import CollectingSink, ThreadJudge
+    from pipelines.engine.scheduler import Lane, WorkerPool
+    from tests.test_scheduler import CollectingSink, ThreadJudge, run
 
     @ray_local.remote(num_cpus=0, max_restarts=2)
     class SometimesStuck:
-        def run_episode(self, question, attempt, epoch=1):
+        def run_episode(self, run, question, attempt, epoch=1):
             if question.id == "stuck":
                 time.sleep(3600)
             return validate_record({"question_id": question.id, "attempt": attempt, "answer": question.id[::-1],
@@ -613,10 +613,9 @@ def test_the_driver_records_a_stuck_episode_as_timeout_and_takes_its_slot_back(r
                                                                    for i in range(6)]
     sink = CollectingSink()
     try:
-        scheduler = Scheduler(WorkerPool(workers, max_failures=3), ThreadJudge(), [sink],
-                              RunStats(total=len(questions)), capacity=2, retries_on_death=2, episode_timeout_s=2.0,
-                              grace_s=1.0)
-        _, seconds = timed(scheduler.run, [(q, 1, 1) for q in questions])
+        lane = Lane("r", "r", ThreadJudge(), [sink], RunStats(total=len(questions)), retries_on_death=2,
+                    episode_timeout_s=2.0, todo=[(q, 1, 1) for q in questions])
+        _, seconds = timed(run, WorkerPool(workers, max_failures=3), lane, capacity=2, grace_s=1.0)
     finally:
         ray_local.kill(workers[0])
     assert Counter(r.question_id for r in sink.episodes) == Counter({q.id: 1 for q in questions})

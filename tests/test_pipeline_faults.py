@@ -35,6 +35,23 @@ def test_a_node_removed_mid_run_loses_no_question(tmp_path, sample_dir):
 
 
 @pytest.mark.slow
+def test_a_node_removed_mid_sweep_loses_no_question_of_any_run(tmp_path, sample_dir):
+    n = 32
+    result = run_scenario("cluster_scenario", tmp_path, sample_dir / "corpus", n, "sweep")
+    assert result["alive"] and result["unfinished"] == 0 and len(result["runs"]) == 2
+    in_flight = result["placed"].count(result["removed_node"]) * 3  # execution.episodes_per_actor, over both runs
+    for run, before, after in zip(result["runs"], result["recorded_before_removal"], result["recorded_after_removal"],
+                                  strict=True):
+        episodes = run["episodes"]
+        assert Counter(e["question_id"] for e in episodes) == Counter({f"q{i:03d}": 1 for i in range(n)})
+        assert all(e["status"] == "ok" for e in episodes) and run["summary"]["accuracy"] == 1.0
+        assert any(e["node_id"] == result["removed_node"] for e in episodes[:before])  # it ran on the node ...
+        late = episodes[after + in_flight:]
+        assert all(e["node_id"] != result["removed_node"] for e in late)  # ... and moved off it
+    assert sum(run["requeued"] for run in result["runs"]) >= 1  # episodes it was running went back to their run
+
+
+@pytest.mark.slow
 def test_a_killed_driver_resumes_without_redoing_finished_questions(ray_local, mlflow_server, fake_llm, tmp_path,
                                                                     sample_dir, capsys):
     n = 60

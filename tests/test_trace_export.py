@@ -20,6 +20,7 @@ from pipelines.engine.trace_export import (
     MARKERS,
     VERDICT_MARKERS,
     ExportPool,
+    RunExport,
     TraceExporter,
     TraceExportSink,
     export_missing,
@@ -126,15 +127,24 @@ class _SlowAdds:
     def __init__(self, add_s: float):
         self.add_s, self.given = add_s, None
 
-    def add(self, items, verdicts) -> None:
+    def open(self, run, run_path, uri, experiment_id, mlflow_run_id, earlier, context) -> None:
+        self.opened = earlier
+
+    def add(self, run, items, verdicts) -> None:
         time.sleep(self.add_s)
 
-    def drain(self, timeout_s):
+    def drain(self, run, timeout_s):
         self.given = timeout_s
-        return {"exported": 0, "queued": 0, "errors": [], "n_errors": 0, "cpu_s": 0.0}
+        return {"exported": 0, "queued": 0, "errors": [], "n_errors": 0}
 
     def drain_given(self):
         return self.given
+
+
+def _run_export(actor, unmarked=None, pool=None) -> RunExport:
+    """Run r1's share of a pool of the one actor (or of `pool`)."""
+    return RunExport(pool or ExportPool(lambda: [actor]), ("r1", "runs/r1", "sqlite://", "0", "m1"), unmarked or {},
+                     None)
 
 
 def test_a_pool_drain_has_one_timeout_for_the_adds_and_the_drain(ray_local):
@@ -142,7 +152,7 @@ def test_a_pool_drain_has_one_timeout_for_the_adds_and_the_drain(ray_local):
     add does not make the whole drain last up to twice as long."""
     actor = ray_local.remote(_SlowAdds).remote(0.8)
     ray_local.get(actor.drain_given.remote())  # started: its start-up is not counted against the drain's timeout
-    pool = ExportPool([actor])
+    pool = _run_export(actor)
     pool.add([(("q0", 1, 1), "traces/q0.1.json")])
     assert pool.drain(timeout_s=10.0)["actors"] == 1
     given = ray_local.get(actor.drain_given.remote())
@@ -152,7 +162,7 @@ def test_a_pool_drain_has_one_timeout_for_the_adds_and_the_drain(ray_local):
 
 def test_a_pool_drain_gives_up_at_its_timeout_when_an_add_hangs(ray_local):
     actor = ray_local.remote(_SlowAdds).remote(60.0)
-    pool = ExportPool([actor])
+    pool = _run_export(actor)
     pool.add([(("q0", 1, 1), "traces/q0.1.json")])
     started = time.monotonic()
     with pytest.raises(ray_local.exceptions.GetTimeoutError):
@@ -292,12 +302,17 @@ def test_the_export_actors_start_with_the_first_trace_not_with_the_run(ray_local
         return [ray_local.remote(_SlowAdds).remote(0.0)]
 
     pool = ExportPool(start)
-    assert started == [] and pool.drain(timeout_s=10.0)["actors"] == 0 and started == []  # nothing came
-    pool.add([(("q0", 1, 1), "traces/q0.1.json")])
-    assert started == [1] and pool.drain(timeout_s=10.0)["actors"] == 1
+    export = _run_export(None, pool=pool)
+    assert started == [] and export.drain(timeout_s=10.0)["actors"] == 0 and started == []  # nothing came
+    export.add([(("q0", 1, 1), "traces/q0.1.json")])
+    assert started == [1] and export.drain(timeout_s=10.0)["actors"] == 1
+    second = _run_export(None, pool=pool)  # another run of the pool: the same actors
+    second.add([(("q1", 1, 1), "traces/q1.1.json")])
+    assert second.drain(timeout_s=10.0)["actors"] == 1 and started == [1]
     pool.kill()
-    earlier = ExportPool(start, earlier=True)  # an earlier invocation left traces to settle: they start to drain
-    assert earlier.drain(timeout_s=10.0)["actors"] == 1 and started == [1, 1]
+    earlier = ExportPool(start)  # an earlier invocation left traces to settle: they start to drain
+    assert _run_export(None, {("q1", 1, 1): "traces/q1.1.json"}, earlier).drain(timeout_s=10.0)["actors"] == 1
+    assert started == [1, 1]
     earlier.kill()
 
 

@@ -160,7 +160,7 @@ def _sweep(args: argparse.Namespace) -> int:
         changed = [r for r in run_dirs if got.labels.get(r.run_id)]
     results = {r.run_id: _refinish(r, args, sweep=False) for r in changed}
     if changed:
-        from pipelines.engine.sweeps import refresh_after
+        from pipelines.engine.sweep import refresh_after
 
         refresh_after(changed[0], args.runs_dir)  # the sweep's parent run: its pairwise table, once
     shown = [results.get(run_id) or _report(args.runs_dir, run_id) for run_id in info.runs]
@@ -227,7 +227,7 @@ def _refinish(run_dir: RunDir, args: argparse.Namespace, sweep: bool = True) -> 
     # a run without an MLflow run (tracking off, or a run folder made by hand) needs no tracking store opened
     result = refinish(run_dir) if run_dir.read_meta().mlflow_run_id else finish(run_dir, None)
     if sweep:
-        from pipelines.engine.sweeps import refresh_after
+        from pipelines.engine.sweep import refresh_after
 
         refresh_after(run_dir, args.runs_dir)
     if result.mlflow_errors:

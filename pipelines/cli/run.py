@@ -44,7 +44,7 @@ from pipelines.engine.results import RunDir, check_run_id
 from srag_core import FAILED, FINISHED, STATUSES
 
 if TYPE_CHECKING:
-    from pipelines.engine.sweep_plan import SweepPlan
+    from pipelines.engine.sweep import SweepPlan
 
 SUMMARY_COLUMNS = ["run_id", "variant", "model", "n_questions", "scored", "failed", "pending", "missing", "accuracy",
                    "coverage", "accuracy_all", "complete", "em", "f1", "mean_steps", "spent_tokens", "spent_cost_usd",
@@ -156,26 +156,43 @@ def _register_judge(sub: argparse._SubParsersAction) -> None:
 
 
 def _register_sweep(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "sweep", "run a grid of configurations under one MLflow parent run", """
-        Run every configuration of a sweep file's grid, one after another, each a run of its own (an MLflow child of
-        the sweep's parent run), then compare the runs pairwise. Before the first run starts, every run is checked:
-        its config, its dataset and data root, its corpus and questions, and that its endpoint answers (a local
-        model is started by the run itself and is not asked); a problem in any run stops the sweep before anything
-        is spent.
+    p = add_command(sub, "sweep", "run a grid of configurations as one job, under one MLflow parent run", """
+        Run every configuration of a sweep file's grid as one job: its runs share one pool of Ray workers, one
+        copy of each corpus per node and one request limiter per endpoint, and up to execution.max_runs of them
+        have episodes in flight at once, the next starting while the last episodes of one before it finish. Each is
+        a run of its own (its own folder, summary and MLflow child of the sweep's parent run); then the runs are
+        compared pairwise. Before anything starts, every run is checked: its config, its dataset and data root, its
+        corpus and questions, that its endpoint answers (a local model is started by the sweep itself and is not
+        asked), and that the runs agree on the pool's settings and on each endpoint's limits; a problem stops the
+        sweep before anything is spent. The sweep folder (RUNS_DIR/sweeps/SWEEP_ID) holds the plan from the first
+        second.
 
-        --dry-run makes the same checks, lists the runs (what differs, questions, episodes) and starts nothing; it
-        exits with status 2 when any run cannot run. A run config belongs to srag run, a CAR grid to srag car
-        --grid.""", [
+        --resume SWEEP_ID finishes a sweep whose driver stopped or died, from its folder alone: finished runs are
+        kept, interrupted ones go on from their records (nothing recorded runs again), runs not started start.
+        --dry-run makes the checks, lists the runs (what differs, questions, episodes) and starts nothing; it exits
+        with status 2 when any run cannot run. A run config belongs to srag run, a CAR grid to srag car --grid.""", [
         "srag sweep configs/quickstart.yaml --dry-run",
         "srag sweep configs/quickstart.yaml",
-        "srag sweep configs/scalablerag_table1.yaml --limit 50 --max-cost 20 --data-root /data/srag"])
-    p.add_argument("sweep", metavar="SWEEP", help="the sweep file (YAML with name, base and grid)")
+        "srag sweep configs/scalablerag_table1.yaml --limit 50 --max-cost 20 --data-root /data/srag",
+        "srag sweep --resume 20261204-101500-table1-a1b2 --max-cost 40"])
+    p.add_argument("sweep", nargs="?", metavar="SWEEP", help="the sweep file (YAML with name, base and grid)")
+    p.add_argument("--resume", metavar="SWEEP_ID",
+                   help="finish the sweep SWEEP_ID: keep its finished runs, go on with the others (no sweep file "
+                        "needed)")
+    p.add_argument("--force", action="store_true",
+                   help="with --resume: go on even when the options given change what the runs' fingerprint covers "
+                        "(runs not started yet take the change; recorded in sweep.json)")
     p.add_argument("--limit", type=positive_int, metavar="N", help="run only the first N questions of every run")
     p.add_argument("--epochs", type=positive_int, metavar="K",
                    help="run every question K times in every run (limits.epochs)")
     p.add_argument("--max-cost", type=non_negative_usd, metavar="USD",
-                   help="the sweep's budget over all its runs (overrides the file's max_cost_usd)")
+                   help="the sweep's budget over all its runs (overrides the file's max_cost_usd; with --resume, a "
+                        "new budget for the whole sweep)")
     p.add_argument("--profile", metavar="PROFILE", help=PROFILE_HELP)
+    p.add_argument("--concurrency", type=positive_int, metavar="N",
+                   help="episodes in flight across the sweep's pool (execution.concurrency)")
+    p.add_argument("--max-runs", type=positive_int, metavar="N",
+                   help="runs with episodes starting at once (execution.max_runs)")
     p.add_argument("--dry-run", action="store_true",
                    help="check every run and list what the sweep would run (what differs, questions, episodes); "
                         "start nothing")
@@ -275,17 +292,15 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pipelines.engine import lifecycle
-
     if args.resume:
         if args.epochs:
             raise CliError("--epochs sets a new run's epochs; a resumed run keeps the ones it was started with")
         result = _continue(RunDir.open(args.runs_dir, args.resume), None, args, max_cost_usd=args.max_cost)
     else:
-        from pipelines.engine.sweep_plan import ENDPOINT_TIMEOUT_S
+        from pipelines.engine.sweep import ENDPOINT_TIMEOUT_S, run_one
 
-        result = lifecycle.run_one(config_from_args(args), args.runs_dir, quiet=args.quiet,
-                                   endpoint_timeout_s=ENDPOINT_TIMEOUT_S)
+        result = run_one(config_from_args(args), args.runs_dir, quiet=args.quiet,
+                         endpoint_timeout_s=ENDPOINT_TIMEOUT_S)
     return _print_run(result, args)
 
 
@@ -307,17 +322,22 @@ def expand_statuses(values: list[str] | None, replace_scored: bool = False) -> l
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
+    from pipelines.engine.sweeps import is_sweep
+
     statuses = expand_statuses(args.status, args.replace_scored)  # bad input is reported before the run is read
+    if is_sweep(args.runs_dir, check_run_id(args.run_id)):
+        from pipelines.engine.sweep import rerun_sweep
+
+        return _print_sweep(rerun_sweep(args.runs_dir, args.run_id, statuses, quiet=args.quiet), args)
     return _print_run(_continue(RunDir.open(args.runs_dir, args.run_id), statuses, args), args)
 
 
 def _continue(run_dir: RunDir, statuses: list[str] | None, args: argparse.Namespace,
               max_cost_usd: float | None = None) -> RunResult:
     """Resume or rerun a run, then bring its sweep's parent run (if any) up to date."""
-    from pipelines.engine import lifecycle
-    from pipelines.engine.sweeps import refresh_after
+    from pipelines.engine.sweep import continue_run, refresh_after
 
-    result = lifecycle.continue_run(run_dir, statuses, args.quiet, max_cost_usd)
+    result = continue_run(run_dir, statuses, args.quiet, max_cost_usd)
     refresh_after(run_dir, args.runs_dir)
     return result
 
@@ -381,10 +401,14 @@ def next_step(result: RunResult) -> str:
     return " then ".join(steps) or "see srag report"
 
 
-def stop_line(run_id: str, stop: StopRecord) -> str:
+def stop_line(run_id: str, stop: StopRecord, sweep_id: str | None = None) -> str:
     """One line on why a run stopped starting episodes, and what to do about it."""
-    then = f"srag run --resume {run_id} --max-cost USD runs the rest" if stop.kind == "budget" else \
-        f"fix it, then srag run --resume {run_id}"
+    if stop.kind == "budget" and stop.scope == "sweep" and sweep_id:
+        then = f"srag sweep --resume {sweep_id} --max-cost USD runs the rest of the sweep"
+    elif stop.kind == "budget":
+        then = f"srag run --resume {run_id} --max-cost USD runs the rest"
+    else:
+        then = f"fix it, then srag run --resume {run_id}"
     return f"srag: run {run_id} stopped: {stop.reason}; ${stop.spent_usd or 0:.4f} spent, {stop.not_run} " \
            f"episode(s) not run ({then})"
 
@@ -402,22 +426,48 @@ def _mlflow_uri(runs_dir: Path, run_id: str) -> str:
 def sweep_runs(args: argparse.Namespace) -> tuple[Any, list[RunConfig]]:
     """The sweep file and its runs, with --limit, --epochs, --profile and --data-root applied to every run."""
     sweep = load_sweep(args.sweep)
-    runs = sweep.expand(args.sweep)
-    for key, value in (("limit", args.limit), ("epochs", args.epochs)):
-        if value is not None:
-            runs = [validate_run({**r.model_dump(mode="json"), "limits": {**r.limits.model_dump(), key: value}},
-                                 f"--{key}") for r in runs]
-    if args.profile:
-        runs = [r.model_copy(update={"llm": with_profile(r.llm, args.profile, "--profile")}) for r in runs]
-    if args.data_root:
-        runs = [r.model_copy(update={"data_root": str(args.data_root)}) for r in runs]
-    return sweep, runs
+    return sweep, [run_overrides(args)(r) for r in sweep.expand(args.sweep)]
+
+
+def run_overrides(args: argparse.Namespace):
+    """A function applying --limit, --epochs, --profile and --data-root (those given) to a run config."""
+    def apply(run: RunConfig) -> RunConfig:
+        for key, value in (("limit", args.limit), ("epochs", args.epochs)):
+            if value is not None:
+                run = validate_run({**run.model_dump(mode="json"), "limits": {**run.limits.model_dump(), key: value}},
+                                   f"--{key}")
+        if args.profile:
+            run = run.model_copy(update={"llm": with_profile(run.llm, args.profile, "--profile")})
+        if args.data_root:
+            run = run.model_copy(update={"data_root": str(args.data_root)})
+        return run
+
+    return apply
+
+
+def given_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The run options given on the command line, as sweep.json records them."""
+    given = {"limit": args.limit, "epochs": args.epochs, "profile": args.profile,
+             "data_root": str(args.data_root) if args.data_root else None}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def execution_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The execution settings given on the command line (--concurrency, --max-runs)."""
+    given = {"concurrency": args.concurrency, "max_runs": args.max_runs}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Every run of the sweep is checked (`sweep_plan`) before the first one starts: one that cannot run stops the
     sweep before anything is spent, and fails the dry run."""
-    from pipelines.engine.sweep_plan import ENDPOINT_TIMEOUT_S, sweep_plan
+    if args.resume:
+        return _resume_sweep(args)
+    if not args.sweep:
+        raise CliError("give a sweep file, or --resume SWEEP_ID")
+    if args.force:
+        raise CliError("--force goes with --resume: a new sweep has nothing to force")
+    from pipelines.engine.sweep import ENDPOINT_TIMEOUT_S, pool_execution, sweep_plan
 
     sweep, runs = sweep_runs(args)
     max_cost = args.max_cost if args.max_cost is not None else sweep.max_cost_usd
@@ -433,12 +483,28 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         listed = "" if args.dry_run else f" (srag sweep {args.sweep} --dry-run lists them all)"
         raise CliError(f"{len(bad)} of {plan.n_runs} runs cannot run, so none was started: run {bad[0].label}: "
                        f"{bad[0].problem}{others}{listed}")
+    pool_execution(runs, [r.label for r in plan.runs], execution_overrides(args))  # runs that cannot share a pool
     if args.dry_run:
         return Exit.COMPLETE
-    from pipelines.engine.sweeps import run_sweep
+    from pipelines.engine.sweep import run_sweep
 
     out = run_sweep(sweep.name, args.sweep, sweep.grid, runs, args.runs_dir, quiet=args.quiet,
-                    max_cost_usd=max_cost, max_tokens=sweep.max_tokens)
+                    max_cost_usd=max_cost, max_tokens=sweep.max_tokens, overrides=given_overrides(args),
+                    execution=execution_overrides(args))
+    return _print_sweep(out, args)
+
+
+def _resume_sweep(args: argparse.Namespace) -> int:
+    """`srag sweep --resume SWEEP_ID`: from the sweep folder alone; a sweep file given beside it is refused."""
+    from pipelines.engine.sweep import resume_sweep
+
+    if args.sweep or args.dry_run:
+        raise CliError("--resume takes the sweep from its folder: give no sweep file and no --dry-run")
+    check_run_id(args.resume)
+    given = given_overrides(args)
+    out = resume_sweep(args.runs_dir, args.resume, quiet=args.quiet, max_cost_usd=args.max_cost, force=args.force,
+                       overrides=given, execution=execution_overrides(args),
+                       apply=run_overrides(args) if given else None)
     return _print_sweep(out, args)
 
 
@@ -466,19 +532,51 @@ def _print_sweep(out: SweepSummary, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out.to_json()))
     else:
+        print_unfinished(out, args)
         print(summary_table([r.to_json() for r in out.runs], ["label"] + SUMMARY_COLUMNS))
         print_pairwise(out)
         print(wrapped(f"\n{FIGURES_NOTE}\nsweep {out.sweep_id}: {args.runs_dir / 'sweeps' / out.sweep_id}"))
     for r in out.runs:
         if r.stopped:
-            print(stop_line(r.run_id, r.stopped), file=sys.stderr)
+            print(stop_line(r.run_id, r.stopped, out.sweep_id), file=sys.stderr)
         elif reason := incomplete_reason(r):
             print(f"srag: run {r.run_id} ({r.label}) is incomplete: {reason} ({next_step(r)})", file=sys.stderr)
     if out.mlflow_errors:
         print(f"srag: sweep {out.sweep_id}: MLflow did not take {len(out.mlflow_errors)} write(s) of the "
               f"parent run (first: {out.mlflow_errors[0][:200]})", file=sys.stderr)
+    if out.unfinished:
+        print(unfinished_line(out, args), file=sys.stderr)
     code = exit_code(out.runs)
+    if out.unfinished and code == Exit.COMPLETE:
+        code = Exit.INCOMPLETE
     return Exit.MLFLOW if code == Exit.COMPLETE and out.mlflow_errors else code
+
+
+def unfinished_line(out: SweepSummary, args: argparse.Namespace) -> str:
+    """One line on the runs of a sweep that have not reached their end, and what finishes them."""
+    n = len(out.unfinished)
+    what = f"{n} of {out.n_planned} runs have not reached their end"
+    if out.running:
+        return f"srag: sweep {out.sweep_id} is still running: {what}"
+    return f"srag: sweep {out.sweep_id} is unfinished: {what} ({out.finish_command}{_runs_dir_flag(args)} " \
+           "finishes them)"
+
+
+def _runs_dir_flag(args: argparse.Namespace) -> str:
+    from pipelines.paths import runs_dir
+
+    return "" if Path(args.runs_dir).resolve() == runs_dir().resolve() else f" --runs-dir {args.runs_dir}"
+
+
+def print_unfinished(out: SweepSummary, args: argparse.Namespace) -> None:
+    """Before a sweep's table: its runs that have not reached their end, each with its state, and the command that
+    finishes them."""
+    if not out.unfinished:
+        return
+    print(wrapped(unfinished_line(out, args).removeprefix("srag: ") + ":"))
+    print(table([{"run": u.label, "state": u.state, "run_id": u.run_id or "-", "why": u.why}
+                 for u in out.unfinished], ["run", "state", "run_id", "why"], width=HELP_WIDTH))
+    print(wrapped("* marks a comparison with an unfinished run: it covers the questions both have so far\n"))
 
 
 def print_pairwise(out: SweepSummary) -> None:
@@ -487,7 +585,8 @@ def print_pairwise(out: SweepSummary) -> None:
     from pipelines.engine.sweeps import ranking_text
 
     if out.pairwise:
-        rows = [{"pair": f"{p.run_b} - {p.run_a}", "dataset": p.dataset, "test": TEST_LABELS[p.test][1],
+        rows = [{"pair": f"{p.run_b} - {p.run_a}" + (" *" if p.unfinished else ""), "dataset": p.dataset,
+                 "test": TEST_LABELS[p.test][1],
                  "diff": p.difference,
                  "ci95": f"[{p.difference_ci95_low}, {p.difference_ci95_high}]" if p.difference_ci95_low is not None
                  else "-",
@@ -577,9 +676,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _print_table(summary: SweepSummary, args: argparse.Namespace) -> int:
     """The paper's table alone on stdout (so it can go to a file), a line on stderr when cells are not complete."""
-    from pipelines.engine.paper_table import paper_table, render
+    from pipelines.engine.paper_table import PlannedRun, paper_table, render
 
-    table = paper_table(summary)
+    planned = [PlannedRun(u.label, u.dataset, why="planned, not started", variant=u.variant or "")
+               for u in summary.unfinished if u.run_id is None and u.dataset is not None]
+    table = paper_table(summary, planned)
     print(render(table, args.table, args.figures), end="")
     short = [c for c in table.cells.values() if c.state != "complete"]
     if not table.cells:
@@ -647,8 +748,12 @@ def cmd_judge(args: argparse.Namespace) -> int:
     evidence, then refresh its summary, tables, MLflow run and traces' feedback, and its sweep's parent run."""
     from pipelines.engine import lifecycle
     from pipelines.engine.judging import read_evidence, rejudge
-    from pipelines.engine.sweeps import refresh_after
+    from pipelines.engine.sweep import judge_sweep, refresh_after
+    from pipelines.engine.sweeps import is_sweep
 
+    if is_sweep(args.runs_dir, check_run_id(args.run_id)):
+        return _print_sweep(judge_sweep(args.runs_dir, args.run_id, lambda cfg: judge_settings(cfg, args),
+                                        everything=args.all, quiet=args.quiet), args)
     run_dir = RunDir.open(args.runs_dir, args.run_id)
     cfg = lifecycle.load_run_config(run_dir)
     settings = judge_settings(cfg, args)

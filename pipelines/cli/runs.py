@@ -16,8 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "runs", "list the runs and sweeps in the runs folder", """
         List the sweeps and runs in the runs folder, oldest first: each one's id (what srag report takes), name,
         status, whether it is complete, its accuracy, what it cost and when it started, as the runs wrote them
-        (summary.json when there is one; nothing is recomputed). A folder that cannot be read is listed as damaged,
-        with why.""", [
+        (summary.json when there is one; nothing is recomputed). A run or sweep whose driver is gone (its heartbeat
+        stale) while it says running is listed as interrupted; srag run --resume or srag sweep --resume goes on. A
+        folder that cannot be read is listed as damaged, with why.""", [
         "srag runs",
         "srag runs --runs-dir /shared/runs --json"])
     add_runs_dir(p)
@@ -59,4 +60,6 @@ def _row(entry: Entry) -> dict[str, object]:
     row["accuracy"] = "-" if entry.accuracy is None else f"{entry.accuracy:.3f}"
     row["cost"] = "-" if entry.cost_usd is None else f"${entry.cost_usd:,.4f}"
     row["started"] = (entry.started or "-")[:16].replace("T", " ")
+    if entry.planned:  # a sweep: its runs started of those planned
+        row["runs"] = f"{entry.runs}/{entry.planned}"
     return row

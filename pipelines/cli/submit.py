@@ -41,7 +41,7 @@ from pipelines.cli import (
     positive_int,
 )
 from pipelines.config import PROFILE_HELP, load_sweep
-from pipelines.engine.results import git_revision
+from pipelines.engine.results import check_run_id, git_revision
 from srag_core import utc_now
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -58,11 +58,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         with the sweep file inside, and the job runs srag sweep there with the options given here, so its episodes
         spread over every node. Results go to --runs-dir, which on a real cluster must be a shared filesystem
         mounted at the same path everywhere, and to the MLflow server of --tracking-uri. API keys are never
-        shipped: the nodes hold them in their own environment. Follow the job with srag status and srag logs.""", [
+        shipped: the nodes hold them in their own environment. Follow the job with srag status and srag logs.
+
+        --resume SWEEP_ID submits the job that finishes a sweep whose driver died (a head node that restarted, a job
+        that was stopped): it needs no sweep file, only the sweep's folder under --runs-dir.""", [
         "srag submit configs/quickstart.yaml --dry-run",
         "srag submit sweep.yaml --address http://head:8265 --runs-dir /shared/runs --limit 50 --max-cost 20",
-        "srag submit sweep.yaml --runs-dir /shared/runs --tracking-uri http://mlflow:5000 --data-root /shared/data"])
-    p.add_argument("sweep", metavar="SWEEP", help="the sweep file (YAML with name, base and grid)")
+        "srag submit sweep.yaml --runs-dir /shared/runs --tracking-uri http://mlflow:5000 --data-root /shared/data",
+        "srag submit --resume 20261204-101500-table1-a1b2 --runs-dir /shared/runs"])
+    p.add_argument("sweep", nargs="?", metavar="SWEEP", help="the sweep file (YAML with name, base and grid)")
+    p.add_argument("--resume", metavar="SWEEP_ID",
+                   help="finish the sweep SWEEP_ID (under --runs-dir) on the cluster: srag sweep --resume as a job")
     _address(p)
     add_runs_dir(p, "where the job writes run folders, sent as an absolute path: on a real cluster a shared "
                     "filesystem mounted at the same path on every node")
@@ -79,6 +85,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     job.add_argument("--data-root", type=Path, metavar="DIR",  # checked by the job's sweep, where it is
                      help="folder of the staged benchmark files on the cluster's nodes (default: their "
                           "$SRAG_DATA_DIR)")
+    job.add_argument("--concurrency", type=positive_int, metavar="N",
+                     help="episodes in flight across the sweep's pool (execution.concurrency)")
+    job.add_argument("--max-runs", type=positive_int, metavar="N",
+                     help="runs with episodes starting at once (execution.max_runs)")
+    job.add_argument("--force", action="store_true",
+                     help="with --resume: go on even when the options given change what the runs' fingerprint "
+                          "covers (runs not started yet take the change)")
     p.add_argument("--dry-run", action="store_true", help="list the files the job would ship, submit nothing")
     add_json(p, "the job's id and state (with --dry-run: the files)")
     p.set_defaults(func=cmd_submit)
@@ -154,7 +167,7 @@ def shipped_files(repo: Path = REPO_ROOT) -> list[str]:
     return [n for n in names if (repo / n).is_file() or (repo / n).is_symlink()]  # deleted ones are not shipped
 
 
-def stage_working_dir(sweep_file: Path, into: Path, files: list[str] | None = None,
+def stage_working_dir(sweep_file: Path | None, into: Path, files: list[str] | None = None,
                       extra: tuple[Path, ...] = ()) -> Path:
     """The tracked files of this checkout with the sweep file (and `extra` files, such as a profile file) inside, as
     the job's working directory. Relative paths in the sweep resolve against it, as they do for `srag sweep` run
@@ -165,7 +178,7 @@ def stage_working_dir(sweep_file: Path, into: Path, files: list[str] | None = No
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO_ROOT / name, target, follow_symlinks=False)
     (root / SUBMITTED_DIR).mkdir(parents=True, exist_ok=True)
-    for path in (sweep_file, *extra):
+    for path in (*([sweep_file] if sweep_file else []), *extra):
         shutil.copy2(path, root / SUBMITTED_DIR / path.name)
     return root
 
@@ -179,13 +192,15 @@ def sweep_options(args: argparse.Namespace) -> list[str]:
     """The options of `srag submit` that the job's `srag sweep` takes, as its command line gives them."""
     profile = profile_file(args)
     given = {"--limit": args.limit, "--epochs": args.epochs, "--max-cost": args.max_cost,
-             "--profile": f"{SUBMITTED_DIR}/{profile.name}" if profile else args.profile, "--data-root": args.data_root}
-    return [part for flag, value in given.items() if value is not None for part in (flag, str(value))]
+             "--profile": f"{SUBMITTED_DIR}/{profile.name}" if profile else args.profile, "--data-root": args.data_root,
+             "--concurrency": args.concurrency, "--max-runs": args.max_runs}
+    options = [part for flag, value in given.items() if value is not None for part in (flag, str(value))]
+    return options + (["--force"] if args.force else [])
 
 
-def entrypoint(sweep_name: str, runs_dir: Path, options: Sequence[str] = ()) -> str:
-    argv = ["python", "-m", "pipelines.cli", "sweep", f"{SUBMITTED_DIR}/{sweep_name}", "--runs-dir", str(runs_dir),
-            "--json", *options]
+def entrypoint(sweep_name: str | None, runs_dir: Path, options: Sequence[str] = (), resume: str | None = None) -> str:
+    target = ["--resume", resume] if resume else [f"{SUBMITTED_DIR}/{sweep_name}"]
+    argv = ["python", "-m", "pipelines.cli", "sweep", *target, "--runs-dir", str(runs_dir), "--json", *options]
     return shlex.join(argv)
 
 
@@ -208,6 +223,10 @@ def submission_id(sweep_name: str) -> str:
 def cmd_submit(args: argparse.Namespace) -> int:
     from pipelines.cli.run import sweep_runs
 
+    if args.resume:
+        return _submit_resume(args)
+    if not args.sweep:
+        raise CliError("give a sweep file, or --resume SWEEP_ID")
     sweep_file = Path(args.sweep)
     if not sweep_file.is_file():
         raise FileNotFoundError(f"sweep file not found: {sweep_file}")
@@ -219,25 +238,54 @@ def cmd_submit(args: argparse.Namespace) -> int:
         shipped = files + [f"{SUBMITTED_DIR}/{path.name}" for path in (sweep_file, *extra)]
         print(json.dumps({"files": shipped, "n_files": len(shipped)}) if args.json else "\n".join(shipped))
         return 0
+    return _submit(args, sweep.name, entrypoint(sweep_file.name, _runs_dir(args), sweep_options(args)),
+                   lambda tmp: stage_working_dir(sweep_file, tmp, files, extra),
+                   {"srag_sweep": sweep.name, "srag_sweep_file": str(sweep_file)})
+
+
+def _submit_resume(args: argparse.Namespace) -> int:
+    """`srag submit --resume SWEEP_ID`: the job runs `srag sweep --resume` on the sweep's folder under --runs-dir,
+    which the cluster's nodes share; the sweep must be readable from here to say what it is."""
+    from pipelines.engine.results import read_sweep
+
+    if args.sweep:
+        raise CliError("--resume takes the sweep from its folder under --runs-dir: give no sweep file")
+    sweep_dir = args.runs_dir / "sweeps" / check_run_id(args.resume)
+    name = read_sweep(sweep_dir).name if (sweep_dir / "sweep.json").is_file() else args.resume
+    files = shipped_files()
+    extra = (profile,) if (profile := profile_file(args)) else ()
+    if args.dry_run:
+        shipped = files + [f"{SUBMITTED_DIR}/{path.name}" for path in extra]
+        print(json.dumps({"files": shipped, "n_files": len(shipped)}) if args.json else "\n".join(shipped))
+        return 0
+    return _submit(args, name, entrypoint(None, _runs_dir(args), sweep_options(args), resume=args.resume),
+                   lambda tmp: stage_working_dir(None, tmp, files, extra),
+                   {"srag_sweep": name, "srag_resumes": args.resume})
+
+
+def _runs_dir(args: argparse.Namespace) -> Path:
+    return args.runs_dir.expanduser().resolve()
+
+
+def _submit(args: argparse.Namespace, name: str, command: str, stage, metadata: dict[str, str]) -> int:
+    """Submit `command` as a Ray Job with the working directory `stage(tmp)` makes; print its id."""
     client = jobs_client(args.address)
-    runs_dir = args.runs_dir.expanduser().resolve()
+    runs_dir = _runs_dir(args)
     tracking_uri = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     revision = git_revision()
     with tempfile.TemporaryDirectory(prefix="srag-submit-") as tmp:
-        working_dir = stage_working_dir(sweep_file, Path(tmp), files, extra)
+        working_dir = stage(Path(tmp))
         try:
             job_id = client.submit_job(
-                entrypoint=entrypoint(sweep_file.name, runs_dir, sweep_options(args)),
-                submission_id=submission_id(sweep.name),
+                entrypoint=command, submission_id=submission_id(name),
                 runtime_env={"working_dir": str(working_dir), "env_vars": job_env(tracking_uri, revision)},
-                metadata={"srag_sweep": sweep.name, "srag_sweep_file": str(sweep_file),
-                          "srag_runs_dir": str(runs_dir), "srag_submitted": utc_now(),
+                metadata={**metadata, "srag_runs_dir": str(runs_dir), "srag_submitted": utc_now(),
                           # the shipped copy has no .git, so the runs cannot tell which revision they ran
                           "srag_git_revision": str(revision)})
         except RuntimeError as e:  # the Jobs API's own refusal (a working dir over Ray's size cap, ...)
             raise CliError(f"the cluster refused the job: {_first_line(e)}") from None
     out = {"job_id": job_id, "address": args.address, "status": str(client.get_job_status(job_id).value),
-           "sweep": sweep.name, "runs_dir": str(runs_dir)}
+           "sweep": name, "runs_dir": str(runs_dir)}
     if args.json:
         print(json.dumps(out))
     else:

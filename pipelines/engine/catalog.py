@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from pipelines.engine.heartbeat import driver_state
 from pipelines.engine.records import RunSummary
 from pipelines.engine.results import RunDir, RunFolderError, read_sweep
 from pipelines.errors import UserError
@@ -25,8 +26,10 @@ class Entry(BaseModel):
     name: str | None = None
     """The config's name (a sweep's runs: sweep name / label), or the sweep's."""
     status: str | None = None
-    """A run's run.json status (created, running, finished, incomplete, stopped, failed). A sweep's: running while
-    any of its runs is, else the first of failed, stopped, incomplete among them, else finished; damaged when the
+    """A run's run.json status (created, running, finished, incomplete, stopped, failed), or interrupted: running
+    in run.json, but its driver is gone (its heartbeat is stale, or names a process that no longer exists). A
+    sweep's: running while its driver is alive, interrupted when its driver is gone before every run of its plan
+    reached its end, else the first of failed, stopped, incomplete among its runs, else finished; damaged when the
     folder cannot be read."""
     complete: bool | None = None
     """Every question scored over every epoch (summary.json); a sweep: every one of its runs complete. None: no
@@ -40,7 +43,9 @@ class Entry(BaseModel):
     sweep_id: str | None = None
     """A run's sweep, if it belongs to one."""
     runs: int | None = None
-    """A sweep's runs so far."""
+    """A sweep's runs started so far."""
+    planned: int | None = None
+    """A sweep's runs in its plan (None: a sweep from before plans)."""
     problem: str | None = None
     """Why the folder could not be read, when it could not."""
 
@@ -73,7 +78,10 @@ def run_entry(folder: Path) -> Entry:
         summary = RunSummary.read(folder / "summary.json") if (folder / "summary.json").is_file() else None
     except (UserError, OSError, ValueError) as e:  # ValueError: a summary.json that is not JSON or not a summary
         return Entry(kind="run", id=folder.name, status="damaged", problem=" ".join(str(e).split()))
-    entry = Entry(kind="run", id=folder.name, name=meta.name, status=meta.status, started=meta.created,
+    status: str | None = meta.status
+    if status in ("created", "running") and driver_state(folder) == "gone":
+        status = "interrupted"
+    entry = Entry(kind="run", id=folder.name, name=meta.name, status=status, started=meta.created,
                   sweep_id=meta.sweep_id)
     if summary is not None:  # a summary.json of a release before total_cost_usd has no cost to show
         entry.complete, entry.accuracy = summary.complete, summary.accuracy
@@ -89,13 +97,23 @@ def sweep_entry(folder: Path, runs: list[Entry]) -> Entry:
     # its runs by the sweep id in their run.json: the run in progress too, which sweep.json lists only once done
     mine = [r for r in runs if r.sweep_id == info.sweep_id]
     costs = [r.cost_usd for r in mine if r.cost_usd is not None]
-    return Entry(kind="sweep", id=info.sweep_id, name=info.name, status=sweep_status(mine), started=info.created,
-                 complete=bool(mine) and all(r.complete for r in mine), runs=len(mine),
-                 cost_usd=round(sum(costs), 6) if costs else None)
+    waiting = sum(1 for e in info.plan if e.state != "finished")  # planned, running or interrupted
+    driver = driver_state(folder)
+    return Entry(kind="sweep", id=info.sweep_id, name=info.name, status=sweep_status(mine, waiting, driver),
+                 started=info.created, complete=bool(mine) and not waiting and all(r.complete for r in mine),
+                 runs=len(mine), planned=len(info.plan) or None, cost_usd=round(sum(costs), 6) if costs else None)
 
 
-def sweep_status(runs: list[Entry]) -> str:
+def sweep_status(runs: list[Entry], waiting: int = 0, driver: str = "unknown") -> str:
+    """A sweep's status from its runs', the runs of its plan that have not reached their end (`waiting`) and its
+    driver's heartbeat."""
     statuses = {r.status for r in runs}
+    if driver == "alive":
+        return "running"
+    if driver == "gone" and (waiting or statuses & {"created", "running", "interrupted"}):
+        return "interrupted"
     if not runs or statuses & {"created", "running"}:
         return "running"
+    if "interrupted" in statuses:
+        return "interrupted"
     return next((s for s in ("damaged", "failed", "stopped", "incomplete") if s in statuses), "finished")

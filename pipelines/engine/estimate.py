@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from pipelines.config import RunConfig
 from pipelines.datasets import Question
 from pipelines.engine.records import Interval
-from pipelines.engine.results import RunDir
+from pipelines.engine.results import RunDir, pool_of
 from srag_core import LLMConfig
 
 FIGURES = ("tokens", "cost_usd", "llm_calls")
@@ -336,7 +336,8 @@ def run_pilot(cfg: RunConfig, questions: list[Question], runs_dir: Path, n: int,
     under RUNS_DIR/pilots/."""
     import tempfile
 
-    from pipelines.engine.lifecycle import benchmark_paths, run_one
+    from pipelines.engine.lifecycle import benchmark_paths
+    from pipelines.engine.sweep import run_one
     from pipelines.engine.tracking import tracking_uri
 
     corpus, _ = benchmark_paths(cfg)
@@ -405,7 +406,7 @@ def wall_time(cfg: RunConfig, samples: list[Sample], episodes: int,
     cap, and its requests- and tokens-per-minute limits allow; with its interval and the concurrency assumed. The
     concurrency is what the sample's run was given on its cluster (run.json), else the config's."""
     ex = cfg.execution
-    plan = measured.read_meta().execution
+    plan = measured.read_meta().execution or getattr(pool_of(measured), "execution", None)
     concurrency = (plan.concurrency if plan else None) or ex.concurrency or (
         ex.actors if ex.actors != "auto" else 1) * ex.episodes_per_actor
     limits = [("wall_s", episodes / concurrency), ("llm_s", episodes / (ex.max_concurrent_requests or float("inf"))),

@@ -5,7 +5,7 @@ is recorded as not run (`Stop` in run.json), never as failed, and `srag run --re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Literal, Sequence
 
 from pipelines.engine.progress import RunStats
 from pipelines.engine.records import EpisodeRecord, StopKind
@@ -16,10 +16,12 @@ HOPELESS_STATUSES = frozenset({400, 401, 403, 404})  # no retry makes these work
 
 @dataclass(frozen=True)
 class Stop:
-    """Why the run started no more episodes: its kind and one line for a person."""
+    """Why the run started no more episodes: its kind, one line for a person, and whose limit it was (the run's own,
+    or its sweep's budget over every run)."""
 
     kind: StopKind
     reason: str
+    scope: Literal["run", "sweep"] = "run"
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,13 @@
-"""A run's story: inputs, the run folder and its MLflow run (`start_run`), the per-corpus stage, execution on a
-pool of Ray workers (`execute`: where they go is `placement`'s, keeping them busy is `scheduler.Scheduler`'s), and
-the end (`finish`: summary, per-question table, plots). Resume and rerun are `execute` again on the questions still
-to do (`continue_run`).
+"""A run's own steps: its inputs, the run folder and its MLflow run (`start_run`), the work still to do
+(`pending_work`), the per-corpus stage (`run_resources`), its budget and totals so far, what run.json records when
+it stops, and the end (`finish`: summary, per-question table, plots). Running the episodes is the pool's
+(`pipelines.engine.sweep`: `srag run` is a sweep of one run, on the same path as every run of a sweep).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import signal
 import sys
@@ -20,20 +19,10 @@ from typing import Any, Iterable, Iterator
 
 from pipelines.config import RunConfig
 from pipelines.datasets import Question, load_questions, resolve
-from pipelines.engine.endpoints import open_endpoint
-from pipelines.engine.guards import EndpointGuard, SpendLimit, Stop, prior_spend
-from pipelines.engine.judging import JudgeStage, needs_verdict
-from pipelines.engine.placement import (
-    adapts,
-    corpus_replicas,
-    describe_plan,
-    execution_plan,
-    limiter_can_bind,
-    pool_target,
-    worker_spawner,
-)
-from pipelines.engine.progress import ConsoleProgress, RunStats
-from pipelines.engine.ray_utils import RayMapFn, init_ray
+from pipelines.engine.guards import SpendLimit, Stop, prior_spend
+from pipelines.engine.judging import needs_verdict
+from pipelines.engine.progress import RunStats
+from pipelines.engine.ray_utils import RayMapFn
 from pipelines.engine.records import (
     BudgetChange,
     EpisodeRecord,
@@ -43,23 +32,19 @@ from pipelines.engine.records import (
     RunResult,
     RunSummary,
     StopRecord,
-    WorkersUsage,
 )
 from pipelines.engine.report import attempt_rows, incomplete_reason, plot_accuracy_by_type, run_summary
 from pipelines.engine.results import (
     QuestionState,
     RunDir,
-    RunFolderSink,
     Unit,
     git_revision,
     new_run_id,
     package_versions,
 )
-from pipelines.engine.scheduler import Scheduler, Work, WorkerPool
-from pipelines.engine.sweep_plan import endpoint_problem, judge_warning
+from pipelines.engine.scheduler import Work
 from pipelines.engine.systems import VariantResources, effective_config, prepare_resources
 from pipelines.engine.tracking import (
-    MlflowSink,
     TraceContext,
     Tracker,
     run_name,
@@ -67,9 +52,7 @@ from pipelines.engine.tracking import (
     tracking_uri,
     write_table,
 )
-from pipelines.errors import UserError
 from srag_core import FINISHED, Corpus, LLMClient, LLMConfig, load_corpus, utc_now
-from srag_core.llm import check_transport
 
 log = logging.getLogger(__name__)
 TRACE_DRAIN_TIMEOUT_S = 1800.0  # then `finish` exports what is left, from the driver
@@ -218,7 +201,7 @@ def pending_work(run_dir: RunDir, statuses: Iterable[str] | None, states: dict[U
 _PAID_FOR: set[int] = set()  # the pattern indexes this process built, whose cost a run has already been charged
 
 
-def _resources(run_dir: RunDir, cfg: RunConfig, corpus: Corpus, llm_cfg: LLMConfig) -> VariantResources:
+def run_resources(run_dir: RunDir, cfg: RunConfig, corpus: Corpus, llm_cfg: LLMConfig) -> VariantResources:
     """The per-corpus stage (chunk embeddings, pattern discovery on Ray), recorded in the run's metadata with what
     its LLM calls cost and whether this run paid it: the run that built the index did; a run that reused it (from
     the cache, or built earlier in this process for another run of a sweep) shows it as shared."""
@@ -239,104 +222,6 @@ def _resources(run_dir: RunDir, cfg: RunConfig, corpus: Corpus, llm_cfg: LLMConf
             info.built = True
     run_dir.update_meta(ingestion=info)
     return resources
-
-
-def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker | None,
-            unjudged: list[tuple[Question, EpisodeRecord]] | None = None, quiet: bool = False,
-            states: dict[Unit, QuestionState] | None = None) -> None:
-    """Run `todo` (question, epoch, attempt) episodes and judge them (and the `unjudged` pairs) on a pool of Ray
-    workers; returns once every trace is exported (or has failed to export; `finish` retries those)."""
-    meta = run_dir.update_meta(status="running", last_started=utc_now(), stop=None)
-
-    def say(message: str) -> None:  # the long phases before the first episode, one line each
-        if not quiet:
-            print(f"[{run_dir.run_id}] {message}", file=sys.stderr, flush=True)
-
-    budget = spend_limit(cfg)
-    stats = _stats_so_far(run_dir, states if states is not None else run_dir.store().states(),
-                          {(q.id, epoch) for q, epoch, _ in todo})
-    if todo and (spent := budget.check(stats, [])) is not None:  # nothing left to spend: start nothing at all
-        record_stop(run_dir, spent, stats, len(todo), budget)
-        say(spent.reason)
-        return
-    say("connecting to Ray")
-    if not (cfg.execution.ray_address or os.environ.get("RAY_ADDRESS")):
-        init_ray(None)  # before anything imports Ray: a local instance must start on loopback
-    # In a Ray Job's driver the engine's modules are imported before connecting: seen here, modules first imported
-    # after ray.init there were missing from the job's working directory.
-    import ray
-
-    from pipelines.engine.trace_export import TraceExportSink, start_exporter
-    from pipelines.engine.worker import LimiterGauge, RayLimiterSlot, start_limiter
-
-    init_ray(cfg.execution.ray_address)  # no-op when connected above
-    corpus = corpus_for(Path(str(meta.corpus)))
-    store = run_dir.store()
-    exporter = start_exporter(run_dir, meta, trace_context(run_dir, cfg), cfg.tracking.export_actors) \
-        if tracker is not None and traces_wanted(cfg, meta) else None
-    sinks: list = [RunFolderSink(run_dir, store)]
-    if tracker is not None and meta.mlflow_run_id:
-        sinks.append(MlflowSink(tracker, meta.mlflow_run_id))
-    if exporter is not None:
-        sinks.append(TraceExportSink(exporter, run_dir))
-    if not quiet:
-        sinks.append(ConsoleProgress(run_dir.run_id))
-    workers: list = []
-    limiter = None
-    ex = cfg.execution
-    plan = execution_plan(ex)
-    in_flight = min(plan.concurrency, ex.max_concurrent_requests or 1_000_000)
-    with open_endpoint(cfg.llm, cfg.local_model, run_dir.path, concurrency=in_flight, progress=say) as llm_cfg:
-        say(f"preparing the {cfg.variant} variant's resources")
-        resources = _resources(run_dir, cfg, corpus, llm_cfg)
-        stats.ingestion_cost = _ingestion_paid(run_dir)
-        limiter = start_limiter(ex.max_concurrent_requests, ex.requests_per_minute, ex.tokens_per_minute,
-                                adapts(cfg)) if limiter_can_bind(cfg, plan) else None
-        gauge = LimiterGauge(limiter) if limiter is not None else None
-        run_dir.update_meta(execution=plan.model_copy(update={"limiter": limiter is not None,
-                                                              "adaptive": adapts(cfg)}))
-        if not quiet:
-            print(f"run {run_dir.run_id}: {describe_plan(plan, limiter is not None, adapts(cfg))}", file=sys.stderr)
-        shared = RayLimiterSlot(limiter) if limiter is not None and cfg.judge.llm is None else None
-        judge = JudgeStage(cfg.judge, llm_cfg, shared)
-        corpus_ref = ray.put(corpus)  # one object; Ray keeps one copy per node that runs a worker
-        resources_ref = ray.put(resources)
-
-        spawn = worker_spawner(cfg, plan, llm_cfg, corpus_ref, resources_ref, limiter, workers)
-        pool = WorkerPool([], ex.max_actor_restarts + 2, spawn=spawn, target=pool_target(ex, plan))
-        try:
-            say(f"starting {plan.actors} episode worker(s); episodes start as each one is ready")
-            started = time.monotonic()
-            pool.grow()
-            scheduler = Scheduler(pool, judge, sinks, stats, capacity=plan.concurrency,
-                                  retries_on_death=ex.episode_retries_on_actor_death,
-                                  episode_timeout_s=cfg.agent.episode_timeout_s,
-                                  capacity_per_worker=None if ex.concurrency else plan.episodes_per_actor,
-                                  budget=budget, endpoint=EndpointGuard(ex.stop_after_failures, llm_cfg.base_url or
-                                                                        "the SDK's default endpoint")
-                                  if ex.stop_after_failures else None, limiter_state=gauge)
-            scheduler.run(todo, unjudged or [])
-            if gauge is not None:
-                record_request_limit(run_dir, gauge.final())
-            if scheduler.stop is not None:
-                record_stop(run_dir, scheduler.stop, stats, len(scheduler.left), budget)
-                say(scheduler.stop.reason)
-            ended = time.monotonic()
-            first = scheduler.first_dispatch or ended
-            run_dir.update_meta(requeued=(run_dir.read_meta().requeued or 0) + stats.requeued,
-                                worker_startup_s=round(first - started, 3), episodes_wall_s=round(ended - first, 3),
-                                first_episode_s=since_process_start(first),
-                                episodes_ended_at=time.time(), actors_final=len(pool.workers),
-                                corpus_replicas=corpus_replicas(corpus_ref), workers=workers_usage(workers))
-        finally:
-            judge.close()
-            store.close()
-            for w in workers:
-                ray.kill(w)
-            if limiter is not None:
-                ray.kill(limiter)
-    if exporter is not None:
-        _drain(run_dir, exporter, sinks)
 
 
 def record_request_limit(run_dir: RunDir, state: dict[str, int | None]) -> None:
@@ -361,64 +246,17 @@ def mlflow_synced(run_dir: RunDir, tracker: Tracker) -> list[str]:
 
 
 def record_stop(run_dir: RunDir, stop: Stop, stats: RunStats, not_run: int, budget: SpendLimit) -> None:
-    """run.json's account of a run that stopped starting episodes: why, how much it had spent, its limits, and how
-    many episodes never started (recorded as not run; `--resume` runs them)."""
+    """run.json's account of a run that stopped starting episodes: why, how much it had spent, the limits (the
+    run's, or the sweep's for a stop by the sweep's budget), and how many episodes never started (recorded as not
+    run; `--resume` runs them)."""
     run_dir.update_meta(stop=StopRecord(kind=stop.kind, reason=stop.reason, at=utc_now(), not_run=not_run,
                                         spent_usd=round(stats.spent_cost(), 6), spent_tokens=stats.spent_tokens(),
-                                        max_cost_usd=budget.max_cost_usd, max_tokens=budget.max_tokens))
-
-
-def since_process_start(monotonic_t: float) -> float | None:
-    """Seconds from this process's start (the command) to a `time.monotonic()` instant; None off Linux."""
-    import os
-
-    try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22: start time
-        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-    started = boot + ticks / os.sysconf("SC_CLK_TCK")
-    return round(time.time() - (time.monotonic() - monotonic_t) - started, 3)
-
-
-def workers_usage(workers: list) -> WorkersUsage:
-    """CPU seconds and peak memory of the workers, summed and maximum (workers that do not answer are left out)."""
-    import ray
-
-    refs = [w.usage.remote() for w in workers]
-    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=10)
-    got = []
-    for ref in ready:
-        try:
-            got.append(ray.get(ref))
-        except ray.exceptions.RayError:
-            continue
-    return WorkersUsage(reported=len(got), cpu_s=round(sum(u["cpu_s"] for u in got), 3),
-                        max_rss_mb=round(max((u["max_rss_mb"] for u in got), default=0.0), 1))
+                                        max_cost_usd=budget.max_cost_usd, max_tokens=budget.max_tokens,
+                                        scope=stop.scope))
 
 
 def traces_wanted(cfg: RunConfig, meta: RunMeta) -> bool:
     return cfg.tracking.traces and bool(meta.mlflow_run_id)
-
-
-def _drain(run_dir: RunDir, exporter, sinks: list) -> None:
-    """Wait for the export actors to write every trace handed to them, then stop them."""
-    import ray
-
-    from pipelines.engine.trace_export import ExportReport
-
-    for sink in sinks:
-        if hasattr(sink, "flush"):
-            sink.flush()
-    started = time.monotonic()
-    try:
-        result = exporter.drain(TRACE_DRAIN_TIMEOUT_S)
-    except ray.exceptions.RayError as e:  # an exporter died: `finish` exports what is missing
-        result = ExportReport(error=f"{type(e).__name__}: {e}"[:300])
-    exporter.kill()
-    result["drain_s"] = round(time.monotonic() - started, 3)
-    run_dir.update_meta(trace_export=result)
 
 
 def trace_context(run_dir: RunDir, cfg: RunConfig) -> TraceContext:
@@ -439,17 +277,17 @@ def spend_limit(cfg: RunConfig) -> SpendLimit:
     return SpendLimit(cfg.limits.max_cost_usd, cfg.limits.max_tokens, cost, tokens)
 
 
-def _ingestion_paid(run_dir: RunDir) -> float:
+def ingestion_paid(run_dir: RunDir) -> float:
     ingestion = run_dir.read_meta().ingestion
     return ingestion.paid_usd() if ingestion else 0.0
 
 
-def _stats_so_far(run_dir: RunDir, states: dict[Unit, QuestionState], redo: set[tuple[str, int]]) -> RunStats:
+def stats_so_far(run_dir: RunDir, states: dict[Unit, QuestionState], redo: set[tuple[str, int]]) -> RunStats:
     """Resume/rerun: the run's totals include what is already recorded for questions not run again, and the tokens
     and cost of every earlier attempt (spent, as the summary counts them)."""
     epochs = load_run_config(run_dir).limits.epochs
     stats = RunStats(total=len(run_dir.read_questions()) * epochs, epochs=epochs,
-                     ingestion_cost=_ingestion_paid(run_dir))
+                     ingestion_cost=ingestion_paid(run_dir))
     for unit, st in states.items():
         for judgement in st.history:
             stats.add_judge_spend(judgement)
@@ -579,57 +417,6 @@ def open_tracker(cfg: RunConfig, runs_dir: Path) -> Tracker:
     return Tracker(tracking_uri(cfg.tracking.uri, runs_dir), cfg.tracking.experiment, runs_dir)
 
 
-def _start_together(cfg: RunConfig, runs_dir: Path, with_ray: bool) -> Tracker:
-    """Open the MLflow store on a thread while Ray starts (or connects) on this one: both take seconds."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1, thread_name_prefix="mlflow-open") as pool:
-        opening = pool.submit(open_tracker, cfg, runs_dir)
-        if with_ray:
-            init_ray(cfg.execution.ray_address)
-        return opening.result()
-
-
-class EndpointError(UserError):
-    """The run's endpoint does not answer before the run starts."""
-
-
-def run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | None = None,
-            sweep_id: str | None = None, parent: str | None = None,
-            endpoint_timeout_s: float | None = None) -> RunResult:
-    """A new run of `cfg`, start to finish; returns its summary. With `endpoint_timeout_s`, an endpoint that does not
-    answer within it (`sweep_plan.endpoint_problem`; a local model is not asked) stops the run before it starts
-    (`srag run`; a sweep has asked before its first run)."""
-    with sigterm_recorded():
-        return _run_one(cfg, runs_dir, quiet=quiet, tracker=tracker, sweep_id=sweep_id, parent=parent,
-                        endpoint_timeout_s=endpoint_timeout_s)
-
-
-def _run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, tracker: Tracker | None, sweep_id: str | None,
-             parent: str | None, endpoint_timeout_s: float | None) -> RunResult:
-    inputs = load_inputs(cfg)  # bad input fails here, before MLflow's store or Ray is started
-    check_transport()  # so does an HTTP stack that cannot hold a request to its deadline
-    answers: dict[str, str | None] = {}
-    if problem := endpoint_problem(cfg, answers, endpoint_timeout_s):  # and an endpoint nobody answers at
-        raise EndpointError(problem)
-    if warning := judge_warning(cfg, answers, endpoint_timeout_s):
-        print(f"srag: warning: {warning}", file=sys.stderr)
-    own_tracker = tracker is None
-    tracker = tracker or _start_together(cfg, runs_dir, True)
-    try:
-        run_dir = start_run(cfg, runs_dir, tracker, sweep_id=sweep_id, parent_mlflow_id=parent, inputs=inputs)
-        if not quiet:
-            print(f"run {run_dir.run_id}: {cfg.variant} on {cfg.dataset or cfg.corpus} with {cfg.llm.model}",
-                  file=sys.stderr)
-        with run_dir.failure_recorded(stop_reason):
-            todo, _ = pending_work(run_dir, None)
-            execute(run_dir, cfg, todo, tracker, quiet=quiet)
-            return finish(run_dir, tracker)
-    finally:
-        if own_tracker:
-            tracker.close()
-
-
 def set_budget(run_dir: RunDir, max_cost_usd: float) -> None:
     """A new budget for the run: in its config.yaml (budgets are not in the config's fingerprint) and in run.json's
     history of budgets."""
@@ -647,30 +434,5 @@ def refinish(run_dir: RunDir) -> RunResult:
     tracker = open_tracker(load_run_config(run_dir), run_dir.path.parent)
     try:
         return finish(run_dir, tracker)
-    finally:
-        tracker.close()
-
-
-def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool,
-                 max_cost_usd: float | None = None) -> RunResult:
-    """Resume (`statuses` None: questions with no record) or rerun (questions whose latest status is in
-    `statuses`) a run, then finish it again; returns its summary. `max_cost_usd` replaces the run's budget (its
-    whole spend, earlier invocations included), so a run its budget stopped can go on."""
-    if max_cost_usd is not None:
-        set_budget(run_dir, max_cost_usd)
-    cfg = load_run_config(run_dir)
-    states = run_dir.store().states()  # read once: the work to do and what was already spent come from it
-    todo, unjudged = pending_work(run_dir, statuses, states)
-    if todo or unjudged:
-        check_transport()
-    tracker = _start_together(cfg, run_dir.path.parent, bool(todo or unjudged))
-    try:
-        with sigterm_recorded(), run_dir.failure_recorded(stop_reason):
-            if not quiet:
-                print(f"run {run_dir.run_id}: {len(todo)} episodes to run, {len(unjudged)} to judge",
-                      file=sys.stderr)
-            if todo or unjudged:
-                execute(run_dir, cfg, todo, tracker, unjudged, quiet=quiet, states=states)
-            return finish(run_dir, tracker)
     finally:
         tracker.close()

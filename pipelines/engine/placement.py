@@ -1,4 +1,4 @@
-"""Where a run's episode workers go: the execution plan (actors, episodes in flight, the request cap) read off the
+"""Where a pool's episode workers go: the execution plan (actors, episodes in flight, the request cap) read off the
 connected cluster, the node each new worker is placed on (one corpus replica per node, shared by its workers), whether
 a shared request limiter can bind at all, and how many replicas of the corpus Ray ended up holding."""
 
@@ -12,7 +12,6 @@ from pipelines.config import Execution, RunConfig
 from pipelines.engine.judging import JUDGE_THREADS
 from pipelines.engine.ray_utils import actor
 from pipelines.engine.records import CorpusReplicas, ExecutionPlan
-from srag_core import LLMConfig
 
 
 def execution_plan(ex: Execution) -> ExecutionPlan:
@@ -55,11 +54,12 @@ def next_placement(ex: Execution, placed: Counter):
     return NodeAffinitySchedulingStrategy(node, soft=True)
 
 
-def limiter_can_bind(cfg: RunConfig, plan: ExecutionPlan) -> bool:
+def limiter_can_bind(cfg: RunConfig, plan: ExecutionPlan, judge_threads: int | None = None) -> bool:
     """An episode has at most one request in flight, so a concurrency cap at or above the number of episodes (plus
-    judge threads) can never bind: then the limiter, and its round trip per request, is skipped -- unless the pool
-    may grow past the cap when nodes join, or the cap adapts to 429s (`adapts`): an adaptive cap may fall below the
-    episodes in flight, and only a limiter that sees every request can tell when to lower it."""
+    judge threads: `judge_threads`, else the run's own LLM judge's) can never bind: then the limiter, and its round
+    trip per request, is skipped -- unless the pool may grow past the cap when nodes join, or the cap adapts to 429s
+    (`adapts`): an adaptive cap may fall below the episodes in flight, and only a limiter that sees every request
+    can tell when to lower it."""
     ex = cfg.execution
     if ex.requests_per_minute is not None or ex.tokens_per_minute is not None:
         return True
@@ -69,7 +69,8 @@ def limiter_can_bind(cfg: RunConfig, plan: ExecutionPlan) -> bool:
         return True
     if plan.grows_with_cluster and ex.concurrency is None:
         return True
-    judge_threads = JUDGE_THREADS if cfg.judge.use_llm and cfg.judge.llm is None else 0
+    if judge_threads is None:
+        judge_threads = JUDGE_THREADS if cfg.judge.use_llm and cfg.judge.llm is None else 0
     return ex.max_concurrent_requests < plan.concurrency + judge_threads
 
 
@@ -109,21 +110,18 @@ def pool_target(ex: Execution, plan: ExecutionPlan) -> Callable[[], int]:
     return (lambda: auto_actors(ex)) if ex.actors == "auto" else (lambda: plan.actors)
 
 
-def worker_spawner(cfg: RunConfig, plan: ExecutionPlan, llm_cfg: LLMConfig, corpus_ref, resources_ref, limiter,
-                   workers: list) -> Callable[[], tuple[Any, Any]]:
-    """A function that starts the next episode worker on the node `next_placement` picks, appends it to `workers`
-    and returns it with its readiness ref (the `spawn` of `scheduler.WorkerPool`)."""
+def worker_spawner(ex: Execution, plan: ExecutionPlan, corpora: list, workers: list) -> Callable[[], tuple[Any, Any]]:
+    """A function that starts the next episode worker of a pool on the node `next_placement` picks, appends it to
+    `workers` and returns it with its readiness ref (the `spawn` of `scheduler.WorkerPool`). A worker belongs to no
+    run; `corpora` (object refs) are those it fetches and warms before it is ready."""
     from pipelines.engine.worker import EpisodeWorker
 
-    ex = cfg.execution
     placed: Counter = Counter()  # workers started per node
 
     def spawn() -> tuple[Any, Any]:
         worker = actor(EpisodeWorker).options(
             max_restarts=ex.max_actor_restarts, max_concurrency=plan.episodes_per_actor,
-            num_cpus=ex.cpus_per_actor, scheduling_strategy=next_placement(ex, placed)).remote(
-            corpus_ref, resources_ref, cfg.variant, llm_cfg, cfg.agent, cfg.retrieval, limiter,
-            cfg.epoch_seed_base())
+            num_cpus=ex.cpus_per_actor, scheduling_strategy=next_placement(ex, placed)).remote(*corpora)
         workers.append(worker)
         return worker, worker.ready.remote()
 

@@ -38,6 +38,7 @@ import re
 import secrets
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from pipelines.engine.records import (
     EpisodeRecord,
     Evidence,
     Judgement,
+    PoolFigures,
     RunMeta,
     SweepInfo,
     parse_line,
@@ -182,7 +184,7 @@ class RunDir:
                               f"the folder out of {self.path.parent}")
 
     def write_meta(self, meta: RunMeta) -> None:
-        _atomic_write(self.path / "run.json", json.dumps(meta.model_dump(mode="json", exclude_unset=True), indent=2,
+        atomic_write(self.path / "run.json", json.dumps(meta.model_dump(mode="json", exclude_unset=True), indent=2,
                                                          ensure_ascii=False))
 
     def update_meta(self, **changes: Any) -> RunMeta:
@@ -204,7 +206,7 @@ class RunDir:
 
     # The resolved config as YAML data: free-form here, `RunConfig` validates it (`lifecycle.load_run_config`).
     def write_config(self, config: dict[str, Any]) -> None:
-        _atomic_write(self.path / "config.yaml", yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+        atomic_write(self.path / "config.yaml", yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
 
     def read_config(self) -> dict[str, Any]:
         try:
@@ -225,7 +227,7 @@ class RunDir:
             raise self.damaged("config.yaml", what_is_wrong(e)) from None
 
     def write_questions(self, questions: Iterable[Question]) -> None:
-        _atomic_write(self.path / "questions.jsonl",
+        atomic_write(self.path / "questions.jsonl",
                       "".join(q.model_dump_json() + "\n" for q in questions))
 
     def read_questions(self) -> list[Question]:
@@ -266,6 +268,18 @@ def read_sweep(sweep_dir: Path) -> SweepInfo:
         why = what_is_wrong(e)
     raise RunFolderError(f"sweep folder {sweep_dir} is damaged: sweep.json {why}; restore it from a copy, or move the "
                          f"folder out of {sweep_dir.parent}")
+
+
+def pool_of(run_dir: RunDir) -> PoolFigures | None:
+    """The figures of the pool a run of a sweep last ran in (its run.json's `pool` names the sweep and the
+    invocation); None for a run alone (its run.json holds them) or when sweep.json cannot be read."""
+    ref = run_dir.read_meta().pool
+    if ref is None:
+        return None
+    try:
+        return read_sweep(run_dir.path.parent / "sweeps" / ref.sweep_id).invocations[ref.invocation].pool
+    except (RunFolderError, IndexError):
+        return None
 
 
 Unit = tuple[str, int]  # (question id, epoch): what runs once per epoch, and what a rerun makes a new attempt of
@@ -453,8 +467,9 @@ def _whole_record(raw: bytes) -> bool:
         return False
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def atomic_write(path: Path, text: str) -> None:
+    """Write a file whole or not at all: a reader never sees it half written (a temporary file, then a rename)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # writers in several threads
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 

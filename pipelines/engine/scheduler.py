@@ -1,26 +1,36 @@
-"""The episode scheduler: keeps a pool of EpisodeWorker actors busy, requeues episodes whose worker died, hands
-finished episodes to the judge stage, and reports everything to sinks (the run folder, MLflow, the console).
+"""The episode scheduler: keeps one pool of EpisodeWorker actors busy with the episodes of several runs ("lanes"),
+requeues episodes whose worker died, hands finished episodes to each run's judge stage, and reports everything to
+each run's sinks (its run folder, MLflow, the console).
 
 It knows nothing of where records go: each finished episode, each verdict and each progress tick is passed to the
-`RunSink`s it was given, so the results store and the MLflow sink can be tested and replaced apart.
+`RunSink`s of the lane it belongs to, so the results store and the MLflow sink can be tested and replaced apart.
 
-Work comes as (question, epoch, attempt) items: each epoch of a question is an episode of its own, scheduled like
-any other (the queue holds every question's first epoch before any second one, so one question's epochs spread over
-the workers and over time).
+A lane is one run: its own queue of (question, epoch, attempt) items, sinks, running totals, budget, endpoint guard,
+judge and stop. Each epoch of a question is an episode of its own (the queue holds every question's first epoch
+before any second one). The lanes share the pool: `srag run` is one lane, a sweep one lane per run. Runs start in
+their order; at most `max_runs` lanes have episodes to start at once, and a lane whose every episode has started no
+longer counts, so the next lane fills the pool while the last episodes of the one before finish. Among the lanes
+that may start an episode, the earliest in the sweep's order goes first (so runs end one after another, each
+finished while the next still runs, rather than all at the end), and those whose endpoint already has as many
+episodes in flight as its request cap go last: runs on another endpoint are not held back by a slow one, and a run
+held back (its endpoint guard, its budget's first wave) leaves its share to the next. One lane's stop (its budget,
+its endpoint, its judge) does not stop the others; the sweep's budget, over every lane, stops them all.
 
-Fault tolerance: a worker that dies is restarted by Ray and reloads its replica; the episodes it was running are put
-back in the queue under the same attempt number (they never produced a record), up to a limit, after which the
-episode is recorded as crashed with the reason. Every (question, epoch) ends with exactly one record per attempt.
+Fault tolerance: a worker that dies is restarted by Ray and fetches what it needs again; the episodes it was running
+are put back in their lane's queue under the same attempt number (they never produced a record), up to a limit,
+after which the episode is recorded as crashed with the reason. Every (question, epoch) ends with exactly one record
+per attempt.
 
-Deadline: `episode_timeout_s` is enforced from here as well as inside the episode. An episode with no result
-`grace_s` after its limit is recorded as `timeout` and its slot is reclaimed (a late result is ignored). Its thread
-may still be stuck inside the worker, so the slot stays counted against that worker until the worker holds only
-stuck episodes; then the worker is restarted (its other episodes, if any, are requeued as after a death).
+Deadline: each run's `episode_timeout_s` is enforced from here as well as inside the episode. An episode with no
+result `grace_s` after its limit is recorded as `timeout` and its slot is reclaimed (a late result is ignored). Its
+thread may still be stuck inside the worker, so the slot stays counted against that worker until the worker holds
+only stuck episodes; then the worker is restarted (its other episodes, if any, are requeued as after a death).
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import time
 from collections import Counter, deque
 from concurrent.futures import Future
@@ -43,7 +53,7 @@ SPENT_TIMEOUT_S = 5.0  # how long the driver waits for a worker to say what a re
 
 
 class RunSink(Protocol):
-    """Receives what the scheduler produces. Calls come from the scheduler's thread, in order."""
+    """Receives what the scheduler produces for one run. Calls come from the scheduler's thread, in order."""
 
     def episode(self, record: EpisodeRecord) -> None: ...
 
@@ -59,8 +69,48 @@ class Judge(Protocol):
 Work = tuple[Question, int, int]  # (question, epoch, attempt)
 
 
+@dataclass(eq=False)
+class Lane:
+    """One run in the pool. `run` is what a worker's `run_episode` is given to name the run (`worker.RunRef`).
+    `budget` and `endpoint` may stop it starting episodes (`stop` says why; `left` holds what never started).
+    `limiter_state` gives its endpoint limiter's state for each progress tick (`RunStats.limiter`)."""
+
+    key: str
+    run: Any
+    judge: Judge
+    sinks: list[RunSink]
+    stats: RunStats
+    todo: Sequence[Work] = ()
+    unjudged: Sequence[tuple[Question, EpisodeRecord]] = ()
+    budget: SpendLimit | None = None
+    endpoint: EndpointGuard | None = None
+    endpoint_key: str | None = None
+    retries_on_death: int = 2
+    episode_timeout_s: float = float("inf")
+    limiter_state: Callable[[], dict[str, Any]] | None = None
+    stop: Stop | None = None
+    left: list[Work] = field(default_factory=list)
+    pending: deque[Work] = field(default_factory=deque)
+    judging: dict[Future[Judgement], EpisodeRecord] = field(default_factory=dict)
+    deaths: Counter = field(default_factory=Counter)
+    inflight: int = 0
+    order: int = 0  # its place in the sweep: runs start in this order
+    first_dispatch: float | None = None  # monotonic time its first episode went to a worker
+    last_settled: float | None = None  # monotonic time its last episode came back
+
+    def __post_init__(self) -> None:
+        self.pending.extend(self.todo)
+
+    def startable(self) -> bool:
+        return bool(self.pending) and self.stop is None
+
+    def done(self) -> bool:
+        return not self.startable() and not self.inflight and not self.judging
+
+
 @dataclass
 class _Slot:
+    lane: Lane
     question: Question
     epoch: int
     attempt: int
@@ -152,7 +202,7 @@ class WorkerPool:
         self.failures[w] = 0
         self.ever_ready = True
 
-    def spent_so_far(self, w: int, key: tuple[str, int, int], record: EpisodeRecord) -> EpisodeRecord:
+    def spent_so_far(self, w: int, key: tuple[str, str, int, int], record: EpisodeRecord) -> EpisodeRecord:
         """`record` (of an episode the driver gave up on) with what the episode had spent when the worker last
         reported it; marked unknown when the worker cannot say within a few seconds."""
         import ray
@@ -179,36 +229,49 @@ class WorkerPool:
 
 
 class Scheduler:
-    def __init__(self, pool: WorkerPool, judge: Judge, sinks: list[RunSink], stats: RunStats, *, capacity: int,
-                 retries_on_death: int, episode_timeout_s: float = float("inf"), grace_s: float = EPISODE_GRACE_S,
-                 progress_every_s: float = PROGRESS_EVERY_S, capacity_per_worker: int | None = None,
-                 budget: SpendLimit | None = None, endpoint: EndpointGuard | None = None,
-                 limiter_state: Callable[[], dict[str, int | None]] | None = None):
-        """`capacity`: episodes in flight; with `capacity_per_worker` it grows with the pool. `budget` and `endpoint`
-        may stop the run starting episodes (`stop` says why; `left` holds what never started). `limiter_state`
-        gives the request limiter's state for each progress tick (`RunStats.limiter`)."""
-        self.pool, self.judge, self.sinks, self.stats = pool, judge, sinks, stats
-        self.limiter_state = limiter_state
-        self.budget, self.endpoint = budget, endpoint
-        self.stop: Stop | None = None
-        self.left: list[Work] = []
-        self.capacity = capacity
-        self.capacity_per_worker = capacity_per_worker
-        self.episode_timeout_s, self.grace_s = episode_timeout_s, grace_s
-        self.retries_on_death = retries_on_death
-        self.progress_every_s = progress_every_s
-        self.pending: deque[Work] = deque()
+    def __init__(self, pool: WorkerPool, *, capacity: int, capacity_per_worker: int | None = None,
+                 max_runs: int | None = None, grace_s: float = EPISODE_GRACE_S,
+                 progress_every_s: float = PROGRESS_EVERY_S, budget: SpendLimit | None = None,
+                 spent_before: RunStats | None = None, endpoint_caps: dict[str, int] | None = None,
+                 on_tick: Callable[[Scheduler], None] | None = None,
+                 on_lane_done: Callable[[Lane], None] | None = None):
+        """`capacity`: episodes in flight over every lane; with `capacity_per_worker` it grows with the pool.
+        `max_runs`: lanes with episodes to start at once (None: all). `budget`: the sweep's, over every lane and
+        `spent_before` (what runs not in the scheduler spent). `endpoint_caps`: the request cap of each lane's
+        endpoint. `on_tick` is called at each progress tick, `on_lane_done` once per lane when it has ended (from
+        the scheduler's thread: hand long work to another)."""
+        self.pool = pool
+        self.capacity, self.capacity_per_worker, self.max_runs = capacity, capacity_per_worker, max_runs
+        self.grace_s, self.progress_every_s = grace_s, progress_every_s
+        self.budget, self.spent_before = budget, spent_before
+        self.endpoint_caps = endpoint_caps or {}
+        self.on_tick, self.on_lane_done = on_tick, on_lane_done
+        self.stop: Stop | None = None  # the sweep's budget: no lane starts another episode
+        self.lanes: list[Lane] = []  # lanes not ended yet, in order
+        self.ended: list[Lane] = []
         self.inflight: dict[Any, _Slot] = {}
-        self.judging: dict[Future[Judgement], EpisodeRecord] = {}
-        self.deaths: Counter = Counter()
+        self.incoming: queue.Queue[Lane | None] = queue.Queue()
+        self.intake_open = True
         self.first_dispatch: float | None = None  # monotonic time the first episode went to a worker
+        self.last_settled: float | None = None
 
-    def run(self, todo: list[Work], unjudged: Sequence[tuple[Question, EpisodeRecord]] = ()) -> None:
-        """Run every (question, epoch, attempt) of `todo` and judge it; judge `unjudged` (question, record)."""
-        self.pending.extend(todo)
-        self.judging.update({self.judge.submit(q, rec): rec for q, rec in unjudged})
+    # -- lanes come and go ---------------------------------------------------------------------------------------
+
+    def add(self, lane: Lane) -> None:
+        """Give the scheduler a lane (from any thread); it starts with the next turn of `run`."""
+        self.incoming.put(lane)
+
+    def close_intake(self) -> None:
+        """No more lanes will come: `run` returns once the lanes it has have ended."""
+        self.incoming.put(None)
+
+    def run(self) -> None:
+        """Run every lane's work and judge it, until the intake is closed and every lane has ended."""
         last_report, last_grow = 0.0, time.monotonic()
-        while (self.pending and self.stop is None) or self.inflight or self.judging:
+        while True:
+            self._take_lanes()
+            if not self.intake_open and not self.lanes:
+                break
             if time.monotonic() - last_grow > GROW_EVERY_S:
                 last_grow = time.monotonic()
                 self._grow()
@@ -217,14 +280,45 @@ class Scheduler:
             for ref in _wait_ready(self.inflight):
                 self._settle(ref)
             self._reclaim_overdue()
-            self._collect_judgements()
-            if time.monotonic() - last_report > self.progress_every_s or not self._busy():
+            for lane in self.lanes:
+                self._collect_judgements(lane)
+            ended = [lane for lane in self.lanes if lane.done()]
+            if ended or time.monotonic() - last_report > self.progress_every_s:
                 last_report = time.monotonic()
-                if self.limiter_state is not None:
-                    self.stats.limiter = self.limiter_state()
-                for sink in self.sinks:
-                    sink.progress(self.stats)
-        self.left = list(self.pending)
+                self._tick()
+            for lane in ended:
+                self._end(lane)
+
+    def _take_lanes(self) -> None:
+        while True:
+            try:
+                lane = self.incoming.get_nowait() if self.lanes or not self.intake_open else self.incoming.get(
+                    timeout=0.05)
+            except queue.Empty:
+                return
+            if lane is None:
+                self.intake_open = False
+                continue
+            lane.judging.update({lane.judge.submit(q, rec): rec for q, rec in lane.unjudged})
+            if self.stop is not None and lane.stop is None and lane.pending:
+                lane.stop = self.stop
+            self.lanes.append(lane)
+
+    def _end(self, lane: Lane) -> None:
+        lane.left = list(lane.pending)
+        self.lanes.remove(lane)
+        self.ended.append(lane)
+        if self.on_lane_done is not None:
+            self.on_lane_done(lane)
+
+    def _tick(self) -> None:
+        for lane in self.lanes:
+            if lane.limiter_state is not None:
+                lane.stats.limiter = lane.limiter_state()
+            for sink in lane.sinks:
+                sink.progress(lane.stats)
+        if self.on_tick is not None:
+            self.on_tick(self)
 
     def _grow(self) -> None:
         added = self.pool.grow()
@@ -233,46 +327,98 @@ class Scheduler:
             if self.capacity_per_worker:
                 self.capacity += added * self.capacity_per_worker
 
-    def _busy(self) -> bool:
-        return bool(self.pending or self.inflight or self.judging)
+    # -- dispatch ------------------------------------------------------------------------------------------------
 
     def _dispatch(self) -> None:
         pool = self.pool
-        while self.pending and self._room() and not self._stopped() and not self._waiting() \
-                and (w := pool.pick()) is not None:
-            q, epoch, attempt = self.pending.popleft()
-            deadline = time.monotonic() + self.episode_timeout_s + self.grace_s
-            ref = pool.workers[w].run_episode.remote(q, attempt, epoch)
-            self.inflight[ref] = _Slot(q, epoch, attempt, w, deadline)
+        while self._room() and (lane := self._next_lane()) is not None and (w := pool.pick()) is not None:
+            q, epoch, attempt = lane.pending.popleft()
+            deadline = time.monotonic() + lane.episode_timeout_s + self.grace_s
+            ref = pool.workers[w].run_episode.remote(lane.run, q, attempt, epoch)
+            self.inflight[ref] = _Slot(lane, q, epoch, attempt, w, deadline)
             pool.load[w] += 1
+            lane.inflight += 1
+            lane.first_dispatch = lane.first_dispatch or time.monotonic()
             self.first_dispatch = self.first_dispatch or time.monotonic()
-        if self.stop is None and self.pending and not self.inflight and not pool.any_alive():  # every worker is gone
-            self.stop = Stop("workers", pool.why_none_alive())  # the rest stays not run: `--resume` runs it
+        if any(lane.startable() for lane in self.lanes) and not self.inflight and not pool.any_alive():
+            stop = Stop("workers", pool.why_none_alive())  # every worker is gone: the rest stays not run
+            for lane in self.lanes:
+                lane.stop = lane.stop or stop
 
     def _room(self) -> bool:
-        capacity = self.endpoint.cap(self.capacity) if self.endpoint is not None else self.capacity
-        return len(self.inflight) + sum(self.pool.stuck) < capacity
+        return len(self.inflight) + sum(self.pool.stuck) < self.capacity
 
-    def _waiting(self) -> bool:
-        """Whether the budget holds further episodes back until one in flight finishes (`SpendLimit.waits`)."""
+    def _next_lane(self) -> Lane | None:
+        """The lane whose episode starts next (None: none may start one now)."""
+        if self._sweep_held():
+            return None
+        may = [lane for lane in self.lanes if lane.startable() and not self._held(lane)]
+        started = [lane for lane in self.lanes if lane.startable() and lane.first_dispatch is not None]
+        fresh = [lane for lane in may if lane.first_dispatch is None]
+        room = len(fresh) if self.max_runs is None else max(0, self.max_runs - len(started))
+        allowed = [lane for lane in may if lane.first_dispatch is not None] + fresh[:room]
+        if not allowed:
+            return None
+        busy: Counter = Counter()
+        for lane in self.lanes:
+            busy[lane.endpoint_key] += lane.inflight
+
+        def saturated(lane: Lane) -> bool:
+            cap = self.endpoint_caps.get(lane.endpoint_key or "")
+            return cap is not None and busy[lane.endpoint_key] >= cap
+
+        return min(allowed, key=lambda lane: (saturated(lane), lane.order))
+
+    def _held(self, lane: Lane) -> bool:
+        """Whether the lane may start no episode now: its budget stops it (recorded in `lane.stop`), its endpoint
+        guard's cap is reached, or its budget waits for an episode in flight to finish (`SpendLimit.waits`)."""
+        if lane.budget is not None:
+            in_flight = self._ages(lane)
+            lane.stop = lane.budget.check(lane.stats, in_flight)
+            if lane.stop is not None or lane.budget.waits(lane.stats, in_flight):
+                return True
+        return lane.endpoint is not None and lane.inflight >= lane.endpoint.cap(self.capacity)
+
+    def _ages(self, lane: Lane | None = None) -> list[float]:
+        now = time.monotonic()
+        return [now - s.started for s in self.inflight.values() if lane is None or s.lane is lane]
+
+    def _sweep_held(self) -> bool:
+        """The sweep's budget, over every lane's spend: once it would be passed, no lane starts another episode
+        (each records the stop); until an episode has finished, it may hold every lane back (`SpendLimit.waits`)."""
         if self.budget is None:
             return False
-        now = time.monotonic()
-        return self.budget.waits(self.stats, [now - slot.started for slot in self.inflight.values()])
+        if self.stop is None:
+            total, ages = self.spent(), self._ages()
+            if (stop := self.budget.check(total, ages)) is None:
+                return self.budget.waits(total, ages)
+            self.stop = Stop("budget", stop.reason.replace("the run's budget", "the sweep's budget", 1), "sweep")
+        for lane in self.lanes:
+            if lane.stop is None and lane.pending:
+                lane.stop = self.stop
+        return True
 
-    def _stopped(self) -> bool:
-        """Whether the run starts no more episodes: a stop seen before, or the budget's answer now."""
-        if self.stop is None and self.budget is not None:
-            now = time.monotonic()
-            self.stop = self.budget.check(self.stats, [now - slot.started for slot in self.inflight.values()])
-        return self.stop is not None
+    def spent(self) -> RunStats:
+        """Every lane's totals (ended ones too) and `spent_before`, summed: what the sweep's budget is checked on."""
+        lanes = [lane.stats for lane in (*self.ended, *self.lanes)]
+        parts = lanes + ([self.spent_before] if self.spent_before is not None else [])
+        return RunStats(total=sum(s.total for s in lanes), done=sum(s.done for s in lanes),
+                        cost=sum(s.cost for s in parts), tokens=sum(s.tokens for s in parts),
+                        judge_cost=sum(s.judge_cost for s in parts), judge_tokens=sum(s.judge_tokens for s in parts),
+                        ingestion_cost=sum(s.ingestion_cost for s in parts),
+                        episode_wall_s=sum(s.episode_wall_s for s in lanes))
+
+    # -- results -------------------------------------------------------------------------------------------------
 
     def _settle(self, ref) -> None:
         import ray
         from ray.exceptions import ActorUnavailableError, RayActorError
 
         slot = self.inflight.pop(ref)
+        lane = slot.lane
         self.pool.load[slot.worker] -= 1
+        lane.inflight -= 1
+        lane.last_settled = self.last_settled = time.monotonic()
         try:
             record = ray.get(ref)
             self.pool.succeeded(slot.worker)
@@ -286,20 +432,20 @@ class Scheduler:
                 self._requeue(slot)
                 return
             unit = (slot.question.id, slot.epoch)
-            self.deaths[unit] += 1
-            if self.deaths[unit] <= self.retries_on_death:
+            lane.deaths[unit] += 1
+            if lane.deaths[unit] <= lane.retries_on_death:
                 self._requeue(slot)  # same attempt: it never produced a record
                 return
-            record = slot.failed("crashed", f"worker died {self.deaths[unit]} times while running this question: "
+            record = slot.failed("crashed", f"worker died {lane.deaths[unit]} times while running this question: "
                                             f"{type(e).__name__}")
             record.spend_known = False  # what its calls spent died with the worker
         except Exception as e:  # an error inside the task itself
             record = slot.failed("crashed", f"{type(e).__name__}: {e}")
-        self._record(record)
-        if self.endpoint is not None and self.stop is None:
-            self.stop = self.endpoint.settle(record)
+        self._record(lane, record)
+        if lane.endpoint is not None and lane.stop is None:
+            lane.stop = lane.endpoint.settle(record)
         if record.status in FINISHED:
-            self.judging[self.judge.submit(slot.question, record)] = record
+            lane.judging[lane.judge.submit(slot.question, record)] = record
 
     def _reclaim_overdue(self) -> None:
         """Record as `timeout` every episode past its deadline plus grace, and take its slot back."""
@@ -308,20 +454,22 @@ class Scheduler:
         now = time.monotonic()
         for ref, slot in [(r, s) for r, s in self.inflight.items() if now >= s.deadline]:
             del self.inflight[ref]
+            slot.lane.inflight -= 1
             ray.cancel(ref)  # best effort: a running thread of a threaded actor cannot be interrupted
             self.pool.stuck[slot.worker] += 1  # keeps its place in pool.load until the worker is restarted
-            waited = self.episode_timeout_s + self.grace_s
+            waited = slot.lane.episode_timeout_s + self.grace_s
             record = slot.failed("timeout", f"no result {waited:g}s after it started (episode_timeout_s "
-                                            f"{self.episode_timeout_s:g} + {self.grace_s:g}s grace): the driver "
-                                            "gave up on it and reclaimed its slot")
-            self._record(self.pool.spent_so_far(slot.worker, (slot.question.id, slot.epoch, slot.attempt), record))
+                                            f"{slot.lane.episode_timeout_s:g} + {self.grace_s:g}s grace): the "
+                                            "driver gave up on it and reclaimed its slot")
+            key = (slot.lane.key, slot.question.id, slot.epoch, slot.attempt)
+            self._record(slot.lane, self.pool.spent_so_far(slot.worker, key, record))
             if self.pool.stuck[slot.worker] >= self._per_worker() or self.pool.load[slot.worker] == \
                     self.pool.stuck[slot.worker]:
                 self._restart(slot.worker)
 
     def _restart(self, w: int) -> None:
-        """Kill a worker whose threads are stuck; Ray restarts it (a fresh replica) and its other episodes, if any,
-        fail with RayActorError and are requeued."""
+        """Kill a worker whose threads are stuck; Ray restarts it and its other episodes, if any, fail with
+        RayActorError and are requeued."""
         import ray
 
         ray.kill(self.pool.workers[w], no_restart=False)
@@ -333,25 +481,27 @@ class Scheduler:
         return self.capacity_per_worker or max(1, self.capacity // max(1, len(self.pool.workers)))
 
     def _requeue(self, slot: _Slot) -> None:
-        self.pending.appendleft((slot.question, slot.epoch, slot.attempt))
-        self.stats.requeued += 1
+        slot.lane.pending.appendleft((slot.question, slot.epoch, slot.attempt))
+        slot.lane.stats.requeued += 1
 
-    def _record(self, record: EpisodeRecord) -> None:
-        self.stats.add_episode(record)
-        for sink in self.sinks:
+    @staticmethod
+    def _record(lane: Lane, record: EpisodeRecord) -> None:
+        lane.stats.add_episode(record)
+        for sink in lane.sinks:
             sink.episode(record)
 
-    def _collect_judgements(self) -> None:
-        for fut in [f for f in self.judging if f.done()]:
-            self.judging.pop(fut)
+    @staticmethod
+    def _collect_judgements(lane: Lane) -> None:
+        for fut in [f for f in lane.judging if f.done()]:
+            lane.judging.pop(fut)
             try:
                 verdict = fut.result()
             except Exception as e:  # the judge stage must not end the run; the episode stays unjudged (resume judges)
                 log.warning("judging failed: %s", e)
                 continue
-            self.stats.add_judgement(verdict)
-            self.stats.add_judge_spend(verdict)
-            for sink in self.sinks:
+            lane.stats.add_judgement(verdict)
+            lane.stats.add_judge_spend(verdict)
+            for sink in lane.sinks:
                 sink.judgement(verdict)
 
 

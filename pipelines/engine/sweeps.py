@@ -1,16 +1,23 @@
-"""Sweeps (a grid of runs under one MLflow parent run) and the reports read back from run folders."""
+"""A sweep's reports, read back from its folder and its runs' folders: its table, pairwise comparisons, rankings and
+what is missing, and the parent MLflow run's aggregates; `srag compare`. Running a sweep is
+`pipelines.engine.sweep`'s."""
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
-from pipelines.config import RunConfig
-from pipelines.engine.lifecycle import load_run_config, open_tracker, run_one
-from pipelines.engine.records import IncomparablePair, PairwiseRow, RunComparison, RunResult, SweepInfo, SweepSummary
+from pipelines.engine.heartbeat import driver_state
+from pipelines.engine.records import (
+    IncomparablePair,
+    PairwiseRow,
+    RunComparison,
+    RunResult,
+    SweepInfo,
+    SweepSummary,
+    UnfinishedRun,
+)
 from pipelines.engine.report import (
     LabelledRun,
     plot_accuracy_intervals,
@@ -18,56 +25,10 @@ from pipelines.engine.report import (
     plot_sweep,
     run_summary,
 )
-from pipelines.engine.results import RunDir, git_revision, new_run_id, read_sweep
+from pipelines.engine.results import RunDir, read_sweep
 from pipelines.engine.review import adjust_corrected, corrected_difference, pairwise_fields
 from pipelines.engine.scoring import compare
-from pipelines.engine.tracking import source_tags
 from pipelines.errors import UserError
-from srag_core import utc_now
-
-
-def run_sweep(name: str, sweep_file: Path, grid: dict[str, Any], runs: list[RunConfig], runs_dir: Path, *,
-              quiet: bool, max_cost_usd: float | None = None, max_tokens: int | None = None) -> SweepSummary:
-    """Every run of the grid in turn, each an MLflow child of one parent run; returns the sweep's summary. With a
-    sweep budget each run may spend what the runs before it left (and no more than its own budget): once it is
-    spent, the remaining runs start no episode and record every one as not run."""
-    sweep_id = new_run_id(name)
-    sweep_dir = runs_dir / "sweeps" / sweep_id
-    sweep_dir.mkdir(parents=True)
-    tracker = open_tracker(runs[0], runs_dir)
-    try:
-        revision = git_revision()
-        tags = {"srag.sweep_id": sweep_id, "srag.kind": "sweep", "srag.git_revision": str(revision or ""),
-                **source_tags(sys.argv[1:], revision)}  # the children's source tags (`lifecycle.mlflow_run`)
-        parent = tracker.create_run(name, {"sweep_file": str(sweep_file), "n_runs": len(runs),
-                                           "grid": json.dumps(grid)}, tags)
-        info = SweepInfo(sweep_id=sweep_id, name=name, file=str(sweep_file), created=utc_now(), mlflow_run_id=parent)
-        _write_sweep(sweep_dir, info)
-        done: list[str] = []
-        spent = {"cost": 0.0, "tokens": 0}
-        for cfg in runs:
-            cfg = within_sweep_budget(cfg, max_cost_usd, max_tokens, spent)
-            result = run_one(cfg, runs_dir, quiet=quiet, tracker=tracker, sweep_id=sweep_id, parent=parent)
-            spent["cost"] += result.cost_usd + result.judge_cost_usd
-            spent["tokens"] += result.tokens + result.judge_tokens
-            done.append(result.run_id)
-            _write_sweep(sweep_dir, info.model_copy(update={"runs": done}))
-        return sweep_summary(runs_dir, sweep_dir, tracker)
-    finally:
-        tracker.close()
-
-
-def within_sweep_budget(cfg: RunConfig, max_cost_usd: float | None, max_tokens: int | None,
-                        spent: dict[str, float]) -> RunConfig:
-    """`cfg` with its budget cut to what the sweep's budget has left after `spent`."""
-    limits = cfg.limits
-    cost = _tighter(limits.max_cost_usd, None if max_cost_usd is None else max(0.0, max_cost_usd - spent["cost"]))
-    tokens = _tighter(limits.max_tokens, None if max_tokens is None else max(0, int(max_tokens - spent["tokens"])))
-    return cfg.model_copy(update={"limits": limits.model_copy(update={"max_cost_usd": cost, "max_tokens": tokens})})
-
-
-def _tighter(a, b):
-    return b if a is None else a if b is None else min(a, b)
 
 
 def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> SweepSummary:
@@ -80,7 +41,11 @@ def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> SweepSummary
         meta = run_dir.read_meta()
         summary, questions = run_summary(run_dir)
         rows.append(LabelledRun(meta.name.split("/", 1)[-1], meta, summary, questions))
+    alive = driver_state(sweep_dir) == "alive"
+    unfinished = unfinished_runs(runs_dir, info, alive)
     pairs, incomparable = pairwise(rows)
+    for p in pairs:  # a comparison with a run that has not reached its end may still change
+        p.unfinished = bool({p.run_a, p.run_b} & {u.label for u in unfinished})
     rankings = rank(rows, pairs)
     plots = plot_sweep(rows, sweep_dir / "accuracy_by_type_and_run.png", sweep_dir / "cost_vs_accuracy.png")
     plots.append(plot_accuracy_intervals(rows, sweep_dir / "accuracy_with_intervals.png", _groups_of(rankings)))
@@ -88,18 +53,58 @@ def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> SweepSummary
         plots.append(failures)
     errors: list[str] = []
     if tracker is not None and info.mlflow_run_id:
-        _log_parent(tracker, info, sweep_dir, rows, pairs, incomparable, rankings, plots)
+        _log_parent(tracker, info, sweep_dir, rows, pairs, incomparable, rankings, plots, len(unfinished))
         errors = tracker.flush()  # the parent's writes; `srag report SWEEP_ID` does not write, a rerun does
+    states = {u.label: u.state for u in unfinished}
     return SweepSummary(sweep_id=info.sweep_id, name=info.name, n_runs=len(rows),
-                        n_questions=sum(r.summary.n_questions for r in rows), runs=[_result(r) for r in rows],
+                        n_planned=len(info.plan) or len(rows),
+                        n_questions=sum(r.summary.n_questions for r in rows),
+                        runs=[_result(r, states.get(r.label)) for r in rows],
                         pairwise=pairs, incomparable=incomparable, rankings=rankings, plots=[str(p) for p in plots],
-                        mlflow_errors=errors)
+                        mlflow_errors=errors, unfinished=unfinished, running=alive,
+                        finish_command=f"srag sweep --resume {info.sweep_id}" if unfinished and not alive else None)
 
 
-def _result(run: LabelledRun) -> RunResult:
+def _result(run: LabelledRun, state: str | None = None) -> RunResult:
+    """A run's row; an unfinished run's status is its state in the sweep (running, or interrupted when its driver
+    is gone) rather than what its run.json last said."""
     return RunResult.of(run_id=run.meta.run_id, label=run.label, variant=run.meta.variant or "",
                         model=run.meta.model or "", dataset=Path(str(run.meta.questions_file)).parent.name,
-                        **run.summary.model_dump(exclude_unset=True))
+                        status=state or run.meta.status, **run.summary.model_dump(exclude_unset=True))
+
+
+def unfinished_runs(runs_dir: Path, info: SweepInfo, alive: bool) -> list[UnfinishedRun]:
+    """The runs of the sweep that have not reached their end, in plan order: not started (planned), running (the
+    sweep's driver is alive), or interrupted (its driver stopped or died first; a run that failed). A sweep.json from
+    before plans lists only the runs it started."""
+    out = []
+    entries = [(e.label, e.run_id, e.state) for e in info.plan] or [
+        (RunDir.open(runs_dir, r).read_meta().name.split("/", 1)[-1], r, "running") for r in info.runs]
+    for label, run_id, state in entries:
+        if run_id is None:
+            config = next(e.config for e in info.plan if e.label == label)
+            out.append(UnfinishedRun(label=label, state="planned", why="not started", dataset=_dataset_of(config),
+                                     variant=config.get("variant") or "zero_ingestion"))
+            continue
+        meta = RunDir.open(runs_dir, run_id).read_meta()
+        if meta.status == "failed":
+            out.append(UnfinishedRun(label=label, run_id=run_id, state="interrupted", status=meta.status,
+                                     why=meta.error or "it failed"))
+        elif state != "finished" and (meta.status in ("created", "running") or not info.plan):
+            gone = not alive and driver_state(runs_dir / run_id) != "alive"
+            out.append(UnfinishedRun(label=label, run_id=run_id, state="interrupted" if gone else "running",
+                                     status=meta.status, why="its driver is gone" if gone else "in progress"))
+    return out
+
+
+def _dataset_of(config: dict[str, Any]) -> str:
+    """The dataset a planned run's config names, as a started run's `RunResult.dataset` would say it."""
+    if config.get("questions"):
+        return Path(config["questions"]).parent.name
+    from pipelines.datasets import DATASETS, SAMPLE_2WIKI
+
+    spec = DATASETS.get(config["dataset"])  # `resolve` without converting: a shipped sample, else the cache's folder
+    return SAMPLE_2WIKI.name if spec is not None and spec.convert is None else str(config["dataset"])
 
 
 def pairwise(rows: list[LabelledRun]) -> tuple[list[PairwiseRow], list[IncomparablePair]]:
@@ -183,9 +188,12 @@ def _groups_of(rankings: dict[str, list[list[str]]]) -> dict[str, int]:
 
 
 def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRun], pairs: list[PairwiseRow],
-                incomparable: list[IncomparablePair], rankings: dict[str, list[list[str]]], plots: list[Path]) -> None:
+                incomparable: list[IncomparablePair], rankings: dict[str, list[list[str]]], plots: list[Path],
+                unfinished: int = 0) -> None:
     """The parent run's aggregates (at step 0, the later value replacing the earlier one in MLflow's views), its
-    tables (the pairwise tests, the pairs not compared and why, the tie groups, the runs) and plots."""
+    tables (the pairwise tests, the pairs not compared and why, the tie groups, the runs) and plots; its status
+    FINISHED once every run of the plan has reached its end, else FAILED (`srag.unfinished_runs` says how many have
+    not)."""
     import pandas as pd
 
     from pipelines.engine.tracking import write_table
@@ -206,7 +214,8 @@ def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRu
                         f"replaced_scored/{label}": summary.replaced_scored,
                         **{f"failure_share_{c}/{label}": share for c, share in summary.failure_class_shares.items()}})
     tracker.log_metrics(parent, metrics, 0)
-    tracker.set_tags(parent, {"srag.complete": str(all(r.summary.complete for r in rows)).lower(),
+    tracker.set_tags(parent, {"srag.complete": str(not unfinished and all(r.summary.complete for r in rows)).lower(),
+                              "srag.unfinished_runs": str(unfinished),
                               **{f"srag.ranking.{metric_label(d)}": ranking_text(groups)
                                  for d, groups in rankings.items()}})
     tables = {
@@ -221,7 +230,7 @@ def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRu
     }
     tracker.replace_tables(parent, {name: write_table(table, sweep_dir / "tables" / name)
                                     for name, table in tables.items()})
-    tracker.set_terminated(parent)
+    tracker.set_terminated(parent, "FAILED" if unfinished else "FINISHED")
 
 
 RUN_TABLE_COLUMNS = ("accuracy", "accuracy_ci95", "accuracy_judge_corrected", "accuracy_judge_corrected_ci95",
@@ -241,24 +250,8 @@ def metric_label(label: str) -> str:
     return re.sub(r"[^\w\-. :/]", "_", label)  # what MLflow allows in a metric name
 
 
-def refresh_after(run_dir: RunDir, runs_dir: Path) -> None:
-    """After a child run changed (rerun, resume), bring its sweep's parent run up to date."""
-    sweep_id = run_dir.read_meta().sweep_id
-    if not sweep_id or not is_sweep(runs_dir, sweep_id):
-        return
-    tracker = open_tracker(load_run_config(run_dir), runs_dir)
-    try:
-        sweep_summary(runs_dir, runs_dir / "sweeps" / sweep_id, tracker)
-    finally:
-        tracker.close()
-
-
 def is_sweep(runs_dir: Path, some_id: str) -> bool:
     return (runs_dir / "sweeps" / some_id / "sweep.json").is_file()
-
-
-def _write_sweep(sweep_dir: Path, info: SweepInfo) -> None:
-    (sweep_dir / "sweep.json").write_text(json.dumps(info.model_dump(mode="json"), indent=2), encoding="utf-8")
 
 
 def run_report(runs_dir: Path, run_id: str) -> RunResult:

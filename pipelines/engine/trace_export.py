@@ -5,9 +5,10 @@ before the episode's row goes into `results.jsonl` (`results.RunFolderSink`), so
 trace file. The export reads those files. During a run it happens in `TraceExportActor`s (`tracking.export_actors`
 of them, each with the questions whose id hashes to it), Ray actors on the driver's node (they read the same folder)
 with processes of their own, so the MLflow client's CPU (0.02 CPU-s per trace) is not taken from the driver; the
-scheduler's `TraceExportSink` only hands them file names, in batches. What is still missing at the end (an earlier
-invocation was killed, MLflow was down) is exported by the driver itself (`export_missing`), which
-`lifecycle.finish` calls before it reports a run finished.
+scheduler's `TraceExportSink` only hands them file names, in batches. The actors belong to the pool, not to a run:
+every run of a sweep exports through the same ones (`ExportPool.open` gives a run its share). What is still missing
+at the end (an earlier invocation was killed, MLflow was down) is exported by the driver itself (`export_missing`),
+which `lifecycle.finish` calls before it reports a run finished.
 
 Each exported trace gets a marker line in `mlflow_traces.jsonl` (question, epoch, attempt, MLflow trace id),
 appended and fsynced once per batch. A driver killed between an export and its marker leaves a trace that MLflow has
@@ -36,6 +37,7 @@ import time
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypedDict
 
@@ -75,7 +77,7 @@ class ExportReport(TypedDict, total=False):
     queued: int  # traces still waiting when the drain timed out
     errors: list[str]  # the last few errors
     n_errors: int
-    cpu_s: float  # the export processes' CPU: the cost of the export
+    cpu_s: float  # the export processes' CPU: the cost of the export (a run alone in its pool)
     error: str  # an export actor died: `finish` exports what it left
     drain_s: float  # how long the drain took (lifecycle)
 
@@ -414,63 +416,120 @@ def whole_traces_only() -> bool:
 
 @ray.remote(num_cpus=0, max_concurrency=4)
 class TraceExportActor:
-    """A `TraceExporter` in its own process: `add` queues trace files and verdicts, a thread exports the traces in
-    batches and attaches each verdict once its trace is in, `drain` waits until everything added has been exported
-    (or has failed every attempt)."""
+    """A `TraceExporter` per run in one process, shared by the runs of a pool: `open` starts a run's (it first settles
+    what earlier invocations left unmarked among its questions), `add` queues trace files and verdicts, a thread
+    exports them in batches, the runs in turn, and attaches each verdict once its trace is in, `drain` waits until
+    everything added for a run has been exported (or has failed every attempt), `close` forgets the run."""
 
-    def __init__(self, run_path: str, uri: str, experiment_id: str, mlflow_run_id: str,
-                 earlier: dict[Key, str] | None = None, context: TraceContext | None = None):
-        self.exporter = TraceExporter(run_path, uri, experiment_id, mlflow_run_id, context)
-        self.queue: list[tuple[Key, str]] = []
-        self.verdicts: list[Judgement] = []
-        self.fresh_verdicts = False
-        self.busy = True  # until the earlier invocations' traces are settled: `drain` must wait for those too
+    def __init__(self) -> None:
+        self.runs: dict[str, _RunQueue] = {}
+        self.clients: dict[str, Any] = {}
         self.changed = threading.Condition()
-        self.earlier = earlier or {}
+        self.turn = 0  # round robin over the runs with work
         threading.Thread(target=self._loop, name="trace-export", daemon=True).start()
 
-    def add(self, items: list[tuple[Key, str]], verdicts: Sequence[Judgement] = ()) -> None:
+    def open(self, run: str, run_path: str, uri: str, experiment_id: str, mlflow_run_id: str,
+             earlier: dict[Key, str] | None = None, context: TraceContext | None = None) -> None:
+        """Start a run's exporter (what was added before it, in another thread of this actor, waits for it)."""
+        if uri not in self.clients:
+            self.clients[uri] = mlflow_client(uri)
+        exporter = TraceExporter(run_path, uri, experiment_id, mlflow_run_id, context, client=self.clients[uri])
         with self.changed:
-            self.queue.extend(((str(k[0]), int(k[1]), int(k[2])), f) for k, f in items)  # keys arrive as lists
-            self.verdicts.extend(verdicts)
-            self.fresh_verdicts = self.fresh_verdicts or bool(verdicts)
+            queue = self._queue(run)
+            queue.exporter = exporter
+            queue.earlier = {(str(k[0]), int(k[1]), int(k[2])): f for k, f in (earlier or {}).items()}
             self.changed.notify_all()
 
-    def drain(self, timeout_s: float | None = None) -> ExportReport:
+    def _queue(self, run: str) -> _RunQueue:
+        if run not in self.runs:
+            self.runs[run] = _RunQueue()
+        return self.runs[run]
+
+    def add(self, run: str, items: list[tuple[Key, str]], verdicts: Sequence[Judgement] = ()) -> None:
+        with self.changed:
+            queue = self._queue(run)
+            queue.items.extend(((str(k[0]), int(k[1]), int(k[2])), f) for k, f in items)  # keys arrive as lists
+            queue.verdicts.extend(verdicts)
+            queue.fresh_verdicts = queue.fresh_verdicts or bool(verdicts)
+            self.changed.notify_all()
+
+    def drain(self, run: str, timeout_s: float | None = None) -> ExportReport:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self.changed:
-            while self.queue or self.busy:
+            queue = self._queue(run)
+            while queue.exporter is None or queue.items or queue.busy or queue.earlier is not None:
                 if deadline is not None and time.monotonic() > deadline:
                     break
                 self.changed.wait(timeout=1.0)
-            return ExportReport(exported=self.exporter.exported, queued=len(self.queue),
-                                errors=self.exporter.errors[-5:], n_errors=len(self.exporter.errors),
-                                cpu_s=round(time.process_time(), 3))  # this process's CPU: the cost of the export
+            exporter = queue.exporter
+            if exporter is None:  # never opened within the time given
+                return ExportReport(exported=0, queued=len(queue.items), errors=["not opened"], n_errors=1)
+            return ExportReport(exported=exporter.exported, queued=len(queue.items), errors=exporter.errors[-5:],
+                                n_errors=len(exporter.errors))
+
+    def close(self, run: str) -> None:
+        with self.changed:
+            self.runs.pop(run, None)
+
+    def cpu_s(self) -> float:
+        """This process's CPU seconds: the cost of the export."""
+        return round(time.process_time(), 3)
+
+    def _next(self) -> tuple[_RunQueue, dict[Key, str] | None, list[tuple[Key, str]], list[Judgement]]:
+        """The next run with work, in turn, and its work (taken off its queue); waits for some."""
+        with self.changed:
+            while True:
+                ready = [q for q in self.runs.values() if q.exporter is not None and (
+                    q.earlier is not None or q.items or q.fresh_verdicts)]
+                if ready:
+                    break
+                self.changed.wait()
+            self.turn += 1
+            queue = ready[self.turn % len(ready)]
+            queue.busy = True
+            if queue.earlier is not None:
+                return queue, queue.earlier, [], []
+            batch, queue.items = queue.items[:BATCH], queue.items[BATCH:]
+            verdicts, queue.verdicts, queue.fresh_verdicts = queue.verdicts, [], False
+            return queue, None, batch, verdicts
 
     def _loop(self) -> None:
-        try:
-            self.exporter.export_all(self.exporter.reconcile(self.earlier))
-        except Exception as e:  # MLflow unreachable: what is missing is exported by `export_missing` later
-            self.exporter.errors.append(f"reconcile: {type(e).__name__}: {e}"[:300])
-        retries: dict[Key, int] = {}
         while True:
+            queue, earlier, batch, verdicts = self._next()
+            exporter, failed, waiting = queue.exporter, [], verdicts
+            assert exporter is not None, "_next takes only opened runs"
+            if earlier is not None:
+                try:
+                    exporter.export_all(exporter.reconcile(earlier))
+                except Exception as e:  # MLflow unreachable: what is missing is exported by `export_missing` later
+                    exporter.errors.append(f"reconcile: {type(e).__name__}: {e}"[:300])
+            else:
+                for key, trace_file in exporter.export(batch, verdicts):  # a verdict that came goes in with its trace
+                    queue.retries[key] = queue.retries.get(key, 0) + 1
+                    if queue.retries[key] < ATTEMPTS:
+                        time.sleep(min(2.0 ** queue.retries[key], 10.0))
+                        failed.append((key, trace_file))
+                waiting = exporter.attach_verdicts(verdicts)  # those whose trace is not in yet wait for more
             with self.changed:
-                self.busy = False
+                if earlier is not None:
+                    queue.earlier = None
+                queue.items += failed
+                queue.verdicts = waiting + queue.verdicts
+                queue.busy = False
                 self.changed.notify_all()
-                while not self.queue and not self.fresh_verdicts:
-                    self.changed.wait()
-                batch, self.queue = self.queue[:BATCH], self.queue[BATCH:]
-                verdicts, self.verdicts, self.fresh_verdicts = self.verdicts, [], False
-                self.busy = True
-            for key, trace_file in self.exporter.export(batch, verdicts):
-                retries[key] = retries.get(key, 0) + 1
-                if retries[key] < ATTEMPTS:
-                    time.sleep(min(2.0 ** retries[key], 10.0))
-                    with self.changed:
-                        self.queue.append((key, trace_file))
-            waiting = self.exporter.attach_verdicts(verdicts)  # those whose trace is not in yet wait for more
-            with self.changed:
-                self.verdicts = waiting + self.verdicts
+
+
+@dataclass
+class _RunQueue:
+    """One run's work in an export actor (its exporter None until `open` has run)."""
+
+    exporter: TraceExporter | None = None
+    earlier: dict[Key, str] | None = None  # what earlier invocations left unmarked, until settled
+    items: list[tuple[Key, str]] = field(default_factory=list)
+    verdicts: list[Judgement] = field(default_factory=list)
+    fresh_verdicts: bool = False
+    busy: bool = False
+    retries: dict[Key, int] = field(default_factory=dict)
 
 
 def shard(question_id: str, n: int) -> int:
@@ -480,25 +539,71 @@ def shard(question_id: str, n: int) -> int:
 
 
 class ExportPool:
-    """The run's export actors, each with the questions that hash to it; `add`, `drain` and `kill` span them all.
+    """The pool's export actors, shared by its runs: each run's questions are spread over them by their id
+    (`shard`); `open` gives a run's `RunExport`.
 
-    Given a function that starts them, the actors start at the first `add` (or at `drain`, when nothing was added but
-    earlier invocations left traces to settle, `earlier`; else they never start): each imports MLflow, seconds of CPU
-    that, spent while the episode workers start, held the first episode back (measured 2026-12-06 on 2 cores: two
-    workers ready after 5 s alone, 11 s with two export actors starting beside them). The first trace comes only
-    after the first episode anyway."""
+    The actors start when the first run needs them (its first trace, or traces an earlier invocation left to settle),
+    not with the pool: each imports MLflow, seconds of CPU that, spent while the episode workers start, held the first
+    episode back (measured 2026-12-06 on 2 cores: two workers ready after 5 s alone, 11 s with two export actors
+    starting beside them). The first trace comes only after the first episode anyway."""
 
-    def __init__(self, actors: list | Callable[[], list], earlier: bool = False) -> None:
-        self.start: Callable[[], list] | None = actors if callable(actors) else None
-        self.earlier = earlier
-        self._actors: list = [] if callable(actors) else actors
-        self.pending: list = []  # `add` calls not known to have run yet
+    def __init__(self, start: Callable[[], list]) -> None:
+        self._start: Callable[[], list] | None = start
+        self._actors: list = []
 
     @property
     def actors(self) -> list:
-        if self.start is not None:
-            self._actors, self.start = self.start(), None
+        """The actors, started by the first call that needs them."""
+        if self._start is not None:
+            self._actors, self._start = self._start(), None
         return self._actors
+
+    @property
+    def started(self) -> int:
+        """How many actors have started (0 while no run has needed them)."""
+        return len(self._actors)
+
+    def open(self, run_dir: RunDir, meta: RunMeta, context: TraceContext | None = None) -> RunExport:
+        """A run's export; each actor first settles what earlier invocations left unmarked among its questions.
+        Not waited for: the run's episodes start while the actors open it."""
+        args = (run_dir.run_id, str(run_dir.path.resolve()), meta.mlflow_uri, meta.mlflow_experiment_id,
+                meta.mlflow_run_id)
+        return RunExport(self, args, missing_traces(run_dir), context)
+
+    def cpu_s(self) -> float | None:
+        """The export processes' CPU seconds so far (None when an actor does not answer)."""
+        try:
+            return round(sum(ray.get([a.cpu_s.remote() for a in self._actors], timeout=10)), 3)
+        except (ray.exceptions.RayError, TimeoutError):
+            return None
+
+    def kill(self) -> None:
+        for exporter in self._actors:  # those started
+            ray.kill(exporter)
+
+
+class RunExport:
+    """One run's share of the export actors: `add`, `drain` and `close` span them all. The run is opened in the
+    actors (and they are started) by its first `add`, or by its `drain` when earlier invocations left traces to settle;
+    a run with nothing to export starts none."""
+
+    def __init__(self, pool: ExportPool, open_args: tuple, unmarked: dict[Key, str],
+                 context: TraceContext | None) -> None:
+        self.pool, self.run = pool, open_args[0]
+        self._open_args, self._unmarked, self._context = open_args, unmarked, context
+        self.opened = False
+        self.pending: list = []  # `add` and `open` calls not known to have run yet
+
+    @property
+    def actors(self) -> list:
+        if not self.opened:
+            actors, n = self.pool.actors, len(self.pool.actors)
+            self.pending += [exporter.open.remote(*self._open_args,
+                                                  {k: f for k, f in self._unmarked.items() if shard(k[0], n) == i},
+                                                  self._context)
+                             for i, exporter in enumerate(actors)]
+            self.opened = True
+        return self.pool.actors
 
     def add(self, items: list[tuple[Key, str]], verdicts: Sequence[Judgement] = ()) -> None:
         n = len(self.actors)
@@ -506,42 +611,39 @@ class ExportPool:
             mine = [item for item in items if shard(item[0][0], n) == i]
             judged = [v for v in verdicts if shard(v.question_id, n) == i]
             if mine or judged:
-                self.pending.append(exporter.add.remote(mine, judged))
+                self.pending.append(exporter.add.remote(self.run, mine, judged))
         self.pending = ray.wait(self.pending, num_returns=len(self.pending), timeout=0)[1] if self.pending else []
 
     def drain(self, timeout_s: float | None = None) -> ExportReport:
-        """Wait for every actor; their results summed (CPU is the export's whole cost, errors the last few)."""
+        """Wait for every actor to export what was added for the run; their results summed (errors the last few)."""
         # An actor runs its calls in several threads, so a `drain` sent after an `add` may run first: wait for the
-        # adds, or the drain could find an empty queue and the actor be stopped in the middle of a trace.
-        if self.start is not None and not self.earlier:  # nothing to export: no actor needs to start
-            return ExportReport(actors=0, exported=0, queued=0, errors=[], n_errors=0, cpu_s=0.0)
+        # adds, or the drain could find an empty queue while a trace is still to come.
+        if not self.opened and not self._unmarked:  # nothing to export: no actor needs to start
+            return ExportReport(actors=0, exported=0, queued=0, errors=[], n_errors=0)
+        actors = self.actors  # opens the run where only earlier invocations left traces to settle
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         ray.get(self.pending, timeout=timeout_s)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())  # one timeout for the whole drain
-        results = ray.get([exporter.drain.remote(left) for exporter in self.actors])
+        results = ray.get([exporter.drain.remote(self.run, left) for exporter in actors])
         errors = [e for r in results for e in r["errors"]]
         return ExportReport(actors=len(results), exported=sum(r["exported"] for r in results),
                             queued=sum(r["queued"] for r in results), errors=errors[-5:],
-                            n_errors=sum(r["n_errors"] for r in results),
-                            cpu_s=round(sum(r["cpu_s"] for r in results), 3))
+                            n_errors=sum(r["n_errors"] for r in results))
 
-    def kill(self) -> None:
-        for exporter in self._actors:  # those started
-            ray.kill(exporter)
+    def close(self) -> None:
+        """Forget the run in every actor (fire and forget: an actor that died has forgotten it already)."""
+        if self.opened:
+            for exporter in self.actors:
+                exporter.close.remote(self.run)
 
 
-def start_exporter(run_dir: RunDir, meta: RunMeta, context: TraceContext | None = None,
-                   actors: int = 1) -> ExportPool:
-    """The run's export actors, pinned to this node (they read the run folder), started when the first trace comes
-    (`ExportPool`); each first settles what earlier invocations left unmarked among its questions."""
+def start_export_actors(n: int = 1) -> ExportPool:
+    """The pool's export actors, pinned to this node (they read the run folders), started when a run first needs
+    them (`ExportPool`)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    unmarked = missing_traces(run_dir)
-    return ExportPool(lambda: [actor(TraceExportActor).options(scheduling_strategy=here).remote(
-        str(run_dir.path.resolve()), meta.mlflow_uri, meta.mlflow_experiment_id, meta.mlflow_run_id,
-        {k: f for k, f in unmarked.items() if shard(k[0], actors) == i}, context) for i in range(actors)],
-        earlier=bool(unmarked))
+    return ExportPool(lambda: [actor(TraceExportActor).options(scheduling_strategy=here).remote() for _ in range(n)])
 
 
 class TraceExportSink:
@@ -549,8 +651,8 @@ class TraceExportSink:
     `RunFolderSink`, which writes the file). A finished episode, which the judge is judging, is held until its verdict
     comes (at most `HOLD_FOR_VERDICT_S`), so the two go over together and the verdict is written with the trace."""
 
-    def __init__(self, pool: ExportPool, run_dir: RunDir):
-        self.pool, self.run_dir = pool, run_dir
+    def __init__(self, export: RunExport, run_dir: RunDir):
+        self.export, self.run_dir = export, run_dir
         self.batch: list[tuple[Key, str]] = []
         self.verdicts: list[Judgement] = []
         self.held: dict[Key, tuple[str, float]] = {}  # finished episode -> its trace file, held since
@@ -589,7 +691,7 @@ class TraceExportSink:
                 del self.held[key]
                 self.batch.append((key, trace_file))
         if self.batch or self.verdicts:
-            self.pool.add(self.batch, self.verdicts)
+            self.export.add(self.batch, self.verdicts)
             self.batch, self.verdicts = [], []
         self.since = now
 

@@ -1,10 +1,13 @@
-"""Ray actors: episode workers holding a corpus replica, and one request limiter per LLM endpoint.
+"""Ray actors: run-agnostic episode workers, and one request limiter per LLM endpoint.
 
-A worker receives the corpus (and the variant's per-corpus resources: chunk embeddings, pattern index) from the
-object store when it starts,
-warms its search structures once, then runs many episodes at once on threads (`max_concurrency`): LLM waits overlap
-while tool work uses the actor's CPU. When a worker dies, Ray restarts it (`max_restarts`) and it reloads its
-replica from the object store; the driver re-queues the episodes it was running.
+A worker belongs to a pool, not to a run: every run of a sweep (or the one run of `srag run`) sends its episodes to
+the same workers. Each episode names its run (`RunRef`): the run's `RunSpec` (variant, LLM config, agent and
+retrieval settings, its corpus and per-corpus resources, its endpoint's limiter) is one object in Ray's object
+store, fetched by a worker the first time it meets the run and kept. Corpora are held by content hash: one object
+per corpus, mapped once per worker from its node's object store (so one replica per node, read in place) and its
+search structures warmed once, however many runs use it. A worker runs many episodes at once on threads
+(`max_concurrency`): LLM waits overlap while tool work uses the actor's CPU. When a worker dies, Ray restarts it
+(`max_restarts`) and it fetches what it needs again; the driver re-queues the episodes it was running.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import asyncio
 import json
 import os
 import socket
+import threading
 import time
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any, Iterator
 
 import ray
@@ -24,7 +28,7 @@ from pipelines.config import RetrievalSettings
 from pipelines.datasets import Question
 from pipelines.engine.ray_utils import actor
 from pipelines.engine.records import EpisodeRecord, Evidence
-from pipelines.engine.systems import VariantResources, build_system
+from pipelines.engine.systems import build_system
 from srag_core import AgentConfig, LLMClient, LLMConfig, Usage, Window, documents_seen
 from srag_core.llm import AttemptOutcome, SlotTicket
 
@@ -45,6 +49,7 @@ class RequestLimiter:
                  lease_s: float = 900.0, adaptive: bool = True):
         self.window = Window(max_concurrent, per_minute, tokens_per_minute, lease_s, adaptive)
         self.changed = asyncio.Condition()
+        self.by_run: dict[str, int] = {}  # 429s per run: the endpoint is shared, each run's own count is its own
 
     async def acquire(self, tokens: int = 0) -> int:
         async with self.changed:
@@ -55,8 +60,10 @@ class RequestLimiter:
                     pass
             return self.window.grant(time.monotonic(), tokens)
 
-    async def release(self, lease: int, outcome: AttemptOutcome | None = None) -> None:
+    async def release(self, lease: int, outcome: AttemptOutcome | None = None, run: str | None = None) -> None:
         async with self.changed:
+            if outcome == "rate_limited" and run is not None:
+                self.by_run[run] = self.by_run.get(run, 0) + 1
             raised = self.window.release(lease, outcome)
             self.changed.notify(2 if raised else 1)  # a raised limit frees one more slot
 
@@ -66,6 +73,10 @@ class RequestLimiter:
 
     async def state(self) -> LimiterState:
         return self.window.state()
+
+    async def rate_limited(self, run: str) -> int:
+        """The 429s the requests of `run` met."""
+        return self.by_run.get(run, 0)
 
 
 def start_limiter(max_concurrent: int | None, per_minute: int | None, tokens_per_minute: int | None = None,
@@ -111,8 +122,8 @@ class RayLimiterSlot:
     release, so telling it costs no call of its own. If the limiter cannot be reached at all, the request goes ahead
     unlimited: a limiter outage must not fail questions."""
 
-    def __init__(self, handle):
-        self.handle = handle
+    def __init__(self, handle, run: str | None = None):
+        self.handle, self.run = handle, run
 
     def pause(self, seconds: float) -> None:
         self.handle.pause.remote(seconds)  # fire and forget
@@ -130,67 +141,118 @@ class RayLimiterSlot:
             if lease is not None:
                 # fire and forget, not retried: a limiter that died (or was stopped at the end of a run) has lost
                 # its leases anyway
-                self.handle.release.options(max_task_retries=0).remote(lease, ticket.outcome)
+                self.handle.release.options(max_task_retries=0).remote(lease, ticket.outcome, self.run)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What a worker needs to run one run's episodes; one object in Ray's object store per run. The corpus and the
+    per-corpus resources are references (each a one-item list, so Ray hands the reference over unresolved), shared
+    by every run on that corpus: a worker fetches each once."""
+
+    run_id: str
+    variant: str
+    llm: LLMConfig
+    agent: AgentConfig
+    retrieval: RetrievalSettings
+    corpus_hash: str
+    corpus: list  # [ObjectRef of the Corpus]
+    resources_key: str
+    resources: list  # [ObjectRef of the VariantResources]
+    limiter: Any = None  # the endpoint's RequestLimiter actor, or None
+    epoch_seed_base: int | None = None  # with several epochs, epoch e's requests carry the seed base + e
+
+
+RunRef = tuple[str, list]  # (run id, [ObjectRef of its RunSpec]): what `run_episode` names its run by
 
 
 # `spent` runs in a thread group of its own: the driver asks it about episodes whose threads are stuck.
 @ray.remote(concurrency_groups={"control": 1})
 class EpisodeWorker:
-    def __init__(self, corpus, resources: VariantResources, variant: str, llm: LLMConfig, agent: AgentConfig,
-                 retrieval: RetrievalSettings, limiter=None, epoch_seed_base: int | None = None):
-        """`epoch_seed_base`: with several epochs, epoch e's requests carry the seed base + e (where the profile
-        takes a seed), so each epoch is its own sample and a repeated run can be reproduced."""
+    def __init__(self, *corpora):
+        """`corpora`: the corpora the pool's first runs use, fetched and warmed before `ready` answers (a run on
+        another corpus fetches its own at its first episode here)."""
         self.started = time.time()
-        corpus.search.warm()  # build the search structures once per replica, not per episode
-        self.corpus, self.resources, self.variant = corpus, resources, variant
-        self.llm, self.agent, self.retrieval, self.epoch_seed_base = llm, agent, retrieval, epoch_seed_base
-        self.limiter = RayLimiterSlot(limiter) if limiter is not None else None
-        self.systems: dict[int | None, Any] = {}
-        self.running: dict[tuple[str, int, int], Usage] = {}  # episode -> its usage so far
-        self.system_for(1)  # built before `ready` answers
+        self.held: dict[Any, Any] = {}  # corpus hash / resources key / run id -> what it names, fetched once
+        self.locks: dict[Any, threading.Lock] = {}
+        self.guard = threading.Lock()
+        self.systems: dict[tuple[str, int | None], Any] = {}
+        self.running: dict[tuple[str, str, int, int], Usage] = {}  # episode -> its usage so far
+        for corpus in corpora:
+            self._once(("corpus", corpus.content_hash), lambda c=corpus: _warmed(c))
         self.where = {"node": socket.gethostname(), "pid": os.getpid(),
                       "node_id": ray.get_runtime_context().get_node_id()}
 
     def ready(self) -> dict[str, str | int | float]:
-        """Where the worker runs, and how long its start took (its replica's search structures warmed)."""
+        """Where the worker runs, and how long its start took (the corpora it was given fetched and warmed)."""
         return {**self.where, "startup_s": round(time.time() - self.started, 3)}
 
     @ray.method(concurrency_group="control")
-    def spent(self, key: tuple[str, int, int]) -> dict[str, float] | None:
-        """What a running episode has spent so far (None when it is not running here): on its own thread, so a
-        worker whose episode threads are all stuck still answers."""
-        usage = self.running.get((str(key[0]), int(key[1]), int(key[2])))  # a tuple sent through Ray may be a list
+    def spent(self, key: tuple[str, str, int, int]) -> dict[str, float] | None:
+        """What a running episode (run, question, epoch, attempt) has spent so far (None when it is not running
+        here): on its own thread, so a worker whose episode threads are all stuck still answers."""
+        usage = self.running.get((str(key[0]), str(key[1]), int(key[2]), int(key[3])))  # a tuple may come as a list
         return None if usage is None else asdict(usage)
 
-    def usage(self) -> dict[str, float]:  # run.json's WorkersUsage, summed over the workers
-        """This worker process's CPU seconds and peak memory so far (run.json's `workers` entry)."""
+    def usage(self) -> dict[str, float]:
+        """This worker process's CPU seconds and peak memory so far (the pool's `WorkersUsage`, summed)."""
         import resource
 
         return {"cpu_s": time.process_time(), "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
-    def system_for(self, epoch: int):
-        """The system that runs `epoch`'s episodes: one per epoch seed, built once (a client and an agent are
-        cheap next to the replica they share)."""
-        seed = None if self.epoch_seed_base is None else self.epoch_seed_base + epoch
-        if seed not in self.systems:
-            llm = self.llm if seed is None else self.llm.model_copy(update={"seed": seed})
-            self.systems[seed] = build_system(self.variant, self.corpus, LLMClient(llm, limiter=self.limiter),
-                                              self.agent, self.retrieval, self.resources)
-        return self.systems[seed]
+    def forget(self, run_ids: list[str]) -> None:
+        """Drop what finished runs left here (their specs and systems); their corpora stay for other runs."""
+        with self.guard:
+            for run_id in run_ids:
+                self.held.pop(("run", run_id), None)
+                for key in [k for k in self.systems if k[0] == run_id]:
+                    del self.systems[key]
 
-    def run_episode(self, question: Question, attempt: int, epoch: int = 1) -> EpisodeRecord:
+    def _once(self, key: Any, make) -> Any:
+        """The value of `key`, made by `make()` on first use; other threads asking for it meanwhile wait, threads
+        asking for other keys do not."""
+        with self.guard:
+            if key in self.held:
+                return self.held[key]
+            lock = self.locks.setdefault(key, threading.Lock())
+        with lock:
+            with self.guard:
+                if key in self.held:
+                    return self.held[key]
+            value = make()
+            with self.guard:
+                self.held[key] = value
+            return value
+
+    def system_for(self, run: RunRef, epoch: int):
+        """The system that runs the run's `epoch` episodes: one per run and epoch seed, built once (a client and an
+        agent are cheap next to the replica they share)."""
+        spec: RunSpec = self._once(("run", run[0]), lambda: ray.get(run[1][0]))
+        corpus = self._once(("corpus", spec.corpus_hash), lambda: _warmed(ray.get(spec.corpus[0])))
+        resources = self._once(("resources", spec.resources_key), lambda: ray.get(spec.resources[0]))
+        seed = None if spec.epoch_seed_base is None else spec.epoch_seed_base + epoch
+
+        def build():
+            llm = spec.llm if seed is None else spec.llm.model_copy(update={"seed": seed})
+            limiter = RayLimiterSlot(spec.limiter, spec.run_id) if spec.limiter is not None else None
+            return build_system(spec.variant, corpus, LLMClient(llm, limiter=limiter), spec.agent, spec.retrieval,
+                                resources)
+
+        return self._once(("system", spec.run_id, seed), build)
+
+    def run_episode(self, run: RunRef, question: Question, attempt: int, epoch: int = 1) -> EpisodeRecord:
         """The episode's record, with `trace_json`: the whole episode as the JSON text of its trace file, serialised
         here so the driver only writes it (`results.RunFolderSink`)."""
         cpu = time.thread_time()  # each episode runs on a thread of its own: this is its CPU, tools included
-        key = (question.id, epoch, attempt)
+        key = (run[0], question.id, epoch, attempt)
         self.running[key] = Usage()
 
         def spent(usage: Usage) -> None:  # kept so that the driver can ask, should it give up on the episode
             self.running[key] = usage  # each call's usage is a new object: kept as it is, read only when asked
 
         try:
-            episode = self.system_for(epoch).run(question.question, question.id, on_usage=spent,
-                                                 watch=question.gold_docs or ())
+            episode = self.system_for(run, epoch).run(question.question, question.id, on_usage=spent,
+                                                      watch=question.gold_docs or ())
         finally:
             self.running.pop(key, None)
         # read once, here, where the trace is at hand: the record's evidence, and the trace file's copy for the export
@@ -203,3 +265,8 @@ class EpisodeWorker:
                                             worker_cpu_s=cpu_s, trace_json=text)
         record.evidence = Evidence.of(question.id, epoch, attempt, question.gold_docs, seen)
         return record
+
+
+def _warmed(corpus):
+    corpus.search.warm()  # build the search structures once per replica, not per episode
+    return corpus

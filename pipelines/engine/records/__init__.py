@@ -6,6 +6,7 @@
 - the summary: `RunSummary` (summary.json) and `RunResult` (what the commands print), each figure a field with its
   unit and denominator, from which the JSON, the MLflow metrics and the text report are made;
 - the rows of the run's tables: `EpisodeRow`, `QuestionRow`, `AttemptRow`;
+- a sweep's `sweep.json`: `SweepInfo`, its plan (`SweepRun`) and invocations (`SweepInvocation`, `PoolFigures`);
 - a review of the verdicts by people: the sample (`ReviewSample`), each human label (`HumanLabel`), a sweep's
   item keys (`SweepSample`), and the figures made of them (`JudgeAgreement`, `ReviewerAgreement`,
   `CorrectedDifference`).
@@ -17,8 +18,8 @@ from pipelines.engine.records._compare import (
                                                PairedTest,
                                                PairwiseRow,
                                                RunComparison,
-                                               SweepInfo,
                                                SweepSummary,
+                                               UnfinishedRun,
 )
 from pipelines.engine.records._lines import (
                                                RECORD,
@@ -39,6 +40,7 @@ from pipelines.engine.records._meta import (
                                                CorpusReplicas,
                                                ExecutionPlan,
                                                IngestionInfo,
+                                               PoolRef,
                                                Rejudging,
                                                RequestLimitState,
                                                RunMeta,
@@ -60,12 +62,21 @@ from pipelines.engine.records._review import (
 )
 from pipelines.engine.records._rows import AttemptRow, EpisodeRow, Outcome, QuestionRow
 from pipelines.engine.records._summary import Interval, RunResult, RunSummary, Show
+from pipelines.engine.records._sweep import (
+                                               EndpointLimit,
+                                               PoolFigures,
+                                               SweepInfo,
+                                               SweepInvocation,
+                                               SweepRun,
+                                               SweepRunState,
+)
 
 __all__ = ["RECORD", "AnyRecord", "AttemptRow", "BadRecord", "BudgetChange", "Comparison", "CorpusReplicas",
-           "EpisodeRecord", "EpisodeRow", "Evidence", "ExecutionPlan", "IncomparablePair", "IngestionInfo", "Interval",
-           "Judgement", "Outcome", "PairedTest", "PairwiseRow", "QuestionRow", "Record", "Rejudging",
-           "RequestLimitState", "RunComparison", "RunMeta", "RunResult", "RunStatus", "RunSummary", "Show", "StopKind",
-           "StopRecord", "SweepInfo", "SweepSummary", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line",
+           "EndpointLimit", "EpisodeRecord", "EpisodeRow", "Evidence", "ExecutionPlan", "IncomparablePair",
+           "IngestionInfo", "Interval", "Judgement", "Outcome", "PairedTest", "PairwiseRow", "PoolFigures", "PoolRef",
+           "QuestionRow", "Record", "Rejudging", "RequestLimitState", "RunComparison", "RunMeta", "RunResult",
+           "RunStatus", "RunSummary", "Show", "StopKind", "StopRecord", "SweepInfo", "SweepInvocation", "SweepRun",
+           "SweepRunState", "SweepSummary", "UnfinishedRun", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line",
            "problem", "validate_record"]
 __all__ += ["CorrectedDifference", "HumanLabel", "JudgeAgreement", "ReviewSample", "ReviewerAgreement", "SampleItem",
             "Stratum", "SweepItem", "SweepSample"]  # a review of the verdicts (issue 45)

@@ -1,4 +1,4 @@
-"""What `srag compare` and a sweep's pairwise table and sweep.json hold, as models."""
+"""What `srag compare` and a sweep's pairwise table hold, as models."""
 
 from __future__ import annotations
 
@@ -160,6 +160,9 @@ class PairwiseRow(_Model):
     """Sampled questions labelled in both runs: the labels behind the corrected difference."""
     judge_corrected_note: str | None = None
     """Why there is no corrected difference, or what to know about it."""
+    unfinished: bool = False
+    """Whether either run has not reached its end (not all its questions ran yet): the comparison covers the
+    questions both have so far, and may change once the sweep is finished."""
 
     @classmethod
     def of(cls, run_a: str, run_b: str, comparison: Comparison, **where: str) -> PairwiseRow:
@@ -172,25 +175,6 @@ class PairwiseRow(_Model):
                    **{f"left_out_{k}": v for k, v in comparison.left_out.items()}, **where)
 
 
-class SweepInfo(_Model):
-    """`sweeps/<sweep_id>/sweep.json`: a sweep and the runs it has made so far."""
-
-    model_config = ConfigDict(extra="allow")  # keys a later release adds are kept
-
-    sweep_id: str
-    """The sweep's folder name under runs/sweeps."""
-    name: str
-    """The sweep file's name."""
-    file: str
-    """The sweep file, as given."""
-    created: str
-    """UTC, ISO 8601."""
-    mlflow_run_id: str | None = None
-    """The sweep's parent MLflow run."""
-    runs: list[str] = []
-    """The run ids made so far, in grid order."""
-
-
 class IncomparablePair(_Model):
     """Two runs of a sweep on the same dataset that are not compared, and why."""
 
@@ -199,6 +183,27 @@ class IncomparablePair(_Model):
     dataset: str
     differences: list[str]
     """Their question sets, their epochs and reducer, or their judges differ."""
+
+
+class UnfinishedRun(_Model):
+    """A run of a sweep's plan that has not reached its end."""
+
+    label: str
+    """Its label in the sweep."""
+    run_id: str | None = None
+    """Its run folder, if it was started."""
+    state: Literal["planned", "running", "interrupted"]
+    """planned (not started), running (the sweep's driver is alive) or interrupted (its driver stopped or died
+    first, or the run failed)."""
+    status: str | None = None
+    """Its run.json status, if it was started."""
+    why: str = ""
+    """One line: not started, in progress, its driver is gone, or the error that stopped it."""
+    dataset: str | None = None
+    """For a run not started: the dataset its plan gives, as the sweep's rankings key it (the folder name of its
+    questions file; the registry's name when the data is not staged here)."""
+    variant: str | None = None
+    """For a run not started: the variant its plan gives."""
 
 
 class SweepSummary(_Model):
@@ -223,6 +228,15 @@ class SweepSummary(_Model):
     """The sweep's plots, as files."""
     mlflow_errors: list[str]
     """MLflow writes of the parent run that failed."""
+    n_planned: int = 0
+    """Runs in the sweep's plan (`n_runs` counts those started)."""
+    unfinished: list[UnfinishedRun] = []
+    """The runs of the plan that have not reached their end, in plan order (empty: every run has)."""
+    running: bool = False
+    """Whether the sweep's driver is alive (its heartbeat is recent): its unfinished runs are in progress."""
+    finish_command: str | None = None
+    """The command that finishes the unfinished runs (`srag sweep --resume SWEEP_ID`); None when there are none, or
+    the sweep is still running."""
 
     def to_json(self) -> dict[str, Any]:
         return {**self.model_dump(mode="json", exclude={"runs"}), "runs": [r.to_json() for r in self.runs]}

@@ -36,6 +36,9 @@ class StopRecord(_Part):
     """The run's budget in dollars, if it had one."""
     max_tokens: int | None = None
     """The run's budget in tokens, if it had one."""
+    scope: Literal["run", "sweep"] | None = None
+    """Whose limit stopped it: the run's own, or its sweep's budget over every run (then `max_cost_usd` and
+    `max_tokens` are the sweep's). None in records from before it was recorded: the run's."""
 
 
 class RequestLimitState(_Part):
@@ -51,6 +54,9 @@ class RequestLimitState(_Part):
     """429 answers the run's requests met."""
     cuts: int = 0
     """Times the limit was cut after a 429."""
+    shared: bool | None = None
+    """True: the limiter was its endpoint's, shared by the runs of a sweep on that endpoint; `limit`, `lowest` and
+    `cuts` are then the endpoint's, `rate_limited` this run's own."""
 
 
 class IngestionInfo(_Part):
@@ -153,6 +159,17 @@ class Rejudging(_Part):
     """The judge's settings (`JudgeSettings` as configured; free-form here so an old entry still loads)."""
 
 
+class PoolRef(_Part):
+    """Where a run's pool figures are when it ran in a sweep's shared pool (run.json's `pool`): the execution plan,
+    worker start-up, corpus replicas, the workers' CPU and the endpoint's limiter are the pool's, recorded once in
+    sweep.json."""
+
+    sweep_id: str
+    """The sweep."""
+    invocation: int
+    """The index, in sweep.json's `invocations`, of the invocation whose pool ran the run last."""
+
+
 class RunMeta(_Part):
     """`run.json`: identity, provenance and history of one run."""
 
@@ -229,6 +246,9 @@ class RunMeta(_Part):
     """Corpus copies in the object stores."""
     workers: WorkersUsage | None = None
     """The workers' CPU and memory."""
+    pool: PoolRef | None = None
+    """A run of a sweep: where its pool's figures are (then `execution`, `worker_startup_s`, `actors_final`,
+    `corpus_replicas` and `workers` are in sweep.json, not here)."""
     trace_export: dict[str, Any] | None = None
     """What the trace export actors reported when drained (free-form: the exporter's own counters)."""
     store_problems: list[str] | None = None

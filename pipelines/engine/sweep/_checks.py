@@ -103,17 +103,17 @@ def sweep_plan(name: str, runs: list[RunConfig], *, max_cost_usd: float | None =
 def differences(runs: list[RunConfig]) -> list[Settings]:
     """Per run, the dotted settings of its resolved config whose values are not the same in every run (the name
     left out: it always differs)."""
-    flat = [_flatten(cfg.model_dump(mode="json", exclude={"name"})) for cfg in runs]
+    flat = [flatten_settings(cfg.model_dump(mode="json", exclude={"name"})) for cfg in runs]
     keys = sorted({k for f in flat for k in f})
     varying = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
     return [{k: f.get(k) for k in varying} for f in flat]
 
 
-def _flatten(data: Settings, prefix: str = "") -> Settings:
+def flatten_settings(data: Settings, prefix: str = "") -> Settings:
     out: Settings = {}
     for key, value in data.items():
         if isinstance(value, dict) and value:
-            out.update(_flatten(value, f"{prefix}{key}."))
+            out.update(flatten_settings(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
     return out

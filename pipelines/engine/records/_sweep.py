@@ -1,0 +1,141 @@
+"""`sweeps/<sweep_id>/sweep.json` as a model: the sweep's expanded plan from its first second (every run's resolved
+config, fingerprint and state), each invocation of it (start, resume, rerun: what it was told and what its pool
+was), and a pointer from a run's run.json to the pool it ran in. Written atomically by the sweep's driver only
+(`pipelines.engine.sweep`); a sweep.json of a release before the plan loads with an empty `plan`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pipelines.engine.records._meta import CorpusReplicas, ExecutionPlan, RequestLimitState, WorkersUsage
+
+SweepRunState = Literal["planned", "running", "finished", "interrupted"]
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+
+
+class SweepRun(_Part):
+    """One run of the sweep's plan."""
+
+    label: str
+    """Its label in the sweep (what its grid varies)."""
+    name: str
+    """Its config's name (`<sweep name>/<label>`)."""
+    fingerprint: str
+    """`RunConfig.fingerprint` of `config`."""
+    config: dict[str, Any]
+    """Its resolved run config (a `RunConfig` as JSON; free-form here, validated when the sweep resumes)."""
+    state: SweepRunState = "planned"
+    """planned (not started), running, finished (it reached its end: its run.json status says how) or interrupted
+    (its driver stopped before its end: Ctrl-C, SIGTERM, an error; a driver killed outright leaves `running`, and
+    its stale heartbeat says interrupted)."""
+    run_id: str | None = None
+    """Its run folder, once started."""
+    status: str | None = None
+    """Its run.json status when it last reached its end (finished, incomplete, stopped) or failed."""
+
+
+class EndpointLimit(_Part):
+    """One endpoint's shared request limiter in a pool: every request of every run (and judge) on it."""
+
+    endpoint: str
+    """The endpoint: its base URL, model and API key variable (never the key)."""
+    runs: list[str] = []
+    """The runs on it, by label."""
+    state: RequestLimitState | None = None
+    """The limiter at the end (its 429s over all those runs)."""
+
+
+class PoolFigures(_Part):
+    """What one invocation's pool was and did: the figures a run alone keeps in its own run.json."""
+
+    execution: ExecutionPlan | None = None
+    """The execution plan read off the cluster (`placement.execution_plan`) with `execution.max_runs`."""
+    max_runs: int | None = None
+    """`execution.max_runs`: runs whose episodes start at once (None: all)."""
+    worker_startup_s: float | None = None
+    """Seconds from starting the workers to the first episode."""
+    first_episode_s: float | None = None
+    """Seconds from the command's start to the first episode."""
+    episodes_wall_s: float | None = None
+    """Seconds from the first episode to the last, over every run."""
+    actors_final: int | None = None
+    """Workers at the end (more when nodes joined)."""
+    actors_started: int | None = None
+    """Workers started in all (one per slot; a worker Ray restarts counts once)."""
+    corpus_replicas: dict[str, CorpusReplicas] = {}
+    """Copies of each corpus object in the object stores, by corpus content hash."""
+    workers: WorkersUsage | None = None
+    """The workers' CPU and memory."""
+    driver_cpu_s: float | None = None
+    """CPU seconds of the driver's process (the command: scheduling, recording, judging, MLflow's client) by the
+    pool's end."""
+    limiters: list[EndpointLimit] = []
+    """One request limiter per endpoint that needed one."""
+    trace_export: dict[str, Any] | None = None
+    """The trace export actors shared by the runs: how many, and their CPU seconds."""
+    local_models: list[str] = []
+    """Local model servers started for the pool (their base URLs)."""
+
+
+class SweepInvocation(_Part):
+    """One command that ran the sweep: `srag sweep` (start), `srag sweep --resume` (resume), `srag rerun` (rerun)."""
+
+    kind: Literal["start", "resume", "rerun"]
+    at: str
+    """UTC, ISO 8601."""
+    command: list[str] = []
+    """The srag command line."""
+    git_revision: str | None = None
+    """The project's commit it ran."""
+    host: str | None = None
+    """The driver's host name."""
+    changes: dict[str, Any] = {}
+    """Settings taken at this invocation: a new `--max-cost`, execution settings (`--concurrency`, `--max-runs`)."""
+    forced: list[str] = []
+    """Changes to what the runs' fingerprint covers, accepted with `--force` (they apply to runs not started yet)."""
+    runs: list[str] = []
+    """The runs it ran episodes of, by label."""
+    pool: PoolFigures | None = None
+    """Its pool's figures, once it ended."""
+
+
+class SweepInfo(_Part):
+    """`sweeps/<sweep_id>/sweep.json`: a sweep, its plan and the runs it has made so far."""
+
+    sweep_id: str
+    """The sweep's folder name under runs/sweeps."""
+    name: str
+    """The sweep file's name."""
+    file: str
+    """The sweep file, as given."""
+    created: str
+    """UTC, ISO 8601."""
+    mlflow_run_id: str | None = None
+    """The sweep's parent MLflow run."""
+    runs: list[str] = []
+    """The run ids made so far, in plan order."""
+    grid: dict[str, list[Any]] = {}
+    """The sweep file's grid."""
+    overrides: dict[str, Any] = {}
+    """The command-line options applied to every run when the sweep was planned (`--limit`, `--epochs`,
+    `--profile`, `--data-root`)."""
+    max_cost_usd: float | None = None
+    """The sweep's budget in dollars over all its runs (the latest given)."""
+    max_tokens: int | None = None
+    """The sweep's budget in tokens."""
+    execution: dict[str, Any] = {}
+    """Execution settings given on the command line that override the runs' (`concurrency`, `max_runs`): the
+    latest given."""
+    plan: list[SweepRun] = []
+    """Every run of the sweep, in order, from the first second (empty in a sweep.json from before plans)."""
+    invocations: list[SweepInvocation] = Field(default_factory=list)
+    """Every command that ran the sweep, in order."""
+
+    def entry(self, label: str) -> SweepRun:
+        return next(r for r in self.plan if r.label == label)
