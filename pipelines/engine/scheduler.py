@@ -285,7 +285,7 @@ class Scheduler:
             ended = [lane for lane in self.lanes if lane.done()]
             if ended or time.monotonic() - last_report > self.progress_every_s:
                 last_report = time.monotonic()
-                self._tick()
+                self._tick(ended)
             for lane in ended:
                 self._end(lane)
 
@@ -311,10 +311,13 @@ class Scheduler:
         if self.on_lane_done is not None:
             self.on_lane_done(lane)
 
-    def _tick(self) -> None:
+    def _tick(self, ended: Sequence[Lane] = ()) -> None:
+        """Each run's progress to its sinks; an ending run's (its last line) with its limiter's state read now: the
+        gauge answers the previous tick's question, and a run shorter than a tick has asked none."""
         for lane in self.lanes:
             if lane.limiter_state is not None:
-                lane.stats.limiter = lane.limiter_state()
+                final = getattr(lane.limiter_state, "final", None) if lane in ended else None
+                lane.stats.limiter = final() if final is not None else lane.limiter_state()
             for sink in lane.sinks:
                 sink.progress(lane.stats)
         if self.on_tick is not None:
