@@ -15,8 +15,7 @@ tool itself calls (`pipelines.engine.scoring.score_interval`, `scoring.compare`,
   the tool refuses (too few effective clusters);
 - **bca / epochs**: a run's accuracy over partial scores, each question's 3 epochs reduced by their mean.
 
-The judge-corrected figures of issue 45 join as one more section: a function `(reps, rng) -> rows` in SECTIONS
-that draws labelled and judged questions and scores the corrected estimate with the function the tool calls.
+The judge-corrected figures (issue 45) have their own benchmark, `benchmarks/judge_correction.py` (docs/judge.md).
 
 Run: `.venv/bin/python -m benchmarks.coverage` (about 30 minutes on 2 cores) writes docs/coverage.md;
 `--smoke` runs every section at its smallest size in seconds and prints the tables without writing.
@@ -285,7 +284,7 @@ Section = Callable[[int, np.random.Generator, bool], list[Row]]
 
 
 def _sections() -> dict[str, Section]:
-    """Each section: (replications, generator, smoke) -> rows. Issue 45's judge-corrected figures add theirs here."""
+    """Each section: (replications, generator, smoke) -> rows."""
     return {
         "wilson": lambda reps, rng, smoke: wilson([20] if smoke else [10, 20, 50, 100, 200, 500],
                                                   [0.05, 0.5] if smoke else [0.05, 0.1, 0.2, 0.35, 0.5, 0.65, 0.8,

@@ -467,3 +467,18 @@ def test_labels_without_a_sample_and_a_labels_file_that_is_not_one(tmp_path, cap
     drawn(run_dir, size=10)
     assert main(["review", "r1", "--labels", str(junk), "--runs-dir", str(tmp_path)]) == Exit.BAD_INPUT
     assert "has no human_score column" in capsys.readouterr().err
+
+
+def test_labels_from_an_mlflow_that_does_not_answer_are_one_line_and_exit_2(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run_dir = make_run(tmp_path, "r1", JUDGED, mlflow_uri=f"http://127.0.0.1:{port}")
+    run_dir.update_meta(mlflow_uri=f"http://127.0.0.1:{port}", mlflow_run_id="m1", mlflow_experiment_id="0")
+    code = main(["review", "r1", "--from-mlflow", "--runs-dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert code == Exit.BAD_INPUT and len(err.splitlines()) == 1, err
+    assert f"MLflow at http://127.0.0.1:{port} does not answer" in err and "nothing was imported" in err
+    assert review.labels(run_dir) == []

@@ -34,7 +34,43 @@ def _client(run_dir: RunDir) -> Any:
     meta = run_dir.read_meta()
     if not (meta.mlflow_uri and meta.mlflow_run_id):
         raise ReviewError(f"run {run_dir.run_id} has no MLflow run (run.json names none)")
+    _answers(meta.mlflow_uri, run_dir.run_id)
     return mlflow_client(meta.mlflow_uri)
+
+
+def _answers(uri: str, run_id: str) -> None:
+    """A tracking server that does not answer is said at once (MLflow's client retries for minutes first)."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=10).close()
+    except urllib.error.HTTPError:
+        return  # it answers: an older server or a proxy without /health
+    except OSError as e:
+        raise ReviewError(f"MLflow at {uri} does not answer ({getattr(e, 'reason', e)}): start its tracking server "
+                          f"(or reach it), then run srag review {run_id} --from-mlflow again; nothing was imported"
+                          ) from None
+
+
+def _run_traces(client: Any, run_dir: RunDir):
+    """The run's traces in MLflow; refused in one line when MLflow cannot be read (nothing is imported then)."""
+    meta = run_dir.read_meta()
+    pages = _search(client, meta.mlflow_experiment_id, meta.mlflow_run_id)
+    try:
+        first = next(pages)
+    except StopIteration:
+        return
+    except Exception as e:  # MLflow's client raises its own and the HTTP library's errors: all mean the same here
+        reason = " ".join(f"{type(e).__name__}: {e}".split())[:200]
+        raise ReviewError(f"MLflow at {meta.mlflow_uri} could not be read ({reason}): start its tracking server (or "
+                          f"reach it), then run srag review {run_dir.run_id} --from-mlflow again; "
+                          "nothing was imported") from None
+    yield from first
+    for page in pages:
+        yield from page
 
 
 def _traces(run_dir: RunDir) -> dict[tuple[str, int, int], str]:
@@ -71,7 +107,6 @@ def read_feedback(run: RunRows, client: Any = None) -> Imported:
     outside [0, 1], or a second label by one reviewer of one episode, is refused in one line naming the trace."""
     run_dir = run.run_dir
     client = client or _client(run_dir)
-    meta = run_dir.read_meta()
     ctx = _Run.of(run)
     sample = current_sample(run_dir)
     in_sample = {(i.question_id, i.epoch) for i in sample.items} if sample else set()
@@ -79,7 +114,7 @@ def read_feedback(run: RunRows, client: Any = None) -> Imported:
     by_assessment = {label.assessment_id: label for label in given if label.assessment_id}
     batch: list[HumanLabel] = []
     problems: list[str] = []
-    for trace in _search(client, meta.mlflow_experiment_id, meta.mlflow_run_id):
+    for trace in _run_traces(client, run_dir):
         tags = trace.info.tags or {}
         if "srag.question_id" not in tags:
             continue
@@ -133,11 +168,12 @@ def _human(feedback: Any) -> bool:
 
 
 def _search(client: Any, experiment_id: str | None, mlflow_run_id: str | None):
+    """The run's traces, a page at a time (each page one item)."""
     token = None
     while True:
         page = client.search_traces(locations=[experiment_id], run_id=mlflow_run_id, include_spans=False,
                                     max_results=500, page_token=token)
-        yield from page
+        yield page
         token = page.token
         if not token:
             return
