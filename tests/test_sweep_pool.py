@@ -229,6 +229,27 @@ def test_a_heartbeat_tells_a_live_driver_from_a_gone_one(tmp_path):
     assert driver_state(tmp_path) == "unknown"
 
 
+def test_the_sweeps_progress_counts_a_run_that_is_ending_in_flight_not_planned():
+    """A run whose episodes have all ended is in flight until its end (traces, verdicts, summary) is reached."""
+    from types import SimpleNamespace
+
+    from pipelines.engine.progress import RunStats
+    from pipelines.engine.sweep._driver import Runs
+    from pipelines.engine.sweep._progress import SweepProgress
+
+    def lane(key: str, done: int, started: bool = True):
+        return SimpleNamespace(key=key, stats=RunStats(total=10, done=done), first_dispatch=1.0 if started else None)
+
+    runs = Runs([])
+    runs.opened = {key: SimpleNamespace(lane=None, extra={}) for key in ("a", "b", "c")}
+    runs.closed = {"a"}
+    scheduler = SimpleNamespace(ended=[lane("a", 10), lane("b", 10)], lanes=[lane("c", 4), lane("d", 0, False)],
+                                first_dispatch=1.0, spent=lambda: RunStats(total=0))
+    figures = SweepProgress("s1", runs=5, episodes=50).figures(scheduler, runs)
+    assert (figures["runs_finished"], figures["runs_in_flight"], figures["runs_planned"]) == (1, 2, 2)
+    assert figures["episodes_done"] == 24
+
+
 def _kill_when_two_runs_have_records(sweep: str, runs, ray_local, episodes: int) -> None:
     """`srag sweep SWEEP` as its own driver process on the test session's Ray, SIGKILLed (its process group) once two
     of its runs have each recorded `episodes` episodes."""

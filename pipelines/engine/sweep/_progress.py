@@ -26,11 +26,14 @@ class SweepProgress:
     def figures(self, scheduler: Scheduler, runs: Runs) -> dict[str, float]:
         with runs.lock:
             opened = list(runs.opened.values())
-            finished = len(runs.closed)
+            closed = set(runs.closed)
+        finished = len(closed)
         lanes = {lane.key: lane for lane in (*scheduler.ended, *scheduler.lanes)}
         done = self.done_before + sum(lane.stats.done for lane in lanes.values()) + sum(
             r.extra.get("done", 0) for r in opened if r.lane is None)
-        in_flight = sum(1 for lane in scheduler.lanes if lane.first_dispatch is not None)
+        # in flight: episodes started, or its episodes ended and its end (traces, verdicts, summary) not reached yet
+        in_flight = sum(1 for lane in scheduler.lanes if lane.first_dispatch is not None) + sum(
+            1 for lane in scheduler.ended if lane.key not in closed)
         finished += self.finished_before
         out = {"runs_finished": finished, "runs_in_flight": in_flight,
                "runs_planned": max(0, self.runs - finished - in_flight), "episodes_done": done,
