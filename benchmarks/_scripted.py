@@ -3,9 +3,11 @@ take the driver's CPU), and a markdown table."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Callable
 
 from tests.fake_llm import FakeLLM
@@ -29,6 +31,13 @@ def scripted_endpoint(responder: Callable[[dict], Any]) -> Iterator[str]:
     finally:
         parent.send("stop")
         server.join(timeout=10)
+
+
+def print_rows(rows: list[dict[str, Any]], json_out: Path | None) -> None:
+    """The rows as a markdown table on stdout, and as JSON in `json_out` when given."""
+    print("\n" + markdown_table(rows))
+    if json_out:
+        json_out.write_text(json.dumps(rows, indent=2))
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._scripted import markdown_table, scripted_endpoint
+from benchmarks._scripted import print_rows, scripted_endpoint
 from pipelines.config import validate_run
 from pipelines.engine import lifecycle
 from pipelines.engine.ray_utils import init_ray
@@ -81,9 +81,7 @@ def main() -> None:
                 rows.append(measure(base_url, Path(tmp), args.episodes, c, args.delay, min(args.actors, c),
                                     args.limiter))
                 print(json.dumps(rows[-1]), flush=True)
-    print("\n" + markdown_table(rows))
-    if args.json_out:
-        args.json_out.write_text(json.dumps(rows, indent=2))
+    print_rows(rows, args.json_out)
 
 if __name__ == "__main__":
     main()

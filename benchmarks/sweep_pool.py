@@ -41,7 +41,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks._scripted import markdown_table, scripted_endpoint
+from benchmarks._scripted import print_rows, scripted_endpoint
 from benchmarks.pipeline_scale import ToolAgent
 from tests.pipeline_helpers import run_config, write_benchmark
 
@@ -241,9 +241,7 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append(measure(mode, base_url, Path(tmp), endpoint_pid, VARIANTS[:args.runs], args.questions,
                                     args.concurrency, args.delay, args.checkout, traces=not args.smoke))
                 print(json.dumps(rows[-1]), flush=True)
-    print("\n" + markdown_table(rows))
-    if args.json_out:
-        args.json_out.write_text(json.dumps(rows, indent=2))
+    print_rows(rows, args.json_out)
 
 
 if __name__ == "__main__":

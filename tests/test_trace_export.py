@@ -43,6 +43,19 @@ def stored(full: dict) -> EpisodeRecord:
     return validate_record({**{k: v for k, v in full.items() if k != "trace"}, "trace_json": json.dumps(full)})
 
 
+
+def _recorded(tmp_path, *qids: str) -> tuple[Tracker, str, RunDir]:
+    """A local MLflow store with run r1's MLflow run, and run r1's folder with an episode of each of `qids`."""
+    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
+    mlflow_run = tracker.create_run("r1", {}, {})
+    run_dir = RunDir.create(tmp_path / "runs", "r1")
+    store = run_dir.store()
+    sink = RunFolderSink(run_dir, store)
+    for qid in qids:
+        sink.episode(stored(record(qid)))
+    store.close()
+    return tracker, mlflow_run, run_dir
+
 def test_export_missing_writes_each_trace_once_whatever_was_left(tmp_path):
     tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
     run_dir = RunDir.create(tmp_path / "runs", "r1")
@@ -106,12 +119,7 @@ def test_an_unrelated_warning_of_mlflows_exporter_does_not_fail_the_trace(tmp_pa
         return trace_id
 
     monkeypatch.setattr(te, "episode_trace", with_a_warning)
-    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
-    mlflow_run = tracker.create_run("r1", {}, {})
-    run_dir = RunDir.create(tmp_path / "runs", "r1")
-    store = run_dir.store()
-    RunFolderSink(run_dir, store).episode(stored(record("q0")))
-    store.close()
+    tracker, mlflow_run, run_dir = _recorded(tmp_path, "q0")
     exporter = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run, client=tracker.client)
     assert exporter.export([(("q0", 1, 1), "traces/q0.1.json")]) == [] and exporter.errors == []
     assert exporter.exported == 1 and missing_traces(run_dir) == {}
@@ -199,12 +207,7 @@ def test_a_verdict_known_at_export_is_written_with_its_trace_and_a_later_one_ove
     """The export's usual case: the verdict comes with the trace, and the trace, its expectation, evidence, verdict,
     failure class and their tags are written in one go (no write of an assessment or a tag on its own); the marker
     names the feedbacks, so a later judgement (`srag judge`) overrides them."""
-    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
-    mlflow_run = tracker.create_run("r1", {}, {})
-    run_dir = RunDir.create(tmp_path / "runs", "r1")
-    store = run_dir.store()
-    RunFolderSink(run_dir, store).episode(stored(record("q0")))
-    store.close()
+    tracker, mlflow_run, run_dir = _recorded(tmp_path, "q0")
     question = Question(id="q0", question="question q0", answer="b", type="odd", gold_docs=["gold.txt"])
     exporter = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run,
                              TraceContext("scripted", {"srag.variant": "v"}, {"q0": question}), client=tracker.client)
@@ -237,14 +240,7 @@ def test_a_verdict_known_at_export_is_written_with_its_trace_and_a_later_one_ove
 
 
 def test_a_pending_verdict_goes_with_its_trace_and_two_judgements_of_one_attempt_leave_the_later(tmp_path, writes):
-    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
-    mlflow_run = tracker.create_run("r1", {}, {})
-    run_dir = RunDir.create(tmp_path / "runs", "r1")
-    store = run_dir.store()
-    sink = RunFolderSink(run_dir, store)
-    for qid in ("q0", "q1"):
-        sink.episode(stored(record(qid)))
-    store.close()
+    tracker, mlflow_run, run_dir = _recorded(tmp_path, "q0", "q1")
     exporter = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run, client=tracker.client)
     exporter.export([(("q0", 1, 1), "traces/q0.1.json")], [verdict("q0", None, "p1")])
     exporter.export([(("q1", 1, 1), "traces/q1.1.json")])  # its verdicts come later, two of them
@@ -324,12 +320,7 @@ def test_where_mlflows_in_memory_trace_is_out_of_reach_each_assessment_is_writte
         raise ImportError("cannot import name 'InMemoryTraceManager' from 'mlflow.tracing.trace_manager'")
 
     monkeypatch.setattr(tracking, "_trace_buffer", moved)  # what a later MLflow that moved it would do
-    tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
-    mlflow_run = tracker.create_run("r1", {}, {})
-    run_dir = RunDir.create(tmp_path / "runs", "r1")
-    store = run_dir.store()
-    RunFolderSink(run_dir, store).episode(stored(record("q0")))
-    store.close()
+    tracker, mlflow_run, run_dir = _recorded(tmp_path, "q0")
     question = Question(id="q0", question="question q0", answer="a", type="odd")
     exporter = TraceExporter(run_dir.path, tracker.uri, tracker.experiment_id, mlflow_run,
                              TraceContext("scripted", {}, {"q0": question}), client=tracker.client)

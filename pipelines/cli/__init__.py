@@ -172,6 +172,14 @@ def add_quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
+def add_pool_options(p) -> None:
+    """`--concurrency` and `--max-runs`: the sweep's pool (`srag sweep`, `srag submit`); `p` a parser or group."""
+    p.add_argument("--concurrency", type=positive_int, metavar="N",
+                   help="episodes in flight across the sweep's pool (execution.concurrency)")
+    p.add_argument("--max-runs", type=positive_int, metavar="N",
+                   help="runs with episodes starting at once (execution.max_runs)")
+
+
 def add_data_root(p: argparse.ArgumentParser, what: str = "the staged benchmark files") -> None:
     """`--data-root`, for the commands that read a dataset by name (a folder that must exist)."""
     p.add_argument("--data-root", type=existing_folder, metavar="DIR",

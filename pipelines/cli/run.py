@@ -21,6 +21,7 @@ from pipelines.cli import (
     add_command,
     add_data_root,
     add_json,
+    add_pool_options,
     add_quiet,
     add_runs_dir,
     non_negative_usd,
@@ -189,10 +190,7 @@ def _register_sweep(sub: argparse._SubParsersAction) -> None:
                    help="the sweep's budget over all its runs (overrides the file's max_cost_usd; with --resume, a "
                         "new budget for the whole sweep)")
     p.add_argument("--profile", metavar="PROFILE", help=PROFILE_HELP)
-    p.add_argument("--concurrency", type=positive_int, metavar="N",
-                   help="episodes in flight across the sweep's pool (execution.concurrency)")
-    p.add_argument("--max-runs", type=positive_int, metavar="N",
-                   help="runs with episodes starting at once (execution.max_runs)")
+    add_pool_options(p)
     p.add_argument("--dry-run", action="store_true",
                    help="check every run and list what the sweep would run (what differs, questions, episodes); "
                         "start nothing")

@@ -36,6 +36,7 @@ from pipelines.cli import (
     CliError,
     add_command,
     add_json,
+    add_pool_options,
     add_runs_dir,
     non_negative_usd,
     positive_int,
@@ -85,10 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     job.add_argument("--data-root", type=Path, metavar="DIR",  # checked by the job's sweep, where it is
                      help="folder of the staged benchmark files on the cluster's nodes (default: their "
                           "$SRAG_DATA_DIR)")
-    job.add_argument("--concurrency", type=positive_int, metavar="N",
-                     help="episodes in flight across the sweep's pool (execution.concurrency)")
-    job.add_argument("--max-runs", type=positive_int, metavar="N",
-                     help="runs with episodes starting at once (execution.max_runs)")
+    add_pool_options(job)
     job.add_argument("--force", action="store_true",
                      help="with --resume: go on even when the options given change what the runs' fingerprint "
                           "covers (runs not started yet take the change)")
