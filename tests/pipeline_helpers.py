@@ -280,7 +280,9 @@ def assert_local_ray_on_loopback(start_ray: str) -> None:
                               env={**env, "PYTHONPATH": str(REPO), "RAY_TMPDIR": ray_tmp}, text=True, timeout=300)
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
-    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("NODE", "HOSTS")))
+    # after a command run with --json, what the process prints goes to stderr (stdout holds the command's JSON)
+    lines = dict(line.split(" ", 1) for line in (proc.stdout + proc.stderr).splitlines()
+                 if line.startswith(("NODE ", "HOSTS ")))
     assert lines.get("NODE") == "127.0.0.1", proc.stdout + proc.stderr[-3000:]
     hosts = set(lines["HOSTS"].split())
     assert hosts and hosts <= LOOPBACK, hosts  # gcs_server, raylet, workers, agents: none on another interface
