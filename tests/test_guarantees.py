@@ -174,6 +174,31 @@ def test_without_rays_private_helpers_no_head_is_joined_and_a_warning_says_why(m
     assert "read_ray_address" in caplog.text
 
 
+def test_a_head_of_yours_on_the_network_is_not_joined_and_a_warning_says_how_to_start_one_on_loopback(
+        monkeypatch, caplog, tmp_path):
+    """What Ray 2.60's `ray start --head --node-ip-address 127.0.0.1` records without
+    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: the machine's address (192.0.2.2:6379 on the project's machine)."""
+    import ray._private.services
+    import ray._private.utils
+
+    from pipelines.engine.ray_utils import own_local_cluster
+
+    address_file = tmp_path / "ray_current_cluster"
+    address_file.write_text("x")  # this user's
+    monkeypatch.setattr(ray._private.utils, "get_ray_address_file", lambda temp_dir: str(address_file))
+    monkeypatch.setattr(ray._private.services, "find_gcs_addresses", lambda: {"192.0.2.2:6379", "127.0.0.1:6380"})
+    monkeypatch.setattr(ray._private.utils, "read_ray_address", lambda: "192.0.2.2:6379")
+    with caplog.at_level("WARNING", logger="pipelines.engine.ray_utils"):
+        assert own_local_cluster() is None
+    assert "your Ray head at 192.0.2.2:6379 listens on the network" in caplog.text
+    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start --head --node-ip-address 127.0.0.1" in caplog.text
+    caplog.clear()
+    monkeypatch.setattr(ray._private.utils, "read_ray_address", lambda: "127.0.0.1:6380")
+    assert own_local_cluster() == "127.0.0.1:6380" and not caplog.text  # a loopback head of yours: joined
+    monkeypatch.setattr(ray._private.utils, "read_ray_address", lambda: "127.0.0.1:6399")
+    assert own_local_cluster() is None and not caplog.text  # a stale file: no such head, nothing to say
+
+
 def test_without_mlflows_span_switch_traces_are_exported_whole_and_a_warning_says_so(monkeypatch, caplog):
     import mlflow
     import mlflow.tracing.provider

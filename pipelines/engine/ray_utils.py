@@ -26,8 +26,9 @@ RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false", "M
 
 
 def init_ray(address: str | None) -> None:
-    """Connect to `address` (else RAY_ADDRESS); else to this user's own local Ray if one is running (`ray start
-    --head --node-ip-address 127.0.0.1`: start it once, and every run skips Ray's start-up); else start a local
+    """Connect to `address` (else RAY_ADDRESS); else to this user's own local Ray if one is running
+    (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start --head --node-ip-address 127.0.0.1`: start it once, and every run
+    skips Ray's start-up; docs/clusters.md says why the variable); else start a local
     instance for this process. A local instance listens on loopback only: Ray's ports run code for whoever reaches
     them. No-op when already connected."""
     address = address or os.environ.get("RAY_ADDRESS")
@@ -87,8 +88,8 @@ def _check_loopback(ray) -> None:
         raise RaySetupError(
             f"local Ray {ray.__version__} started on {node_ip}, not {LOOPBACK}, and was shut down: its ports would be "
             "open to the network. Either Ray was imported before the run set it up, or this Ray release ignores "
-            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER; start a head yourself (ray start --head --node-ip-address "
-            f"{LOOPBACK}) or install the Ray version pyproject.toml allows")
+            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER; start a head yourself (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray "
+            f"start --head --node-ip-address {LOOPBACK}) or install the Ray version pyproject.toml allows")
 
 
 @contextmanager
@@ -148,11 +149,16 @@ def own_local_cluster() -> str | None:
         return None
     try:
         address = utils.read_ray_address()
-        if not address or not address.startswith(LOOPBACK + ":"):
+        if not address or os.stat(utils.get_ray_address_file(None)).st_uid != os.getuid():
             return None
-        if os.stat(utils.get_ray_address_file(None)).st_uid != os.getuid():
+        if address not in services.find_gcs_addresses():  # a stale file: no such head
             return None
-        return address if address in services.find_gcs_addresses() else None  # a stale file: no such head
+        if not address.startswith(LOOPBACK + ":"):
+            log.warning("your Ray head at %s listens on the network, not on loopback: not joined, a local Ray is "
+                        "started instead (start the head with RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start --head "
+                        "--node-ip-address %s to have runs join it)", address, LOOPBACK)
+            return None
+        return address
     except (OSError, ValueError):
         return None
 
