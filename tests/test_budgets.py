@@ -226,9 +226,11 @@ def test_a_sweep_budget_stops_the_sweep_across_runs(ray_local, fake_llm, tmp_pat
     first, second, third = out["runs"]
     # the runs share one pool and go in order (the first takes what it can, the next what it leaves); once the
     # sweep's budget would be passed no run starts another episode, and what never started is not run
-    assert code == Exit.BUDGET and all(r["stopped"]["kind"] == "budget" for r in out["runs"])
-    assert all(r["stopped"]["scope"] == "sweep" and "the sweep's budget" in r["stopped"]["reason"]
-               for r in out["runs"])
+    # (the first run may end whole before the budget binds: it has the pool's slots first)
+    stopped = [r["stopped"] for r in out["runs"] if r["stopped"]]
+    assert code == Exit.BUDGET and third["stopped"] and all(r["complete"] or r["stopped"] for r in out["runs"])
+    assert all(s["kind"] == "budget" and s["scope"] == "sweep" and "the sweep's budget" in s["reason"]
+               for s in stopped)
     assert all(r["scored"] + r["not_run"] == n == r["n_episodes"] for r in out["runs"])
     assert first["scored"] >= second["scored"] and first["scored"] > 0 and third["not_run"] > n / 2
     spent = sum(r["cost_usd"] for r in out["runs"])

@@ -121,8 +121,8 @@ def worker_spawner(ex: Execution, plan: ExecutionPlan, corpora: list, workers: l
     def spawn() -> tuple[Any, Any]:
         worker = actor(EpisodeWorker).options(
             max_restarts=ex.max_actor_restarts, max_concurrency=plan.episodes_per_actor,
-            num_cpus=ex.cpus_per_actor, scheduling_strategy=next_placement(ex, placed)).remote(*corpora)
+            num_cpus=ex.cpus_per_actor, scheduling_strategy=next_placement(ex, placed)).remote()
         workers.append(worker)
-        return worker, worker.ready.remote()
+        return worker, worker.ready.remote(list(corpora))
 
     return spawn

@@ -169,22 +169,22 @@ RunRef = tuple[str, list]  # (run id, [ObjectRef of its RunSpec]): what `run_epi
 # `spent` runs in a thread group of its own: the driver asks it about episodes whose threads are stuck.
 @ray.remote(concurrency_groups={"control": 1})
 class EpisodeWorker:
-    def __init__(self, *corpora):
-        """`corpora`: the corpora the pool's first runs use, fetched and warmed before `ready` answers (a run on
-        another corpus fetches its own at its first episode here)."""
+    def __init__(self):
         self.started = time.time()
         self.held: dict[Any, Any] = {}  # corpus hash / resources key / run id -> what it names, fetched once
         self.locks: dict[Any, threading.Lock] = {}
         self.guard = threading.Lock()
         self.systems: dict[tuple[str, int | None], Any] = {}
         self.running: dict[tuple[str, str, int, int], Usage] = {}  # episode -> its usage so far
-        for corpus in corpora:
-            self._once(("corpus", corpus.content_hash), lambda c=corpus: _warmed(c))
         self.where = {"node": socket.gethostname(), "pid": os.getpid(),
                       "node_id": ray.get_runtime_context().get_node_id()}
 
-    def ready(self) -> dict[str, str | int | float]:
-        """Where the worker runs, and how long its start took (the corpora it was given fetched and warmed)."""
+    def ready(self, corpora: list) -> dict[str, str | int | float]:
+        """Fetch and warm `corpora` (refs to those the pool's first runs use; a run on another corpus fetches its own
+        at its first episode here), then say where the worker runs and how long its start took. Given here, not to
+        the constructor: Ray warns on stderr of an actor that may restart with arguments in the object store."""
+        for corpus in ray.get(list(corpora)):
+            self._once(("corpus", corpus.content_hash), lambda c=corpus: _warmed(c))
         return {**self.where, "startup_s": round(time.time() - self.started, 3)}
 
     @ray.method(concurrency_group="control")
