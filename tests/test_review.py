@@ -482,3 +482,46 @@ def test_labels_from_an_mlflow_that_does_not_answer_are_one_line_and_exit_2(tmp_
     assert code == Exit.BAD_INPUT and len(err.splitlines()) == 1, err
     assert f"MLflow at http://127.0.0.1:{port} does not answer" in err and "nothing was imported" in err
     assert review.labels(run_dir) == []
+
+
+def _traces_with_human_feedback(uri: str, run_dir: RunDir, scores: dict[str, float], reviewer: str) -> None:
+    """An MLflow run for `run_dir` whose traces carry the question tags the export gives them, each with a HUMAN
+    `human_correctness` feedback of `scores[question]`, as a reviewer gives one in the MLflow UI."""
+    import mlflow
+    from mlflow.entities import AssessmentSource
+
+    before = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    client = mlflow.MlflowClient(uri)
+    found = client.get_experiment_by_name("review-sweep")
+    experiment = found.experiment_id if found else client.create_experiment("review-sweep")
+    with mlflow.start_run(run_name=run_dir.run_id, experiment_id=experiment) as mlflow_run:
+        for question, score in scores.items():
+            with mlflow.start_span(name="episode") as span:
+                span.set_inputs({"question": question})
+                mlflow.update_current_trace(tags={"srag.question_id": question, "srag.epoch": "1",
+                                                  "srag.attempt": "1"})
+            trace_id = mlflow.get_last_active_trace_id()
+            mlflow.flush_trace_async_logging()  # in the store before its feedback
+            mlflow.log_feedback(trace_id=trace_id, name="human_correctness", value=score,
+                                source=AssessmentSource(source_type="HUMAN", source_id=reviewer))
+    mlflow.set_tracking_uri(before)  # process-wide: left as it was
+    run_dir.update_meta(mlflow_uri=uri, mlflow_experiment_id=experiment, mlflow_run_id=mlflow_run.info.run_id)
+
+
+def test_srag_review_of_a_sweep_reads_every_runs_feedback_from_mlflow(tmp_path, capsys):
+    a = Scenario(n=30, wrong=set(range(0, 30, 4)))
+    b = Scenario(n=30, wrong=set(range(0, 30, 5)))
+    sweep_dir, (run_a, run_b) = _sweep(tmp_path, {"run-alpha": a, "run-beta": b})
+    uri = f"sqlite:///{tmp_path / 'ui.db'}"
+    _traces_with_human_feedback(uri, run_a, {qid(i): float(a.truth(i)) for i in range(6)}, "ann")
+    _traces_with_human_feedback(uri, run_b, {qid(i): float(b.truth(i)) for i in range(4)}, "bob")
+    assert main(["review", "sw1", "--from-mlflow", "--runs-dir", str(tmp_path), "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["imported"]["labels"] == {"run-alpha": 6, "run-beta": 4}
+    got = {r.run_id: {(label.question_id, label.human_score, label.reviewer, label.source, label.blind)
+                      for label in review.labels(r)} for r in (run_a, run_b)}
+    assert got["run-alpha"] == {(qid(i), float(a.truth(i)), "ann", "mlflow", False) for i in range(6)}
+    assert got["run-beta"] == {(qid(i), float(b.truth(i)), "bob", "mlflow", False) for i in range(4)}
+    assert main(["review", "sw1", "--from-mlflow", "--runs-dir", str(tmp_path), "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["imported"]["labels"] == {}  # read once: nothing new the second time
