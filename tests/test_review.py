@@ -525,3 +525,16 @@ def test_srag_review_of_a_sweep_reads_every_runs_feedback_from_mlflow(tmp_path, 
     assert got["run-beta"] == {(qid(i), float(b.truth(i)), "bob", "mlflow", False) for i in range(4)}
     assert main(["review", "sw1", "--from-mlflow", "--runs-dir", str(tmp_path), "--json", "--quiet"]) == 0
     assert json.loads(capsys.readouterr().out)["imported"]["labels"] == {}  # read once: nothing new the second time
+
+
+def test_a_bad_feedback_in_one_run_of_a_sweep_imports_nothing_in_any(tmp_path, capsys):
+    a, b = Scenario(n=20, wrong={0, 4}), Scenario(n=20, wrong={1, 5})
+    sweep_dir, (run_a, run_b) = _sweep(tmp_path, {"run-alpha": a, "run-beta": b})
+    uri = f"sqlite:///{tmp_path / 'ui.db'}"
+    _traces_with_human_feedback(uri, run_a, {qid(i): float(a.truth(i)) for i in range(5)}, "ann")
+    _traces_with_human_feedback(uri, run_b, {qid(0): 1.0, qid(1): 3.0}, "bob")  # 3 where 1 was meant
+    assert main(["review", "sw1", "--from-mlflow", "--runs-dir", str(tmp_path)]) == Exit.BAD_INPUT
+    err = [line for line in capsys.readouterr().err.splitlines() if " INFO " not in line]  # not MLflow's own
+    assert len(err) == 2 and "run run-beta: trace" in err[0] and "human_correctness 3.0 is not a number" in err[0]
+    assert err[1] == "srag review: error: 1 row(s) refused; nothing was imported"
+    assert review.labels(run_a) == [] and review.labels(run_b) == []  # all or none, over the sweep's runs

@@ -151,11 +151,7 @@ def _sweep(args: argparse.Namespace) -> int:
             got = review.import_sweep_labels(sweep_dir, {r.run_id: _rows(r) for r in run_dirs}, args.labels,
                                              args.reviewer)
         else:
-            got = review.Imported()
-            for r in run_dirs:
-                one = review.read_feedback(_rows(r))
-                got.labels.update(one.labels)
-                got.stale += one.stale
+            got = review.read_feedback(*[_rows(r) for r in run_dirs])  # all or none over the sweep's runs
         done["imported"] = _imported(got, args)
         changed = [r for r in run_dirs if got.labels.get(r.run_id)]
     results = {r.run_id: _refinish(r, args, sweep=False) for r in changed}

@@ -102,16 +102,36 @@ def _value(feedback: Any) -> float | str:
     return f"{FEEDBACK} {value!r} is not a number from 0 to 1"
 
 
-def read_feedback(run: RunRows, client: Any = None) -> Imported:
-    """Import the HUMAN `human_correctness` feedback on the run's traces not imported yet, all or none: a value
-    outside [0, 1], or a second label by one reviewer of one episode, is refused in one line naming the trace."""
+def read_feedback(*runs: RunRows, client: Any = None) -> Imported:
+    """Import the HUMAN `human_correctness` feedback on the traces of `runs` (one run's, or a sweep's) not imported
+    yet, all or none over them all: a value outside [0, 1], or a second label by one reviewer of one episode, is
+    refused in one line naming the trace, and then no run takes any label."""
+    found = [(run, *_feedback_of(run, client or _client(run.run_dir))) for run in runs]
+    problems = [problem for _, _, _, run_problems in found for problem in run_problems]
+    if problems:
+        where = f"run {runs[0].run_dir.run_id}'s" if len(runs) == 1 else f"{len(runs)} runs'"
+        raise LabelsRefused(f"{where} traces in MLflow", problems)
+    done = Imported()
+    from pipelines.engine.review._files import append_labels
+
+    for run, ctx, batch, _ in found:
+        if not batch:
+            continue
+        batch_id = secrets.token_hex(6)
+        append_labels(run.run_dir, [label.model_copy(update={"batch": batch_id, "batch_size": len(batch)})
+                                    for label in batch])
+        done.labels[run.run_dir.run_id] = len(batch)
+        done.stale += sum(1 for label in batch if ctx.attempts.get((label.question_id, label.epoch)) != label.attempt)
+    return done
+
+
+def _feedback_of(run: RunRows, client: Any) -> tuple[_Run, list[HumanLabel], list[str]]:
+    """The run's context, the labels its traces' new HUMAN feedback gives, and the feedback refused (one line each)."""
     run_dir = run.run_dir
-    client = client or _client(run_dir)
     ctx = _Run.of(run)
     sample = current_sample(run_dir)
     in_sample = {(i.question_id, i.epoch) for i in sample.items} if sample else set()
-    given = labels(run_dir)
-    by_assessment = {label.assessment_id: label for label in given if label.assessment_id}
+    by_assessment = {label.assessment_id: label for label in labels(run_dir) if label.assessment_id}
     batch: list[HumanLabel] = []
     problems: list[str] = []
     for trace in _run_traces(client, run_dir):
@@ -122,7 +142,7 @@ def read_feedback(run: RunRows, client: Any = None) -> Imported:
         for feedback in trace.info.assessments or []:
             if not _human(feedback):
                 continue
-            where = f"trace {trace.info.trace_id} ({key[0]} epoch {key[1]} attempt {key[2]})"
+            where = f"run {run_dir.run_id}: trace {trace.info.trace_id} ({key[0]} epoch {key[1]} attempt {key[2]})"
             score = _value(feedback)
             if isinstance(score, str):
                 problems.append(f"{where}: {score}: change or delete that feedback in the MLflow UI, then run again")
@@ -145,18 +165,7 @@ def read_feedback(run: RunRows, client: Any = None) -> Imported:
                 sample_id=sample.sample_id if sample and (key[0], key[1]) in in_sample else None, source="mlflow",
                 comment=(feedback.rationale or None), assessment_id=feedback.assessment_id,
                 replaces=replaced.label_id if replaced else None, batch="", batch_size=1))
-    if problems:
-        raise LabelsRefused(f"run {run_dir.run_id}'s traces in MLflow", problems)
-    done = Imported()
-    if batch:
-        batch_id = secrets.token_hex(6)
-        from pipelines.engine.review._files import append_labels
-
-        append_labels(run_dir, [label.model_copy(update={"batch": batch_id, "batch_size": len(batch)})
-                                for label in batch])
-        done.labels[run_dir.run_id] = len(batch)
-        done.stale = sum(1 for label in batch if ctx.attempts.get((label.question_id, label.epoch)) != label.attempt)
-    return done
+    return ctx, batch, problems
 
 
 def _human(feedback: Any) -> bool:
