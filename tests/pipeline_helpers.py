@@ -194,6 +194,23 @@ def rest_post(uri: str, path: str, body: dict, version: str = "2.0") -> dict:
         return json.loads(resp.read())
 
 
+def search_traces(uri: str, experiment_id: str, filter_string: str) -> list[dict]:
+    """Every trace of the experiment matching `filter_string`, through MLflow's REST API (`traces/search`, v3), page
+    by page: what the server shows, not what our client logged."""
+    found: list[dict] = []
+    token = None
+    while True:
+        body = {"locations": [{"type": "MLFLOW_EXPERIMENT", "mlflow_experiment": {"experiment_id": experiment_id}}],
+                "filter": filter_string, "max_results": 100}
+        if token:
+            body["page_token"] = token
+        page = rest_post(uri, "traces/search", body, version="3.0")
+        found += page.get("traces", [])
+        token = page.get("next_page_token")
+        if not token:
+            return found
+
+
 class CliCapture:
     """The CLI's --json output, for module-scoped fixtures (capsys is per test)."""
 

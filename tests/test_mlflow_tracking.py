@@ -17,7 +17,14 @@ from pipelines.cli import Exit
 from pipelines.engine.results import RunDir
 from pipelines.engine.sweeps import metric_label
 from srag_core.workspace.context import DIAGNOSTIC_KEYS
-from tests.pipeline_helpers import CliCapture, ScriptedAgent, rest, rest_post, run_config, write_benchmark
+from tests.pipeline_helpers import (
+    CliCapture,
+    ScriptedAgent,
+    rest,
+    run_config,
+    search_traces,
+    write_benchmark,
+)
 
 N = 10
 ROOT = Path(__file__).resolve().parents[1]
@@ -184,20 +191,6 @@ def test_a_rerun_replaces_the_table_and_updates_metrics_and_the_parent(sweep):
     assert "plots/accuracy_with_intervals.png" in plots
 
 
-def _traces(uri: str, experiment_id: str, run_id: str) -> list[dict]:
-    found, token = [], None
-    while True:
-        body = {"locations": [{"type": "MLFLOW_EXPERIMENT", "mlflow_experiment": {"experiment_id": experiment_id}}],
-                "filter": f"metadata.mlflow.sourceRun = '{run_id}'", "max_results": 100}
-        if token:
-            body["page_token"] = token
-        page = rest_post(uri, "traces/search", body, version="3.0")
-        found += page.get("traces", [])
-        token = page.get("next_page_token")
-        if not token:
-            return found
-
-
 def test_traces_carry_correctness_and_standard_span_content(sweep):
     from mlflow import MlflowClient
 
@@ -205,7 +198,8 @@ def test_traces_carry_correctness_and_standard_span_content(sweep):
     for variant in VARIANTS:
         run_dir, run = _child(sweep, variant)
         states, tools = run_dir.store().states(), []
-        infos = _traces(sweep["uri"], run["info"]["experiment_id"], run["info"]["run_id"])
+        infos = search_traces(sweep["uri"], run["info"]["experiment_id"],
+                              f"metadata.mlflow.sourceRun = '{run['info']['run_id']}'")
         attempts = sum(len(st.attempts) for st in states.values())
         assert len(infos) == attempts
         for info in infos:

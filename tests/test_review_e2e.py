@@ -20,7 +20,7 @@ import yaml
 from pipelines.cli import main
 from pipelines.engine.results import RunDir
 from tests.corpora import item_codes_benchmark
-from tests.pipeline_helpers import CliCapture, ScriptedAgent, ScriptedJudge, rest, rest_post, run_config
+from tests.pipeline_helpers import CliCapture, ScriptedAgent, ScriptedJudge, rest, run_config, search_traces
 
 N = 120
 WRONG = {i for i in range(N) if i % 5 == 0}  # 24 wrong answers (n + 1000): the true accuracy is 96 / 120 = 0.8
@@ -101,20 +101,6 @@ def _feedback_in_mlflow(uri: str, run_dir: RunDir, questions: list[str]) -> None
                             source=AssessmentSource(source_type="HUMAN", source_id="bob"), rationale="checked")
 
 
-def _traces(uri: str, experiment_id: str, filter_string: str) -> list[dict]:
-    found, token = [], None
-    while True:
-        body = {"locations": [{"type": "MLFLOW_EXPERIMENT", "mlflow_experiment": {"experiment_id": experiment_id}}],
-                "filter": filter_string, "max_results": 100}
-        if token:
-            body["page_token"] = token
-        page = rest_post(uri, "traces/search", body, version="3.0")
-        found += page.get("traces", [])
-        token = page.get("next_page_token")
-        if not token:
-            return found
-
-
 def test_the_sample_is_blind_and_its_traces_are_tagged_in_mlflow(reviewed):
     sample = reviewed["drawn"]["sample"]
     assert sample["size"] == SAMPLE and sample["frame"] == N and reviewed["drawn"]["traces_tagged"] == SAMPLE
@@ -124,7 +110,8 @@ def test_the_sample_is_blind_and_its_traces_are_tagged_in_mlflow(reviewed):
     for leak in ("correct", "rule", "llm", "http", "compared with the reference"):  # no verdict, no link to one
         assert leak not in reviewed["blind"]
     meta = reviewed["run_dir"].read_meta()
-    tagged = _traces(reviewed["uri"], meta.mlflow_experiment_id, f"tags.`srag.review` = '{sample['sample_id']}'")
+    tagged = search_traces(reviewed["uri"], meta.mlflow_experiment_id,
+                           f"tags.`srag.review` = '{sample['sample_id']}'")
     assert sorted(t["tags"]["srag.question_id"] for t in tagged) == sorted(reviewed["sampled"])
 
 
@@ -137,7 +124,8 @@ def test_labels_by_file_are_kept_apart_and_go_on_the_traces_as_human_feedback(re
     assert len(from_file) == SAMPLE and all(line["blind"] and line["reviewer"] == "ann" for line in from_file)
     assert "human_correctness" not in (run_dir.path / "results.jsonl").read_text()  # the driver's file, untouched
     meta = run_dir.read_meta()
-    infos = _traces(reviewed["uri"], meta.mlflow_experiment_id, f"metadata.mlflow.sourceRun = '{meta.mlflow_run_id}'")
+    infos = search_traces(reviewed["uri"], meta.mlflow_experiment_id,
+                          f"metadata.mlflow.sourceRun = '{meta.mlflow_run_id}'")
     human = {}
     for info in infos:
         for a in info.get("assessments", []):
