@@ -467,6 +467,17 @@ def _whole_record(raw: bytes) -> bool:
         return False
 
 
+def append_durably(path: Path, text: str) -> None:
+    """Append `text` in one write(2) on an O_APPEND descriptor, fsynced: writers in several processes append to the
+    same file without interleaving their lines, and an append that returned survives a crash."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, text.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: Path, text: str) -> None:
     """Write a file whole or not at all: a reader never sees it half written (a temporary file, then a rename)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # writers in several threads

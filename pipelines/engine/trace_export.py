@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 import zlib
@@ -45,7 +44,7 @@ import ray
 
 from pipelines.engine.ray_utils import actor
 from pipelines.engine.records import AnyRecord, EpisodeRecord, EpisodeRow, Evidence, Judgement, RunMeta
-from pipelines.engine.results import RunDir, episode_key
+from pipelines.engine.results import RunDir, append_durably, episode_key
 from pipelines.engine.scoring import failure_class
 from pipelines.engine.tracking import (
     Assessed,
@@ -378,12 +377,7 @@ def _append_markers(path: Path, entries: Sequence[tuple[Key, str | VerdictMark |
         return
     lines = "".join(json.dumps({"question_id": q, "epoch": e, "attempt": a,
                                 **(m if isinstance(m, dict) else {"trace_id": m})}) + "\n" for (q, e, a), m in entries)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, lines.encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    append_durably(path, lines)
 
 
 def whole_traces_only() -> bool:

@@ -17,7 +17,6 @@ written, so an import lands whole or not at all.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,7 +24,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pipelines.engine.records import HumanLabel, ReviewSample, SweepSample
-from pipelines.engine.results import RunDir, RunFolderError, what_is_wrong
+from pipelines.engine.results import RunDir, RunFolderError, append_durably, what_is_wrong
 
 SAMPLES = "samples.jsonl"
 LABELS = "labels.jsonl"
@@ -46,12 +45,7 @@ def append_lines(path: Path, models: Sequence[BaseModel | dict[str, Any]]) -> No
     path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(m.model_dump(mode="json", exclude_none=True) if isinstance(m, BaseModel) else m,
                               ensure_ascii=False) + "\n" for m in models)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, text.encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    append_durably(path, text)
 
 
 def read_lines(path: Path, model: type[Model]) -> list[Model]:
