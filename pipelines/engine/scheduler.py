@@ -62,6 +62,16 @@ class RunSink(Protocol):
     def progress(self, stats: RunStats) -> None: ...
 
 
+class LimiterReading(Protocol):
+    """An endpoint limiter's state for the progress line (`worker.LimiterGauge`)."""
+
+    def __call__(self) -> dict[str, Any]:
+        """The last state known, never waited for."""
+
+    def final(self) -> dict[str, Any]:
+        """The state now, waited for (a run's last progress line)."""
+
+
 class Judge(Protocol):
     def submit(self, question: Question, record: EpisodeRecord) -> Future[Judgement]: ...
 
@@ -87,7 +97,7 @@ class Lane:
     endpoint_key: str | None = None
     retries_on_death: int = 2
     episode_timeout_s: float = float("inf")
-    limiter_state: Callable[[], dict[str, Any]] | None = None
+    limiter_state: LimiterReading | None = None
     stop: Stop | None = None
     left: list[Work] = field(default_factory=list)
     pending: deque[Work] = field(default_factory=deque)
@@ -316,8 +326,8 @@ class Scheduler:
         gauge answers the previous tick's question, and a run shorter than a tick has asked none."""
         for lane in self.lanes:
             if lane.limiter_state is not None:
-                final = getattr(lane.limiter_state, "final", None) if lane in ended else None
-                lane.stats.limiter = final() if final is not None else lane.limiter_state()
+                reading = lane.limiter_state
+                lane.stats.limiter = reading.final() if lane in ended else reading()
             for sink in lane.sinks:
                 sink.progress(lane.stats)
         if self.on_tick is not None:
