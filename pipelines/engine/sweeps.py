@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pipelines.config import RunConfig
 from pipelines.engine.heartbeat import driver_state
 from pipelines.engine.records import (
     IncomparablePair,
@@ -78,13 +79,12 @@ def unfinished_runs(runs_dir: Path, info: SweepInfo, alive: bool) -> list[Unfini
     sweep's driver is alive), or interrupted (its driver stopped or died first; a run that failed). A sweep.json from
     before plans lists only the runs it started."""
     out = []
-    entries = [(e.label, e.run_id, e.state) for e in info.plan] or [
-        (RunDir.open(runs_dir, r).read_meta().name.split("/", 1)[-1], r, "running") for r in info.runs]
-    for label, run_id, state in entries:
+    entries = [(e.label, e.run_id, e.state, e.config) for e in info.plan] or [
+        (RunDir.open(runs_dir, r).read_meta().name.split("/", 1)[-1], r, "running", {}) for r in info.runs]
+    for label, run_id, state, config in entries:
         if run_id is None:
-            config = next(e.config for e in info.plan if e.label == label)
             out.append(UnfinishedRun(label=label, state="planned", why="not started", dataset=_dataset_of(config),
-                                     variant=config.get("variant") or "zero_ingestion"))
+                                     variant=config.get("variant") or RunConfig.model_fields["variant"].default))
             continue
         meta = RunDir.open(runs_dir, run_id).read_meta()
         if meta.status == "failed":
