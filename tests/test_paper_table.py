@@ -222,6 +222,23 @@ def test_a_planned_run_without_results_is_a_marked_empty_cell(sweep_runs):
         paper_table(summary, [PlannedRun(f"dataset={ALPHA}-variant=vanilla_rag", ALPHA)])
 
 
+def test_a_run_of_the_sweeps_plan_not_started_is_a_missing_cell_of_srag_report_table(sweep_runs, capsys):
+    """The plan in sweep.json names the run's data (its questions file) and variant: the table has its cell."""
+    from pipelines.engine.records import SweepRun
+
+    sweep_json = sweep_runs / "sweeps" / SWEEP / "sweep.json"
+    info = SweepInfo.model_validate_json(sweep_json.read_text())
+    config = {"questions": str(sweep_runs / "data" / "gamma" / "questions.jsonl"), "variant": "zero_ingestion"}
+    plan = [SweepRun(label="dataset=gamma-variant=zero_ingestion", name="paper/gamma", fingerprint="f",
+                     config=config)]
+    sweep_json.write_text(info.model_copy(update={"plan": plan}).model_dump_json())
+    out, err = table_of(sweep_runs, "csv", capsys=capsys)
+    rows = {(r["system"], r["dataset"]): r for r in csv.DictReader(io.StringIO(out))}
+    assert rows["variant=zero_ingestion", "gamma"]["state"] == "missing"
+    assert rows["variant=vanilla_rag", "gamma"]["state"] == "absent"
+    assert "cells are not complete" in err
+
+
 def test_two_runs_in_one_cell_are_refused_in_one_line(sweep_runs, capsys):
     twin = write_run(sweep_runs, 60, ALPHA, "zero_ingestion", [1.0] * 60, judge="rules", steps=1, tokens=1)
     sweep_json = sweep_runs / "sweeps" / SWEEP / "sweep.json"
