@@ -538,3 +538,14 @@ def test_a_bad_feedback_in_one_run_of_a_sweep_imports_nothing_in_any(tmp_path, c
     assert len(err) == 2 and "run run-beta: trace" in err[0] and "human_correctness 3.0 is not a number" in err[0]
     assert err[1] == "srag review: error: 1 row(s) refused; nothing was imported"
     assert review.labels(run_a) == [] and review.labels(run_b) == []  # all or none, over the sweep's runs
+
+
+def test_traces_mlflow_cannot_give_are_one_line_and_exit_2(tmp_path, capsys):
+    uri = f"sqlite:///{tmp_path / 'm.db'}"  # a store that answers, without the MLflow run run.json names
+    run_dir = make_run(tmp_path, "r1", JUDGED, mlflow_uri=uri)
+    run_dir.update_meta(mlflow_uri=uri, mlflow_run_id="m1", mlflow_experiment_id="0")
+    code = main(["review", "r1", "--from-mlflow", "--runs-dir", str(tmp_path)])
+    err = [line for line in capsys.readouterr().err.splitlines() if " INFO " not in line]  # not MLflow's own
+    assert code == Exit.BAD_INPUT and len(err) == 1, err
+    assert f"MLflow at {uri} could not be read (MlflowException: Run with id=m1 not found)" in err[0]
+    assert "nothing was imported" in err[0] and review.labels(run_dir) == []

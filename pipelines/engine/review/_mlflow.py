@@ -56,20 +56,19 @@ def _answers(uri: str, run_id: str) -> None:
 
 
 def _run_traces(client: Any, run_dir: RunDir):
-    """The run's traces in MLflow; refused in one line when MLflow cannot be read (nothing is imported then)."""
+    """The run's traces in MLflow; refused in one line when any page cannot be read (nothing is imported then)."""
     meta = run_dir.read_meta()
     pages = _search(client, meta.mlflow_experiment_id, meta.mlflow_run_id)
-    try:
-        first = next(pages)
-    except StopIteration:
-        return
-    except Exception as e:  # MLflow's client raises its own and the HTTP library's errors: all mean the same here
-        reason = " ".join(f"{type(e).__name__}: {e}".split())[:200]
-        raise ReviewError(f"MLflow at {meta.mlflow_uri} could not be read ({reason}): start its tracking server (or "
-                          f"reach it), then run srag review {run_dir.run_id} --from-mlflow again; "
-                          "nothing was imported") from None
-    yield from first
-    for page in pages:
+    while True:
+        try:
+            page = next(pages)
+        except StopIteration:
+            return
+        except Exception as e:  # MLflow's client raises its own and the HTTP library's errors: all mean the same
+            reason = " ".join(f"{type(e).__name__}: {e}".split())[:200]
+            raise ReviewError(f"MLflow at {meta.mlflow_uri} could not be read ({reason}): start its tracking server "
+                              f"(or reach it), then run srag review {run_dir.run_id} --from-mlflow again; "
+                              "nothing was imported") from None
         yield from page
 
 
