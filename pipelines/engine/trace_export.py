@@ -588,20 +588,22 @@ class RunExport:
         self.opened = False
         self.pending: list = []  # `add` and `open` calls not known to have run yet
 
-    @property
-    def actors(self) -> list:
+    def _open(self) -> list:
+        """The pool's actors (started if they are not yet), the run opened in each the first time."""
+        actors = self.pool.actors
         if not self.opened:
-            actors, n = self.pool.actors, len(self.pool.actors)
+            n = len(actors)
             self.pending += [exporter.open.remote(*self._open_args,
                                                   {k: f for k, f in self._unmarked.items() if shard(k[0], n) == i},
                                                   self._context)
                              for i, exporter in enumerate(actors)]
             self.opened = True
-        return self.pool.actors
+        return actors
 
     def add(self, items: list[tuple[Key, str]], verdicts: Sequence[Judgement] = ()) -> None:
-        n = len(self.actors)
-        for i, exporter in enumerate(self.actors):
+        actors = self._open()
+        n = len(actors)
+        for i, exporter in enumerate(actors):
             mine = [item for item in items if shard(item[0][0], n) == i]
             judged = [v for v in verdicts if shard(v.question_id, n) == i]
             if mine or judged:
@@ -614,7 +616,7 @@ class RunExport:
         # adds, or the drain could find an empty queue while a trace is still to come.
         if not self.opened and not self._unmarked:  # nothing to export: no actor needs to start
             return ExportReport(actors=0, exported=0, queued=0, errors=[], n_errors=0)
-        actors = self.actors  # opens the run where only earlier invocations left traces to settle
+        actors = self._open()  # the run opened where only earlier invocations left traces to settle
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         ray.get(self.pending, timeout=timeout_s)
         left = None if deadline is None else max(0.0, deadline - time.monotonic())  # one timeout for the whole drain
@@ -627,7 +629,7 @@ class RunExport:
     def close(self) -> None:
         """Forget the run in every actor (fire and forget: an actor that died has forgotten it already)."""
         if self.opened:
-            for exporter in self.actors:
+            for exporter in self.pool.actors:
                 exporter.close.remote(self.run)
 
 
