@@ -27,9 +27,8 @@ from typing import Any
 from benchmarks import DATA_ROOT
 from benchmarks._scripted import markdown_table, scripted_endpoint
 from pipelines.config import validate_run
-from pipelines.engine.estimate import estimate_run
-from pipelines.engine.ray_utils import init_ray
-from pipelines.engine.sweep import run_one
+from pipelines.engine.cluster import init_ray
+from pipelines.engine.runner import estimate_run, run_one
 
 PRICES = {"prompt": 2.0, "completion": 8.0}
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from pipelines.local_llm import LocalModelServer, machine_cores
+from pipelines.engine.endpoint import LocalModelServer, machine_cores
 from srag_core import load_corpus
 from srag_core.agent import Agent, AgentConfig, turn_schema
 from srag_core.llm import LLMClient, LLMConfig

@@ -24,9 +24,8 @@ from pathlib import Path
 
 from benchmarks._scripted import print_rows, scripted_endpoint
 from pipelines.config import validate_run
-from pipelines.engine import lifecycle
-from pipelines.engine.ray_utils import init_ray
-from pipelines.engine.sweep import execute
+from pipelines.engine.cluster import init_ray
+from pipelines.engine.runner import execute, finish, open_tracker, pending_work, start_run
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
 SAMPLE = Path(__file__).resolve().parents[1] / "pipelines" / "samples" / "twowiki" / "corpus"
@@ -43,12 +42,12 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
                          "execution.max_concurrent_requests": concurrency if limiter else None,
                          "llm.timeout_s": delay * 10 + 5, "tracking.traces": False})
     cfg = validate_run(data, "benchmark")
-    tracker = lifecycle.open_tracker(cfg, workdir / "runs")
+    tracker = open_tracker(cfg, workdir / "runs")
     started = time.monotonic()
-    run_dir = lifecycle.start_run(cfg, workdir / "runs", tracker)
-    todo, _ = lifecycle.pending_work(run_dir, None)
+    run_dir = start_run(cfg, workdir / "runs", tracker)
+    todo, _ = pending_work(run_dir, None)
     execute(run_dir, cfg, todo, tracker, quiet=True)
-    summary = lifecycle.finish(run_dir, tracker)
+    summary = finish(run_dir, tracker)
     tracker.close()
     total = time.monotonic() - started
     meta = run_dir.read_meta()

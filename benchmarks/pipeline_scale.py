@@ -35,10 +35,9 @@ import time
 from pathlib import Path
 
 from pipelines.config import validate_run
-from pipelines.engine import lifecycle
-from pipelines.engine.ray_utils import init_ray
+from pipelines.engine.cluster import init_ray
 from pipelines.engine.records import EpisodeRecord
-from pipelines.engine.sweep import execute
+from pipelines.engine.runner import execute, finish, open_tracker, pending_work, start_run
 from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import QUESTION, ScriptedJudge, run_config, write_benchmark
 
@@ -78,7 +77,7 @@ def serve(delay: float, conn) -> None:
 
 def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay: float,
             export_actors: int | None = None) -> dict:
-    from pipelines.engine.trace_export import exported  # imports Ray: after init_ray, which binds it to loopback
+    from pipelines.engine.tracking import exported  # imports Ray: after init_ray, which binds it to loopback
 
     corpus, questions = write_benchmark(workdir / "bench", SAMPLE, episodes)
     data = run_config(corpus, questions, base_url, tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}", name="scale",
@@ -87,15 +86,15 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
                          "llm.timeout_s": delay * 10 + 5,
                          **({"tracking.export_actors": export_actors} if export_actors else {})})
     cfg = validate_run(data, "benchmark")
-    tracker = lifecycle.open_tracker(cfg, workdir / "runs")
-    run_dir = lifecycle.start_run(cfg, workdir / "runs", tracker)
-    todo, _ = lifecycle.pending_work(run_dir, None)
+    tracker = open_tracker(cfg, workdir / "runs")
+    run_dir = start_run(cfg, workdir / "runs", tracker)
+    todo, _ = pending_work(run_dir, None)
     load_before = os.getloadavg()[0]  # the machine is shared: CPU seconds move with what else runs on it
     cpu0, t0 = time.process_time(), time.monotonic()
     execute(run_dir, cfg, todo, tracker, quiet=True)
     cpu_exec = time.process_time() - cpu0
     t_finish = time.monotonic()
-    summary = lifecycle.finish(run_dir, tracker)
+    summary = finish(run_dir, tracker)
     t_close = time.monotonic()
     tracker.close()
     finished_at, wall = time.time(), time.monotonic() - t0

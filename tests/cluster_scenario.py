@@ -18,18 +18,17 @@ import yaml
 from ray.cluster_utils import Cluster
 
 from pipelines.config import validate_run
-from pipelines.engine import lifecycle
-from pipelines.engine.results import RunDir
-from pipelines.engine.sweep import execute
+from pipelines.engine.runner import execute, finish, open_tracker, pending_work, start_run
+from pipelines.engine.store import RunDir
 from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
 
 def run_in_background(cfg, workdir: Path):
     """Start a run of `cfg` under `workdir` and execute it on a thread; returns (run_dir, tracker, thread)."""
-    tracker = lifecycle.open_tracker(cfg, workdir / "runs")
-    run_dir = lifecycle.start_run(cfg, workdir / "runs", tracker)
-    todo, _ = lifecycle.pending_work(run_dir, None)
+    tracker = open_tracker(cfg, workdir / "runs")
+    run_dir = start_run(cfg, workdir / "runs", tracker)
+    todo, _ = pending_work(run_dir, None)
     thread = threading.Thread(target=execute, args=(run_dir, cfg, todo, tracker), kwargs={"quiet": True})
     thread.start()
     return run_dir, tracker, thread
@@ -74,7 +73,7 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
         cluster.remove_node(worker_node)
         recorded_after = sum(1 for r in store.records() if r.type == "episode")
         thread.join(timeout=600)
-        summary = lifecycle.finish(run_dir, tracker)
+        summary = finish(run_dir, tracker)
         tracker.close()
     episodes = [r for r in store.records() if r.type == "episode"]
     return {"run_dir": str(run_dir.path), "removed_node": removed_id, "recorded_before_removal": recorded_before,
@@ -88,7 +87,7 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
 def sweep_scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> dict:
     """A sweep of two runs on one pool; the worker node goes once both runs have recorded a quarter of their
     questions and some of their episodes ran on it."""
-    from pipelines.engine.sweep import run_sweep
+    from pipelines.engine.runner import run_sweep
 
     worker_node = cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.local_llm import free_port, signal_group
+from pipelines.engine.endpoint import free_port, signal_group
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

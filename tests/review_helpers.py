@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelines.engine.records import RunMeta, validate_record
-from pipelines.engine.results import RunDir
+from pipelines.engine.store import RunDir
 
 PREVIOUS = Path(__file__).parent / "fixtures" / "previous_release" / "run_folders" / "20261204-202239-one-epoch-411f"
 

@@ -19,7 +19,8 @@ import ray
 from ray.cluster_utils import Cluster
 
 from pipelines.config import validate_run
-from pipelines.engine import lifecycle, scheduler
+from pipelines.engine.cluster import _scheduler as scheduler
+from pipelines.engine.runner import finish
 from tests.cluster_scenario import on_cluster, run_in_background
 from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import QUESTION, ScriptedAgent, run_config, write_benchmark
@@ -53,7 +54,7 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
         after = watch(store, 0, min_actors=5)
         gate.set()
         thread.join(timeout=600)
-        summary = lifecycle.finish(run_dir, tracker)
+        summary = finish(run_dir, tracker)
         tracker.close()
     return {"before": before, "after": after, "meta": run_dir.read_meta().model_dump(mode="json"),
             "summary": summary.to_json(),

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import yaml
 
 from pipelines.cli import main
-from pipelines.engine.progress import RunStats
-from pipelines.engine.results import RunDir
+from pipelines.engine.cluster import RunStats
+from pipelines.engine.store import RunDir
 from srag_core import LLMClient, LLMConfig
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
@@ -59,7 +59,7 @@ def settled(limiter) -> dict:
 def test_a_429_storm_halves_the_cluster_limit_once_and_successes_win_it_back(ray_local, fake_llm):
     import ray
 
-    from pipelines.engine.worker import RayLimiterSlot, start_limiter
+    from pipelines.engine.cluster import RayLimiterSlot, start_limiter
 
     storm = Storm(8)
     fake_llm.respond_with(storm)

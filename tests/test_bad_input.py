@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.local_llm import free_port
+from pipelines.engine.endpoint import free_port
 from tests.conftest import REPO, SAMPLE
 from tests.pipeline_helpers import run_config, write_benchmark
 from tests.test_datasets import make_data_root
@@ -329,7 +329,7 @@ def test_estimate_asks_at_a_terminal_and_a_no_runs_nothing(inputs, priced_run, c
 
 def test_the_most_a_pilot_episode_can_spend():
     from pipelines.config import validate_run
-    from pipelines.engine.estimate import episode_max_usd
+    from pipelines.engine.runner import episode_max_usd
 
     base = {"dataset": "twowiki-sample", "llm": {"model": "m", "context_tokens": 10_000, "max_tokens": 500,
                                                  "price_per_million": [1.0, 4.0]}}

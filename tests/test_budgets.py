@@ -18,12 +18,11 @@ import yaml
 
 from pipelines.cli import Exit
 from pipelines.datasets import Question
-from pipelines.engine.estimate import pilot_questions
-from pipelines.engine.guards import EndpointGuard, SpendLimit, hopeless
-from pipelines.engine.progress import RunStats
+from pipelines.engine.cluster import EndpointGuard, RunStats, SpendLimit, hopeless
+from pipelines.engine.endpoint import free_port
 from pipelines.engine.records import EpisodeRecord
-from pipelines.engine.results import RunDir
-from pipelines.local_llm import free_port
+from pipelines.engine.runner import pilot_questions
+from pipelines.engine.store import RunDir
 from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import QUESTION, CliCapture, ScriptedAgent, run_config, write_benchmark
 

@@ -136,7 +136,7 @@ def test_a_grid_starts_its_local_ray_on_loopback(data, tmp_path):
 
 
 def test_the_grid_table_names_its_interval_as_tcas(data, tmp_path):
-    from pipelines.engine.car_grid import grid_table, run_cell
+    from pipelines.engine.car import grid_table, run_cell
 
     options = {"k": 5, "split": "all", "witness": "direct", "cache_dir": str(tmp_path / "cache")}
     head = grid_table([run_cell("finsuperqa", "bm25", str(data), options)]).splitlines()[0]

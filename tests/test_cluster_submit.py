@@ -30,9 +30,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines import local_llm
 from pipelines.cli import main
-from pipelines.engine.results import RunDir
+from pipelines.engine.endpoint import free_port as free_port_on
+from pipelines.engine.store import RunDir
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
 N = 6
@@ -44,7 +44,7 @@ NODE_ATTEMPTS = 3
 
 
 def free_port() -> int:
-    return local_llm.free_port("127.0.0.1")
+    return free_port_on("127.0.0.1")
 
 
 def node_ports() -> list[str]:

@@ -14,8 +14,7 @@ import pytest
 
 from pipelines.cli import Exit, main
 from pipelines.engine.records import RunMeta, RunSummary
-from pipelines.engine.report import LabelledRun
-from pipelines.engine.sweeps import comparability, pairwise, rank
+from pipelines.engine.reports import LabelledRun, comparability, pairwise, rank
 
 PREVIOUS = Path(__file__).parent / "fixtures" / "previous_release" / "run_folders"
 ONE_EPOCH = "20261204-202239-one-epoch-411f"
@@ -229,8 +228,8 @@ def test_srag_report_of_an_old_run_folder_says_its_figures_are_recomputed_and_ju
 
 def test_estimate_detect_plans_with_the_test_the_comparison_will_use():
     import evalstats
-    from pipelines.engine.estimate import questions_to_detect
-    from pipelines.engine.results import RunDir
+    from pipelines.engine.runner import questions_to_detect
+    from pipelines.engine.store import RunDir
 
     run = RunDir(PREVIOUS / ONE_EPOCH)  # 10 scored questions of 0/1 scores, accuracy 0.6
     needed, note = questions_to_detect(0.1, [run])

@@ -5,11 +5,11 @@ import pytest
 
 from pipelines.config import ConfigError, load_run, load_sweep, validate_run
 from pipelines.datasets import Question
-from pipelines.engine.placement import limiter_can_bind
+from pipelines.engine.cluster import limiter_can_bind
 from pipelines.engine.records import ExecutionPlan, RunMeta, validate_record
-from pipelines.engine.report import LabelledRun, plot_accuracy_intervals, question_rows, summarize
-from pipelines.engine.results import QuestionState
+from pipelines.engine.reports import LabelledRun, plot_accuracy_intervals, question_rows, summarize
 from pipelines.engine.scoring import compare, score_interval, share_interval
+from pipelines.engine.store import QuestionState
 
 BASE = {"dataset": "twowiki-sample", "llm": {"model": "m"}}
 

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from pipelines.cli import main
-from pipelines.engine.ray_utils import RayMapFn
+from pipelines.engine.cluster import RayMapFn
 from srag_core.discovery import ScanJob, ScanResult, scan_chunk
 from tests.test_discovery import HEARINGS
 from tests.test_discovery_llm import BOTH_HEADINGS, CATASTROPHIC, DiscoveryLLM, hotels

@@ -16,15 +16,9 @@ import yaml
 from pipelines.config import ConfigError, validate_run
 from pipelines.datasets import Question
 from pipelines.engine.records import validate_record
-from pipelines.engine.report import episode_rows, question_rows, summarize
-from pipelines.engine.results import QuestionState, RunDir
-from pipelines.engine.scoring import (
-    compare,
-    mean_interval,
-    pass_at_k,
-    reduce_scores,
-    share_interval,
-)
+from pipelines.engine.reports import episode_rows, question_rows, summarize
+from pipelines.engine.scoring import compare, mean_interval, pass_at_k, reduce_scores, share_interval
+from pipelines.engine.store import QuestionState, RunDir
 from tests.pipeline_helpers import QUESTION, CliCapture, run_and_kill, run_config, write_benchmark
 
 cli = CliCapture().cli
@@ -226,7 +220,7 @@ def test_every_question_runs_k_times_and_a_rerun_redoes_only_the_failed_epochs(r
 
 
 def test_each_epoch_sends_its_own_seed_and_epochs_are_queued_apart(ray_local, fake_llm, tmp_path, sample_dir):
-    from pipelines.engine.lifecycle import pending_work
+    from pipelines.engine.runner import pending_work
 
     fake_llm.respond_with(EpochAgent())
     _, result = cli("run", _config(tmp_path, sample_dir, fake_llm.base_url, **{"limits.seed": 10}),

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from pipelines.engine.records import Evidence
-from pipelines.engine.report import question_rows, summarize
+from pipelines.engine.reports import question_rows, summarize
 from pipelines.engine.scoring import FAILURE_CLASSES, compare, failure_class
 from srag_core import documents_seen
 
@@ -219,7 +219,7 @@ def test_the_summary_says_how_much_gold_the_narrowing_kept_over_its_own_denomina
 def test_with_epochs_evidence_is_reduced_like_the_score():
     from pipelines.datasets import Question
     from pipelines.engine.records import EpisodeRecord, Judgement
-    from pipelines.engine.results import QuestionState
+    from pipelines.engine.store import QuestionState
 
     q = Question(id="q", question="who?", answer="x", gold_docs=["A.txt", "B.txt"])
     states = {}

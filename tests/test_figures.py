@@ -14,12 +14,11 @@ import pytest
 
 from pipelines.cli import Exit, main
 from pipelines.datasets import Question
-from pipelines.engine.guards import SpendLimit, prior_spend
-from pipelines.engine.progress import RunStats
+from pipelines.engine.cluster import RunStats, SpendLimit, prior_spend
 from pipelines.engine.records import IngestionInfo, RunResult, RunSummary, StopRecord, validate_record
-from pipelines.engine.report import episode_rows, incomplete_reason, question_rows, summarize
-from pipelines.engine.results import QuestionState, RunDir
+from pipelines.engine.reports import episode_rows, incomplete_reason, question_rows, summarize
 from pipelines.engine.scoring import compare
+from pipelines.engine.store import QuestionState, RunDir
 
 PREVIOUS = Path(__file__).parent / "fixtures" / "previous_release" / "run_folders"
 
@@ -282,7 +281,7 @@ def run_folder(root: Path, name: str, spend: dict[str, list[tuple[str, float]]])
 
 
 def test_the_estimate_counts_failed_episodes_and_clusters_epochs_by_question(tmp_path):
-    from pipelines.engine.estimate import episode_spend, projected
+    from pipelines.engine.runner import episode_spend, projected
 
     pilot = run_folder(tmp_path, "pilot", {f"q{i}": [("ok", 0.10)] for i in range(6)}
                        | {"q6": [("llm_error", 1.0)], "q7": [("timeout", 1.0)]})
@@ -300,7 +299,7 @@ def test_the_estimate_counts_failed_episodes_and_clusters_epochs_by_question(tmp
 
 def test_too_few_questions_back_no_interval_and_a_smaller_earlier_run_is_not_reused(tmp_path):
     from pipelines.config import RunConfig
-    from pipelines.engine.estimate import MIN_QUESTIONS, earlier_runs, episode_spend, projected
+    from pipelines.engine.runner import MIN_QUESTIONS, earlier_runs, episode_spend, projected
 
     smoke = run_folder(tmp_path / "runs", "smoke", {"q0": [("ok", 0.1)]})
     value, ci = projected(episode_spend(smoke), "cost_usd", 100)

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.engine.results import RunDir
-from pipelines.local_llm import free_port
+from pipelines.engine.endpoint import free_port
+from pipelines.engine.store import RunDir
 from srag_core.llm import LLMClient, LLMConfig, TransportError, check_transport
 from tests.conftest import serving
 from tests.pipeline_helpers import ScriptedAgent, rest, run_config, run_scenario, write_benchmark
@@ -136,7 +136,7 @@ def _metrics(uri: str, mlflow_id: str) -> dict[str, float]:
 
 LOOPBACK_SCRIPT = """
 import sys, ray, ray.util
-from pipelines.engine.ray_utils import RaySetupError, init_ray
+from pipelines.engine.cluster import RaySetupError, init_ray
 real_init = ray.init
 def init(*args, **kwargs):  # a Ray that came up on a network interface
     context = real_init(*args, **kwargs)
@@ -165,10 +165,10 @@ def test_a_local_ray_that_is_not_on_loopback_is_shut_down_with_an_error(tmp_path
 def test_without_rays_private_helpers_no_head_is_joined_and_a_warning_says_why(monkeypatch, caplog):
     import ray._private.utils
 
-    from pipelines.engine.ray_utils import own_local_cluster
+    from pipelines.engine.cluster import own_local_cluster
 
     monkeypatch.delattr(ray._private.utils, "read_ray_address")
-    with caplog.at_level("WARNING", logger="pipelines.engine.ray_utils"):
+    with caplog.at_level("WARNING", logger="pipelines.engine.cluster._ray"):
         assert own_local_cluster() is None
     assert f"Ray {ray.__version__}: cannot look for this user's running head" in caplog.text
     assert "read_ray_address" in caplog.text
@@ -181,14 +181,14 @@ def test_a_head_of_yours_on_the_network_is_not_joined_and_a_warning_says_how_to_
     import ray._private.services
     import ray._private.utils
 
-    from pipelines.engine.ray_utils import own_local_cluster
+    from pipelines.engine.cluster import own_local_cluster
 
     address_file = tmp_path / "ray_current_cluster"
     address_file.write_text("x")  # this user's
     monkeypatch.setattr(ray._private.utils, "get_ray_address_file", lambda temp_dir: str(address_file))
     monkeypatch.setattr(ray._private.services, "find_gcs_addresses", lambda: {"192.0.2.2:6379", "127.0.0.1:6380"})
     monkeypatch.setattr(ray._private.utils, "read_ray_address", lambda: "192.0.2.2:6379")
-    with caplog.at_level("WARNING", logger="pipelines.engine.ray_utils"):
+    with caplog.at_level("WARNING", logger="pipelines.engine.cluster._ray"):
         assert own_local_cluster() is None
     assert "your Ray head at 192.0.2.2:6379 listens on the network" in caplog.text
     assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start --head --node-ip-address 127.0.0.1" in caplog.text
@@ -203,11 +203,11 @@ def test_without_mlflows_span_switch_traces_are_exported_whole_and_a_warning_say
     import mlflow
     import mlflow.tracing.provider
 
-    from pipelines.engine.trace_export import whole_traces_only
+    from pipelines.engine.tracking import whole_traces_only
 
     assert whole_traces_only() is True  # this MLflow has the switch
     monkeypatch.delattr(mlflow.tracing.provider, "_get_span_processor")
-    with caplog.at_level("WARNING", logger="pipelines.engine.trace_export"):
+    with caplog.at_level("WARNING", logger="pipelines.engine.tracking._export"):
         assert whole_traces_only() is False
     assert f"MLflow {mlflow.__version__}: span-by-span logging left on (ImportError" in caplog.text
 
@@ -216,7 +216,7 @@ def test_without_mlflows_span_switch_traces_are_exported_whole_and_a_warning_say
 
 HUB_SCRIPT = """
 import os
-from pipelines.engine.ray_utils import RAY_ENV
+from pipelines.engine.cluster import RAY_ENV
 from srag_core.embeddings import EncoderError, load_encoder, offline_for_shipped
 print("ray env:", RAY_ENV.get("HF_HUB_OFFLINE"))
 offline_for_shipped("intfloat/e5-small-v2")

@@ -23,7 +23,7 @@ import yaml
 from pipelines.cli import Exit, main
 from pipelines.datasets import Question
 from pipelines.engine.records import validate_record
-from pipelines.engine.results import TORN, ResultStore, RunDir
+from pipelines.engine.store import TORN, ResultStore, RunDir
 from srag_core import Corpus, Workspace, load_corpus, run_tool
 from srag_core.agent import STATUSES, Agent, AgentConfig
 from srag_core.corpus import CorpusError
@@ -249,7 +249,7 @@ def test_a_torn_tail_is_moved_aside_and_bad_lines_are_counted_not_fatal(tmp_path
 
 
 def test_records_with_bad_nested_fields_are_skipped_and_reported_and_the_report_still_works(tmp_path):
-    from pipelines.engine.report import question_rows, summarize
+    from pipelines.engine.reports import question_rows, summarize
 
     bad = [episode("u", usage={"total_tokens": "many"}), episode("l", llm_s="slow"), episode("s", steps=None),
            episode("a", answer=["x"]), episode("t", trace_file="../../etc/passwd"), episode("p", trace_file="/etc/x"),
@@ -289,8 +289,7 @@ def test_a_last_record_missing_only_its_newline_is_kept_not_moved_aside(tmp_path
 
 def test_the_trace_export_refuses_a_trace_file_outside_the_run_folder(tmp_path):
     """A trace_file that passes the record check but leads out through a symlink is not read."""
-    from pipelines.engine.trace_export import TraceExporter
-    from pipelines.engine.tracking import Tracker
+    from pipelines.engine.tracking import TraceExporter, Tracker
 
     tracker = Tracker(f"sqlite:///{tmp_path / 'm.db'}", "tests", tmp_path)
     run_dir = RunDir.create(tmp_path / "runs", "r1")
@@ -409,7 +408,7 @@ def test_sigterm_and_a_start_up_failure_leave_run_json_failed(ray_local, fake_ll
 
 KEEPS_SIGTERM = """
 import signal
-from pipelines.engine.ray_utils import init_ray
+from pipelines.engine.cluster import init_ray
 
 def ours(signum, frame):
     pass
@@ -508,8 +507,8 @@ def test_submit_ships_only_tracked_files_and_lists_them(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("start", [
-    "from pipelines.engine.ray_utils import init_ray\ninit_ray(None)\n",
-    "from pipelines.engine.ray_utils import RayMapFn\nassert RayMapFn(task_timeout_s=120)(abs, [-2]) == [2]\n",
+    "from pipelines.engine.cluster import init_ray\ninit_ray(None)\n",
+    "from pipelines.engine.cluster import RayMapFn\nassert RayMapFn(task_timeout_s=120)(abs, [-2]) == [2]\n",
 ], ids=["init_ray", "RayMapFn"])
 def test_local_ray_listens_on_loopback_only(start):
     assert_local_ray_on_loopback(start)
@@ -529,7 +528,7 @@ def test_mlflow_params_keep_token_counts_and_drop_secrets():
 
 
 def test_ray_validation_tasks_run_under_a_memory_cap(ray_local):
-    from pipelines.engine.ray_utils import RayMapFn
+    from pipelines.engine.cluster import RayMapFn
 
     results, seconds = timed(RayMapFn(task_timeout_s=120, memory_limit_mb=256), bytearray, [3 * 1024 ** 3, 1024])
     assert isinstance(results[0], Exception) and "MemoryError" in repr(results[0])
@@ -595,8 +594,7 @@ def test_srag_run_against_a_model_that_loops_or_obeys_an_injected_document(ray_l
 def test_the_driver_records_a_stuck_episode_as_timeout_and_takes_its_slot_back(ray_local):
     """An episode that never returns (here, a worker thread that sleeps for an hour) is recorded as timeout once its
     limit plus grace has passed; the other questions still run, and the stuck worker is restarted."""
-    from pipelines.engine.progress import RunStats
-    from pipelines.engine.scheduler import Lane, WorkerPool
+    from pipelines.engine.cluster import Lane, RunStats, WorkerPool
     from tests.test_scheduler import CollectingSink, ThreadJudge, run
 
     @ray_local.remote(num_cpus=0, max_restarts=2)

@@ -41,8 +41,8 @@ def test_the_judge_stage_honours_a_judge_temperature_and_counts_its_tokens(judge
     the run's own temperature."""
     from pipelines.config import JudgeSettings
     from pipelines.datasets import Question
-    from pipelines.engine.judging import JudgeStage
     from pipelines.engine.records import EpisodeRecord
+    from pipelines.engine.scoring import JudgeStage
 
     with ConformanceLLM("openai-chat") as server:
         server.script(["Leopoldo Torres Ríos", VERDICT])

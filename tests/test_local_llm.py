@@ -18,8 +18,8 @@ from pathlib import Path
 import openai
 import pytest
 
-from pipelines import local_llm
-from pipelines.local_llm import LocalModelError, LocalModelServer, smollm2_gguf_path
+from pipelines.engine.endpoint import LocalModelError, LocalModelServer, smollm2_gguf_path
+from pipelines.engine.endpoint import _local as local_llm
 
 
 def is_running(pid: int) -> bool:
@@ -128,7 +128,7 @@ def test_server_that_ignores_sigterm_is_killed(tmp_path):
 def test_server_goes_when_its_driver_is_killed(tmp_path):
     """SIGKILL skips every cleanup in the driver; the server still stops (parent-death signal)."""
     driver = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pipelines.local_llm import LocalModelServer\n"
+        [sys.executable, "-c", "import sys, time; from pipelines.engine.endpoint import LocalModelServer\n"
          f"s = LocalModelServer(log_path={str(tmp_path / 'log')!r}); s.start(); print(s.pid, flush=True)\n"
          "time.sleep(120)"], stdout=subprocess.PIPE, text=True)
     try:
@@ -191,7 +191,7 @@ def test_missing_model_file_is_a_clear_error(tmp_path):
 
 
 def test_server_entry_rejects_a_missing_model_in_one_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "pipelines.llama_server", "--model", str(tmp_path / "x.gguf"),
+    done = subprocess.run([sys.executable, str(local_llm.LLAMA_SERVER), "--model", str(tmp_path / "x.gguf"),
                            "--port", "1"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr == f"llama_server: error: no model file at {tmp_path / 'x.gguf'}\n"

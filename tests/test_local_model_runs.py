@@ -14,9 +14,8 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.engine.endpoints import CORES_PER_SLOT
-from pipelines.engine.results import RunDir
-from pipelines.local_llm import machine_cores
+from pipelines.engine.endpoint import CORES_PER_SLOT, machine_cores
+from pipelines.engine.store import RunDir
 from srag_core.tools import REGISTRY
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "local_smollm2.yaml"

@@ -18,7 +18,7 @@ from pipelines import paths
 from pipelines.cli import build_parser, main
 from pipelines.cli.run import config_from_args, sweep_runs
 from pipelines.config import IngestionSettings, validate_run
-from pipelines.engine.lifecycle import benchmark_paths
+from pipelines.engine.runner import benchmark_paths
 from pipelines.engine.systems import ingestion_cache
 from tests.conftest import REPO
 from tests.test_datasets import make_data_root

@@ -25,8 +25,8 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.engine.results import RunDir
-from pipelines.local_llm import free_port
+from pipelines.engine.endpoint import free_port
+from pipelines.engine.store import RunDir
 from tests.conftest import REPO, serving
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from pipelines.cli import Exit
-from pipelines.engine.results import RunDir
-from pipelines.engine.sweeps import metric_label
+from pipelines.engine.reports import metric_label
+from pipelines.engine.store import RunDir
 from srag_core.workspace.context import DIAGNOSTIC_KEYS
 from tests.pipeline_helpers import (
     CliCapture,

@@ -16,18 +16,18 @@ import pytest
 
 from pipelines.cli import Exit, main
 from pipelines.config import validate_run
-from pipelines.engine.paper_table import (
+from pipelines.engine.records import RunMeta, SweepInfo, validate_record
+from pipelines.engine.reports import (
     CSV_COLUMNS,
     DuplicateCell,
     PlannedRun,
     latex_escape,
     paper_table,
     render,
+    sweep_summary,
     system_of,
 )
-from pipelines.engine.records import RunMeta, SweepInfo, validate_record
-from pipelines.engine.results import RunDir
-from pipelines.engine.sweeps import sweep_summary
+from pipelines.engine.store import RunDir
 
 SWEEP = "20261210-120000-paper-0a0a"
 ALPHA, BETA = "two_wiki", "fin&bench_10%"  # dataset folders: the second one's name needs escaping in LaTeX
@@ -265,8 +265,8 @@ def test_table_flags_are_checked_in_one_line(sweep_runs, capsys):
 
 
 def test_a_cell_notes_what_its_scores_are_beyond_a_plain_mean():
-    from pipelines.engine.paper_table import Cell
     from pipelines.engine.records import RunResult
+    from pipelines.engine.reports import Cell
 
     run = RunResult.of(run_id="r", label="variant=x", complete=True, n_questions=40, scored=40, accuracy=0.5,
                        epochs=3, reducer="max", replaced_scored=2, episodes_by_judge={"j1": 100, "j2": 20})

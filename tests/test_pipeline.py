@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pipelines.cli import Exit, main
-from pipelines.engine.results import RunDir
+from pipelines.engine.store import RunDir
 from tests.pipeline_helpers import ScriptedAgent, ScriptedJudge, run_config, write_benchmark
 
 N = 200

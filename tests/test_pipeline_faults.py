@@ -10,8 +10,8 @@ import yaml
 
 from pipelines.cli import main
 from pipelines.engine.records import RunMeta
-from pipelines.engine.results import RunDir
-from pipelines.engine.trace_export import missing_traces
+from pipelines.engine.store import RunDir
+from pipelines.engine.tracking import missing_traces
 from tests.pipeline_helpers import ScriptedAgent, run_and_kill, run_config, run_scenario, write_benchmark
 
 

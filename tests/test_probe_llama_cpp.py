@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx2 as httpx  # the HTTP client the project declares (under openai)
 import pytest
 
-from pipelines.local_llm import LocalModelServer
+from pipelines.engine.endpoint import LocalModelServer
 from srag_core.llm import probe
 from tests.conformance_server import ConformanceLLM
 

@@ -16,7 +16,7 @@ import yaml
 from judges._prompts import EXTRACTION_SYSTEM, VERDICT_SYSTEM
 from pipelines.cli import main
 from pipelines.engine.records import EpisodeRecord, Judgement
-from pipelines.engine.results import RunDir
+from pipelines.engine.store import RunDir
 from srag_core.llm import SHIPPED
 from tests.conformance_server import PROFILES, ConformanceLLM
 

@@ -11,7 +11,7 @@ import pytest
 
 from pipelines.cli import main
 from pipelines.engine.records import EpisodeRecord, Judgement, RunMeta, RunSummary, UsageCounts
-from pipelines.engine.results import RunDir
+from pipelines.engine.store import RunDir
 from srag_core import Episode, Usage
 
 PREVIOUS = Path(__file__).parent / "fixtures" / "previous_release"

@@ -17,9 +17,10 @@ import pytest
 import evalstats as es
 from pipelines.cli import Exit, main
 from pipelines.engine import review
-from pipelines.engine.records import HumanLabel, validate_record
-from pipelines.engine.report import read_run, run_summary
-from pipelines.engine.results import RunDir
+from pipelines.engine.records import validate_record
+from pipelines.engine.reports import read_run, run_summary
+from pipelines.engine.review import HumanLabel
+from pipelines.engine.store import RunDir
 from tests.review_helpers import Scenario, fill, make_run, qid
 
 # 100 questions: a quarter answered wrong, of which the judge passes half; it fails 6 right answers.
@@ -354,7 +355,7 @@ def test_a_sweeps_sample_is_shared_shuffled_and_blind_and_pairs_the_corrected_di
     got = review.import_sweep_labels(sweep_dir, {"run-alpha": rows_of(run_a), "run-beta": rows_of(run_b)},
                                      fill(Path(shared.csv), a, tmp_path / "f.csv", key_to_index=keys))
     assert got.labels == {"run-alpha": 50, "run-beta": 50}
-    from pipelines.engine.sweeps import compare_runs
+    from pipelines.engine.reports import compare_runs
 
     result = compare_runs(tmp_path, "run-alpha", "run-beta")
     corrected = result.judge_corrected
@@ -368,7 +369,7 @@ def test_a_sweeps_sample_is_shared_shuffled_and_blind_and_pairs_the_corrected_di
     assert corrected.p_value == round(expected.p_value, 6) and corrected.judge_difference == result.difference
     assert main(["compare", "run-alpha", "run-beta", "--runs-dir", str(tmp_path)]) == 0
     assert "corrected by human labels" in capsys.readouterr().out
-    from pipelines.engine.sweeps import sweep_summary
+    from pipelines.engine.reports import sweep_summary
 
     pair = sweep_summary(tmp_path, sweep_dir).pairwise[0]
     assert pair.difference_judge_corrected == corrected.difference and pair.judge_corrected_labelled == 50
@@ -384,7 +385,7 @@ def test_a_comparison_without_shared_labels_says_it_rests_on_the_judge_alone(tmp
     assert "rests on the judge alone: neither run has human labels" in capsys.readouterr().out
     sample = drawn(run_a, size=30)  # labels of A's own sample only
     review.import_run_labels(rows_of(run_a), fill(Path(sample.csv), JUDGED, tmp_path / "f.csv"))
-    from pipelines.engine.sweeps import compare_runs, sweep_summary
+    from pipelines.engine.reports import compare_runs, sweep_summary
 
     assert compare_runs(tmp_path, "run-alpha", "run-beta").judge_corrected.reason.endswith("run B has no human labels")
     drawn(run_b, size=30, seed=2)

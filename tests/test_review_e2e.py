@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.engine.results import RunDir
+from pipelines.engine.store import RunDir
 from tests.corpora import item_codes_benchmark
 from tests.pipeline_helpers import CliCapture, ScriptedAgent, ScriptedJudge, rest, run_config, search_traces
 
@@ -92,7 +92,7 @@ def _feedback_in_mlflow(uri: str, run_dir: RunDir, questions: list[str]) -> None
     import mlflow
     from mlflow.entities import AssessmentSource
 
-    from pipelines.engine.trace_export import exported
+    from pipelines.engine.tracking import exported
 
     mlflow.set_tracking_uri(uri)
     traces = {key[0]: trace_id for key, trace_id in exported(run_dir).items()}
@@ -223,7 +223,7 @@ def test_a_feedback_changed_in_mlflow_replaces_its_label_and_a_bad_one_is_refuse
     from mlflow import MlflowClient
     from mlflow.entities import AssessmentSource
 
-    from pipelines.engine.trace_export import exported
+    from pipelines.engine.tracking import exported
 
     run_dir, run_id = reviewed["run_dir"], reviewed["run"]["run_id"]
     traces = {key[0]: trace_id for key, trace_id in exported(run_dir).items()}

@@ -7,9 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pipelines.datasets import Question
-from pipelines.engine.progress import RunStats
+from pipelines.engine.cluster import Lane, RunStats, Scheduler, WorkerPool
 from pipelines.engine.records import validate_record
-from pipelines.engine.scheduler import Lane, Scheduler, WorkerPool
 
 
 class CollectingSink:
@@ -201,7 +200,7 @@ def test_runs_share_the_pool_and_the_next_starts_while_the_last_episodes_of_one_
 
 
 def test_one_runs_stop_does_not_stop_the_others_and_the_sweeps_budget_stops_all(slow_workers):
-    from pipelines.engine.guards import EndpointGuard, SpendLimit
+    from pipelines.engine.cluster import EndpointGuard, SpendLimit
 
     refused = _lanes(1, 8, prefix="refused")[0]
     refused.endpoint = EndpointGuard(2, "http://refusing/v1")

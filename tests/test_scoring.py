@@ -9,8 +9,8 @@ import json
 import pytest
 import yaml
 
-from pipelines.engine.results import RunDir
-from pipelines.engine.sweeps import metric_label
+from pipelines.engine.reports import metric_label
+from pipelines.engine.store import RunDir
 from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import CliCapture, ScriptedAgent, ScriptedJudge, rest, run_config, write_benchmark
 
@@ -112,7 +112,7 @@ def _llm_judged_config(tmp, sample_dir, llm_url: str, judge_url: str, tracking_u
 @pytest.fixture(scope="module")
 def unreachable_judge(ray_local, mlflow_server, tmp_path_factory, sample_dir):
     """A one-run sweep whose LLM judge is unreachable (nothing listens on its port), then `srag judge --no-llm`."""
-    from pipelines.local_llm import free_port
+    from pipelines.engine.endpoint import free_port
 
     tmp = tmp_path_factory.mktemp("unreachable")
     agent = ScriptedAgent(wrong={1})

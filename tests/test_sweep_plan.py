@@ -13,7 +13,7 @@ import yaml
 from pipelines.cli.car import GridFile, _names
 from pipelines.config import VARIANTS, load_run, load_sweep, read_yaml, validate_run
 from pipelines.datasets import DATASETS
-from pipelines.engine.sweep import differences, sweep_plan
+from pipelines.engine.runner import differences, sweep_plan
 from tests.conftest import REPO
 from tests.pipeline_helpers import write_benchmark
 

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.engine.results import RunDir, read_sweep
-from pipelines.engine.trace_export import missing_traces
+from pipelines.engine.store import RunDir, read_sweep
+from pipelines.engine.tracking import missing_traces
 from tests.conftest import REPO
 from tests.pipeline_helpers import CliCapture, ScriptedAgent, run_config, write_benchmark
 
@@ -138,8 +138,8 @@ def _plan_only(runs, sample_dir, fake_llm, tmp_path) -> str:
     """A sweep folder with a plan and nothing started (as a driver killed before its first run leaves it)."""
     from pipelines.config import load_sweep
     from pipelines.engine.records import SweepInfo
-    from pipelines.engine.sweep import SweepFolder
-    from pipelines.engine.sweep._plan import planned_runs
+    from pipelines.engine.runner import planned_runs
+    from pipelines.engine.store import SweepFolder
 
     corpus, questions = write_benchmark(tmp_path / "b", sample_dir / "corpus", 3)
     base = run_config(corpus, questions, fake_llm.base_url, tracking_uri=f"sqlite:///{tmp_path / 'm.db'}")
@@ -151,7 +151,7 @@ def _plan_only(runs, sample_dir, fake_llm, tmp_path) -> str:
 
 def test_a_resume_that_would_change_the_fingerprint_is_refused_and_a_live_sweep_is_not_resumed(
         tmp_path, sample_dir, fake_llm, capsys):
-    from pipelines.engine.heartbeat import beat
+    from pipelines.engine.store import beat
 
     runs = tmp_path / "runs"
     sweep_id = _plan_only(runs, sample_dir, fake_llm, tmp_path)
@@ -210,7 +210,7 @@ def test_rerun_and_judge_take_a_sweep(ray_local, tmp_path, sample_dir, fake_llm)
 
 
 def test_a_heartbeat_tells_a_live_driver_from_a_gone_one(tmp_path):
-    from pipelines.engine.heartbeat import HEARTBEAT, Heartbeat, beat, driver_state
+    from pipelines.engine.store import HEARTBEAT, Heartbeat, beat, driver_state
 
     assert driver_state(tmp_path) == "unknown"  # a folder from before heartbeats: nothing is claimed
     beat(tmp_path)
@@ -233,9 +233,8 @@ def test_the_sweeps_progress_counts_a_run_that_is_ending_in_flight_not_planned()
     """A run whose episodes have all ended is in flight until its end (traces, verdicts, summary) is reached."""
     from types import SimpleNamespace
 
-    from pipelines.engine.progress import RunStats
-    from pipelines.engine.sweep._driver import Runs
-    from pipelines.engine.sweep._progress import SweepProgress
+    from pipelines.engine.cluster import RunStats
+    from pipelines.engine.runner import Runs, SweepProgress
 
     def lane(key: str, done: int, started: bool = True):
         return SimpleNamespace(key=key, stats=RunStats(total=10, done=done), first_dispatch=1.0 if started else None)
@@ -245,7 +244,7 @@ def test_the_sweeps_progress_counts_a_run_that_is_ending_in_flight_not_planned()
     runs.closed = {"a"}
     scheduler = SimpleNamespace(ended=[lane("a", 10), lane("b", 10)], lanes=[lane("c", 4), lane("d", 0, False)],
                                 first_dispatch=1.0, spent=lambda: RunStats(total=0))
-    figures = SweepProgress("s1", runs=5, episodes=50).figures(scheduler, runs)
+    figures = SweepProgress("s1", runs=5, episodes=50).figures(scheduler, *runs.progress())
     assert (figures["runs_finished"], figures["runs_in_flight"], figures["runs_planned"]) == (1, 2, 2)
     assert figures["episodes_done"] == 24
 
@@ -289,7 +288,7 @@ def test_a_sweep_killed_with_two_runs_in_flight_is_finished_by_resume(ray_local,
     assert sum(1 for records in before.values() if records) >= 2
     info = read_sweep(sweep_dir)
     assert [e.state for e in info.plan].count("running") >= 2 and len(info.plan) == 3
-    from pipelines.engine.catalog import catalog
+    from pipelines.engine.reports import catalog
 
     (entry,) = catalog(runs).sweeps  # what `srag runs` lists
     assert entry.status == "interrupted" and entry.planned == 3  # its heartbeat names a dead driver

@@ -12,22 +12,24 @@ from urllib.parse import urlparse
 
 import pytest
 
-import pipelines.engine.trace_export as te
+import pipelines.engine.tracking._export as te
 from pipelines.datasets import Question
 from pipelines.engine.records import EpisodeRecord, Judgement, RunMeta, validate_record
-from pipelines.engine.results import RunDir, RunFolderSink
-from pipelines.engine.trace_export import (
+from pipelines.engine.store import RunDir, RunFolderSink
+from pipelines.engine.tracking import (
     MARKERS,
     VERDICT_MARKERS,
     ExportPool,
     RunExport,
+    TraceContext,
     TraceExporter,
     TraceExportSink,
+    Tracker,
+    episode_trace,
     export_missing,
     missing_traces,
     whole_traces_only,
 )
-from pipelines.engine.tracking import TraceContext, Tracker, episode_trace
 
 
 def record(qid: str, attempt: int = 1) -> dict:
@@ -314,7 +316,7 @@ def test_the_export_actors_start_with_the_first_trace_not_with_the_run(ray_local
 
 def test_where_mlflows_in_memory_trace_is_out_of_reach_each_assessment_is_written_on_its_own(tmp_path, writes,
                                                                                             monkeypatch, caplog):
-    import pipelines.engine.tracking as tracking
+    import pipelines.engine.tracking._tracker as tracking
 
     def moved():
         raise ImportError("cannot import name 'InMemoryTraceManager' from 'mlflow.tracing.trace_manager'")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mlflow.tracking import MlflowClient
 
-from pipelines.engine.progress import RunStats
+from pipelines.engine.cluster import RunStats
 from pipelines.engine.records import validate_record
 from pipelines.engine.tracking import MlflowSink, Tracker
 

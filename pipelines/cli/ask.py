@@ -69,7 +69,7 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.engine.endpoints import open_endpoint
+    from pipelines.engine.endpoint import open_endpoint
     from pipelines.engine.systems import build_system, prepare_resources  # retrievers, embeddings: not for --help
     from srag_core import LLMClient, load_corpus
 
@@ -102,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
 def judge(question: str, episode, gold: str, settings: JudgeSettings, llm_cfg) -> Judgement:
     """The judge stage of `srag run` on one answer: its judgement with what the judge's calls spent."""
     from pipelines.datasets import Question
-    from pipelines.engine.judging import JudgeStage
     from pipelines.engine.records import EpisodeRecord
+    from pipelines.engine.scoring import JudgeStage
 
     stage = JudgeStage(settings, llm_cfg, threads=1)
     try:

@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.engine.car_grid import grid_table, log_grid, run_cell, run_grid
+    from pipelines.engine.car import grid_table, log_grid, run_cell, run_grid
     from pipelines.engine.tracking import tracking_uri
 
     with_grid_file(args)
@@ -183,7 +183,7 @@ def _names(spec: str, known: list[str], kind: str) -> list[str]:
 
 
 def _describe(r: dict) -> str:
-    from pipelines.engine.car_grid import num
+    from pipelines.engine.car import num
 
     (lo, hi), (rlo, rhi) = r["tca_ci95"], r["recall_ci95"]
     lines = [f"{r['dataset']} / {r['retriever']}  (n={r['n']}, k={r['k']}, split={r['split']})",

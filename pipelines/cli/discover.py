@@ -17,7 +17,7 @@ from typing import Any
 
 from pipelines import paths
 from pipelines.cli import CliError, add_cache_dir, add_command, add_json
-from pipelines.engine.ray_utils import DEFAULT_TASK_TIMEOUT_S, RayMapFn, ensure_ray
+from pipelines.engine.cluster import DEFAULT_TASK_TIMEOUT_S, RayMapFn, ensure_ray
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,7 +60,7 @@ def llm_settings(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.engine.endpoints import open_endpoint
+    from pipelines.engine.endpoint import open_endpoint
     from srag_core import LLMClient, load_corpus
     from srag_core.discovery import DiscoveryConfig, build_or_load, cache_key
 

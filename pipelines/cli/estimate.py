@@ -22,7 +22,7 @@ from pipelines.config import load_run, load_sweep, read_yaml
 
 if TYPE_CHECKING:
     from pipelines.config import RunConfig
-    from pipelines.engine.estimate import PilotPlan
+    from pipelines.engine.runner import PilotPlan
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -89,7 +89,7 @@ def pilots_agreed(plan: PilotPlan, args: argparse.Namespace) -> bool:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from pipelines.engine.estimate import estimate, pilot_plan
+    from pipelines.engine.runner import estimate, pilot_plan
 
     if args.detect is not None and not 0 < args.detect < 1:
         raise CliError("--detect is an accuracy difference between 0 and 1, such as 0.05")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.cli import Exit, add_command, add_json, add_quiet, add_runs_dir, positive_int, wrapped
-from pipelines.engine.results import RunDir, check_run_id
+from pipelines.engine.store import RunDir, check_run_id
 
 if TYPE_CHECKING:
     from pipelines.engine.records import RunResult
@@ -65,8 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_review(args: argparse.Namespace) -> int:
+    from pipelines.engine.reports import is_sweep
     from pipelines.engine.review import LabelsRefused
-    from pipelines.engine.sweeps import is_sweep
 
     check_run_id(args.id)
     if args.sample is None and (args.stratify or args.redraw):
@@ -92,7 +92,7 @@ def _usage(message: str) -> int:
 
 
 def _rows(run_dir: RunDir) -> RunRows:
-    from pipelines.engine.report import read_run
+    from pipelines.engine.reports import read_run
     from pipelines.engine.review import RunRows
 
     rows, episodes = read_run(run_dir)
@@ -124,7 +124,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     from pipelines.engine import review
-    from pipelines.engine.results import read_sweep
+    from pipelines.engine.store import read_sweep
 
     sweep_dir = args.runs_dir / "sweeps" / args.id
     info = read_sweep(sweep_dir)
@@ -156,7 +156,7 @@ def _sweep(args: argparse.Namespace) -> int:
         changed = [r for r in run_dirs if got.labels.get(r.run_id)]
     results = {r.run_id: _refinish(r, args, sweep=False) for r in changed}
     if changed:
-        from pipelines.engine.sweep import refresh_after
+        from pipelines.engine.runner import refresh_after
 
         refresh_after(changed[0], args.runs_dir)  # the sweep's parent run: its pairwise table, once
     shown = [results.get(run_id) or _report(args.runs_dir, run_id) for run_id in info.runs]
@@ -218,12 +218,12 @@ def _unlabelled(run_dir: RunDir, args: argparse.Namespace) -> int:
 def _refinish(run_dir: RunDir, args: argparse.Namespace, sweep: bool = True) -> RunResult:
     """The run's summary, tables and MLflow run brought up to date (the labels on their traces too), and its sweep's
     parent run."""
-    from pipelines.engine.lifecycle import finish, refinish
+    from pipelines.engine.runner import finish, refinish
 
     # a run without an MLflow run (tracking off, or a run folder made by hand) needs no tracking store opened
     result = refinish(run_dir) if run_dir.read_meta().mlflow_run_id else finish(run_dir, None)
     if sweep:
-        from pipelines.engine.sweep import refresh_after
+        from pipelines.engine.runner import refresh_after
 
         refresh_after(run_dir, args.runs_dir)
     if result.mlflow_errors:
@@ -234,7 +234,7 @@ def _refinish(run_dir: RunDir, args: argparse.Namespace, sweep: bool = True) -> 
 
 
 def _report(runs_dir: Path, run_id: str) -> RunResult:
-    from pipelines.engine.sweeps import run_report
+    from pipelines.engine.reports import run_report
 
     return run_report(runs_dir, run_id)
 

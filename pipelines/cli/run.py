@@ -38,14 +38,13 @@ from pipelines.config import (
     validate_run,
     with_profile,
 )
-from pipelines.engine.paper_table import FIGURES, FORMATS
 from pipelines.engine.records import RunComparison, RunResult, StopRecord, SweepSummary
-from pipelines.engine.report import accuracy_label, incomplete_reason, recomputed_note, table
-from pipelines.engine.results import RunDir, check_run_id
+from pipelines.engine.reports import FIGURES, FORMATS, accuracy_label, incomplete_reason, recomputed_note, table
+from pipelines.engine.store import RunDir, check_run_id
 from srag_core import FAILED, FINISHED, STATUSES
 
 if TYPE_CHECKING:
-    from pipelines.engine.sweep import SweepPlan
+    from pipelines.engine.runner import SweepPlan
 
 SUMMARY_COLUMNS = ["run_id", "variant", "model", "n_questions", "scored", "failed", "pending", "missing", "accuracy",
                    "coverage", "accuracy_all", "complete", "em", "f1", "mean_steps", "spent_tokens", "spent_cost_usd",
@@ -295,7 +294,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise CliError("--epochs sets a new run's epochs; a resumed run keeps the ones it was started with")
         result = _continue(RunDir.open(args.runs_dir, args.resume), None, args, max_cost_usd=args.max_cost)
     else:
-        from pipelines.engine.sweep import ENDPOINT_TIMEOUT_S, run_one
+        from pipelines.engine.endpoint import ENDPOINT_TIMEOUT_S
+        from pipelines.engine.runner import run_one
 
         result = run_one(config_from_args(args), args.runs_dir, quiet=args.quiet,
                          endpoint_timeout_s=ENDPOINT_TIMEOUT_S)
@@ -320,11 +320,11 @@ def expand_statuses(values: list[str] | None, replace_scored: bool = False) -> l
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from pipelines.engine.sweeps import is_sweep
+    from pipelines.engine.reports import is_sweep
 
     statuses = expand_statuses(args.status, args.replace_scored)  # bad input is reported before the run is read
     if is_sweep(args.runs_dir, check_run_id(args.run_id)):
-        from pipelines.engine.sweep import rerun_sweep
+        from pipelines.engine.runner import rerun_sweep
 
         return _print_sweep(rerun_sweep(args.runs_dir, args.run_id, statuses, quiet=args.quiet), args)
     return _print_run(_continue(RunDir.open(args.runs_dir, args.run_id), statuses, args), args)
@@ -333,7 +333,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 def _continue(run_dir: RunDir, statuses: list[str] | None, args: argparse.Namespace,
               max_cost_usd: float | None = None) -> RunResult:
     """Resume or rerun a run, then bring its sweep's parent run (if any) up to date."""
-    from pipelines.engine.sweep import continue_run, refresh_after
+    from pipelines.engine.runner import continue_run, refresh_after
 
     result = continue_run(run_dir, statuses, args.quiet, max_cost_usd)
     refresh_after(run_dir, args.runs_dir)
@@ -465,7 +465,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise CliError("give a sweep file, or --resume SWEEP_ID")
     if args.force:
         raise CliError("--force goes with --resume: a new sweep has nothing to force")
-    from pipelines.engine.sweep import ENDPOINT_TIMEOUT_S, pool_execution, sweep_plan
+    from pipelines.engine.endpoint import ENDPOINT_TIMEOUT_S
+    from pipelines.engine.runner import pool_execution, sweep_plan
 
     sweep, runs = sweep_runs(args)
     max_cost = args.max_cost if args.max_cost is not None else sweep.max_cost_usd
@@ -484,7 +485,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     pool_execution(runs, [r.label for r in plan.runs], execution_overrides(args))  # runs that cannot share a pool
     if args.dry_run:
         return Exit.COMPLETE
-    from pipelines.engine.sweep import run_sweep
+    from pipelines.engine.runner import run_sweep
 
     out = run_sweep(sweep.name, args.sweep, sweep.grid, runs, args.runs_dir, quiet=args.quiet,
                     max_cost_usd=max_cost, max_tokens=sweep.max_tokens, overrides=given_overrides(args),
@@ -494,7 +495,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def _resume_sweep(args: argparse.Namespace) -> int:
     """`srag sweep --resume SWEEP_ID`: from the sweep folder alone; a sweep file given beside it is refused."""
-    from pipelines.engine.sweep import resume_sweep
+    from pipelines.engine.runner import resume_sweep
 
     if args.sweep or args.dry_run:
         raise CliError("--resume takes the sweep from its folder: give no sweep file and no --dry-run")
@@ -580,7 +581,7 @@ def print_unfinished(out: SweepSummary, args: argparse.Namespace) -> None:
 def print_pairwise(out: SweepSummary) -> None:
     """The sweep's comparisons: each comparable pair with its raw and adjusted p-values and minimum detectable
     effect, the pairs left out and why, and the tie groups."""
-    from pipelines.engine.sweeps import ranking_text
+    from pipelines.engine.reports import ranking_text
 
     if out.pairwise:
         rows = [{"pair": f"{p.run_b} - {p.run_a}" + (" *" if p.unfinished else ""), "dataset": p.dataset,
@@ -647,7 +648,7 @@ def print_corrected_pairs(out: SweepSummary) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from pipelines.engine.sweeps import is_sweep, run_report, sweep_summary
+    from pipelines.engine.reports import is_sweep, run_report, sweep_summary
 
     if args.table and args.json:
         raise CliError("give --table or --json, not both (--table csv is the machine-readable table)")
@@ -674,7 +675,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _print_table(summary: SweepSummary, args: argparse.Namespace) -> int:
     """The paper's table alone on stdout (so it can go to a file), a line on stderr when cells are not complete."""
-    from pipelines.engine.paper_table import PlannedRun, paper_table, render
+    from pipelines.engine.reports import PlannedRun, paper_table, render
 
     planned = [PlannedRun(u.label, u.dataset, why="planned, not started", variant=u.variant or "")
                for u in summary.unfinished if u.run_id is None and u.dataset is not None]
@@ -690,7 +691,7 @@ def _print_table(summary: SweepSummary, args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from pipelines.engine.sweeps import compare_runs
+    from pipelines.engine.reports import compare_runs
 
     result = compare_runs(args.runs_dir, args.run_a, args.run_b, force=args.force)
     print(json.dumps(result.model_dump(mode="json")) if args.json else wrapped("\n".join(comparison_lines(result))))
@@ -744,16 +745,15 @@ def comparison_lines(result: RunComparison) -> list[str]:
 def cmd_judge(args: argparse.Namespace) -> int:
     """Judge a finished run's episodes again (pending ones, or every one with --all), read the traces never read for
     evidence, then refresh its summary, tables, MLflow run and traces' feedback, and its sweep's parent run."""
-    from pipelines.engine import lifecycle
-    from pipelines.engine.judging import read_evidence, rejudge
-    from pipelines.engine.sweep import judge_sweep, refresh_after
-    from pipelines.engine.sweeps import is_sweep
+    from pipelines.engine.reports import is_sweep
+    from pipelines.engine.runner import judge_sweep, load_run_config, refinish, refresh_after
+    from pipelines.engine.scoring import read_evidence, rejudge
 
     if is_sweep(args.runs_dir, check_run_id(args.run_id)):
         return _print_sweep(judge_sweep(args.runs_dir, args.run_id, lambda cfg: judge_settings(cfg, args),
                                         everything=args.all, quiet=args.quiet), args)
     run_dir = RunDir.open(args.runs_dir, args.run_id)
-    cfg = lifecycle.load_run_config(run_dir)
+    cfg = load_run_config(run_dir)
     settings = judge_settings(cfg, args)
     evidence = read_evidence(run_dir)  # free: no model is called
     counts = rejudge(run_dir, settings, everything=args.all)
@@ -761,7 +761,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
         print(f"run {run_dir.run_id}: judged {counts['judged']} episode(s) again, {counts['pending']} still pending; "
               f"read {evidence['evidence_read']} trace(s) for evidence ({evidence['evidence_unreadable']} unreadable)",
               file=sys.stderr)
-    result = lifecycle.refinish(run_dir)
+    result = refinish(run_dir)
     refresh_after(run_dir, args.runs_dir)
     return _print_run(result, args)
 

@@ -6,8 +6,7 @@ import argparse
 import sys
 
 from pipelines.cli import add_command, add_json, add_runs_dir
-from pipelines.engine.catalog import Catalog, Entry, catalog
-from pipelines.engine.report import table
+from pipelines.engine.reports import Catalog, Entry, catalog, table
 
 COLUMNS = ["id", "name", "status", "complete", "accuracy", "cost", "started"]
 

@@ -42,7 +42,7 @@ from pipelines.cli import (
     positive_int,
 )
 from pipelines.config import PROFILE_HELP, load_sweep
-from pipelines.engine.results import check_run_id, git_revision
+from pipelines.engine.store import check_run_id, git_revision
 from srag_core import utc_now
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -244,7 +244,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 def _submit_resume(args: argparse.Namespace) -> int:
     """`srag submit --resume SWEEP_ID`: the job runs `srag sweep --resume` on the sweep's folder under --runs-dir,
     which the cluster's nodes share; the sweep must be readable from here to say what it is."""
-    from pipelines.engine.results import read_sweep
+    from pipelines.engine.store import read_sweep
 
     if args.sweep:
         raise CliError("--resume takes the sweep from its folder under --runs-dir: give no sweep file")

@@ -7,13 +7,13 @@
   unit and denominator, from which the JSON, the MLflow metrics and the text report are made;
 - the rows of the run's tables: `EpisodeRow`, `QuestionRow`, `AttemptRow`;
 - a sweep's `sweep.json`: `SweepInfo`, its plan (`SweepRun`) and invocations (`SweepInvocation`, `PoolFigures`);
-- a review of the verdicts by people: the sample (`ReviewSample`), each human label (`HumanLabel`), a sweep's
-  item keys (`SweepSample`), and the figures made of them (`JudgeAgreement`, `ReviewerAgreement`,
-  `CorrectedDifference`).
+- the figures a review of the verdicts by people gives (`JudgeAgreement` and `ReviewerAgreement` in a summary,
+  `CorrectedDifference` in a comparison); the review's own files are `review`'s models.
 """
 
 from pipelines.engine.records._compare import (
                                                Comparison,
+                                               CorrectedDifference,
                                                IncomparablePair,
                                                PairedTest,
                                                PairwiseRow,
@@ -49,19 +49,8 @@ from pipelines.engine.records._meta import (
                                                StopRecord,
                                                WorkersUsage,
 )
-from pipelines.engine.records._review import (
-                                               CorrectedDifference,
-                                               HumanLabel,
-                                               JudgeAgreement,
-                                               ReviewerAgreement,
-                                               ReviewSample,
-                                               SampleItem,
-                                               Stratum,
-                                               SweepItem,
-                                               SweepSample,
-)
 from pipelines.engine.records._rows import AttemptRow, EpisodeRow, Outcome, QuestionRow
-from pipelines.engine.records._summary import Interval, RunResult, RunSummary, Show
+from pipelines.engine.records._summary import Interval, JudgeAgreement, ReviewerAgreement, RunResult, RunSummary, Show
 from pipelines.engine.records._sweep import (
                                                EndpointLimit,
                                                PoolFigures,
@@ -78,5 +67,4 @@ __all__ = ["RECORD", "AnyRecord", "AttemptRow", "BadRecord", "BudgetChange", "Co
            "RunStatus", "RunSummary", "Show", "StopKind", "StopRecord", "SweepInfo", "SweepInvocation", "SweepRun",
            "SweepRunState", "SweepSummary", "UnfinishedRun", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line",
            "problem", "validate_record"]
-__all__ += ["CorrectedDifference", "HumanLabel", "JudgeAgreement", "ReviewSample", "ReviewerAgreement", "SampleItem",
-            "Stratum", "SweepItem", "SweepSample"]  # a review of the verdicts (issue 45)
+__all__ += ["CorrectedDifference", "JudgeAgreement", "ReviewerAgreement"]  # the figures of a review of the verdicts

@@ -6,10 +6,36 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from pipelines.engine.records._review import CorrectedDifference
 from pipelines.engine.records._summary import Interval, RunResult
 
 PairedTest = Literal["mcnemar_exact_unconditional", "mcnemar_asymptotic", "paired_t", "paired_t_cr2"]
+
+
+class CorrectedDifference(BaseModel):
+    """A comparison's difference B - A corrected by human labels of both runs on a shared sample (prediction-powered
+    inference on the per-question differences), or why there is none: the comparison then rests on the judge
+    alone."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    difference: float | None = None
+    """The corrected difference of accuracies, B - A, over `n_questions`."""
+    difference_ci95: Interval | None = None
+    """Its 95% interval (`ci_method`)."""
+    p_value: float | None = None
+    """The z-test of no difference that agrees with the interval."""
+    ci_method: str | None = None
+    """ppi_floor (with its strata and clusters, as for `accuracy_judge_corrected`)."""
+    n_questions: int = 0
+    """Questions scored in both runs and in the shared sample's frame: the denominator."""
+    n_labelled: int = 0
+    """Of those, the sampled ones labelled in both runs."""
+    sample_id: str | None = None
+    """The shared sample."""
+    judge_difference: float | None = None
+    """The judge's own difference over the same `n_questions`, beside the corrected one."""
+    reason: str | None = None
+    """Why there is no corrected difference (the comparison rests on the judge alone), or what to know about it."""
 
 
 class _Model(BaseModel):
@@ -240,3 +266,5 @@ class SweepSummary(_Model):
 
     def to_json(self) -> dict[str, Any]:
         return {**self.model_dump(mode="json", exclude={"runs"}), "runs": [r.to_json() for r in self.runs]}
+
+

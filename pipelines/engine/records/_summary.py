@@ -23,9 +23,59 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
 
 from pipelines.engine.records._meta import RequestLimitState, StopRecord
-from pipelines.engine.records._review import JudgeAgreement, ReviewerAgreement
 
 Interval = list[float]  # [low, high]: a 95% interval, its method named by the field's docstring
+
+
+class JudgeAgreement(BaseModel):
+    """The judge's verdicts against the humans' on the labelled episodes of the review sample, right/wrong at
+    `scoring.RIGHT` (a human score is the mean of its reviewers'). With a stratified sample `agreement`, `kappa`
+    and `mean_abs_diff` are weighted back to the run's questions (each stratum by its share); the counts are of the
+    episodes as drawn."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    episodes: int
+    """Labelled episodes compared: the denominator (episodes; with one epoch, questions)."""
+    agreement: float | None = None
+    """Share of `episodes` where judge and humans agree on right/wrong."""
+    kappa: float | None = None
+    """Cohen's kappa of judge and humans: agreement beyond what their margins give by chance (None when either gave
+    every episode the same verdict: `reason`)."""
+    kappa_ci95: Interval | None = None
+    """95% interval of `kappa` (`method` says how)."""
+    mean_abs_diff: float | None = None
+    """Mean |human score - judge score| over `episodes`."""
+    judge_right_human_wrong: int = 0
+    """Episodes the judge called right and the humans wrong."""
+    judge_wrong_human_right: int = 0
+    """Episodes the judge called wrong and the humans right."""
+    method: str = ""
+    """How `kappa_ci95` was computed: the large-sample interval with half an item added to each cell
+    (`evalstats.cohens_kappa(adjusted=True)`), weighted by stratum and clustered by question as the sample was
+    drawn."""
+    reason: str | None = None
+    """Why `kappa` or its interval is missing."""
+
+
+class ReviewerAgreement(BaseModel):
+    """Reviewers against each other, on the episodes two or more of them labelled (any label, in the sample or not:
+    descriptive, not an estimate)."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    episodes: int
+    """Episodes with labels by two or more reviewers: the denominator."""
+    reviewers: int
+    """Reviewers among those labels."""
+    pairs: int
+    """Pairs of labels of one episode."""
+    agreement: float | None = None
+    """Share of `pairs` that agree on right/wrong."""
+    kappa: float | None = None
+    """Fleiss' kappa (`evalstats.fleiss_kappa`: reviewers taken as interchangeable); no interval."""
+    reason: str | None = None
+    """Why `kappa` is missing."""
 
 
 @dataclass(frozen=True)
@@ -495,3 +545,5 @@ def _text(value: Any) -> str:
     if isinstance(value, list):
         return "; ".join(_text(v) for v in value)
     return "-" if value is None else str(value)
+
+

@@ -24,18 +24,11 @@ from pathlib import Path
 from typing import Literal
 
 from pipelines.datasets import Question
-from pipelines.engine.records import (
-    EpisodeRow,
-    QuestionRow,
-    ReviewSample,
-    SampleItem,
-    Stratum,
-    SweepItem,
-    SweepSample,
-)
-from pipelines.engine.results import RunDir
+from pipelines.engine.records import EpisodeRow, QuestionRow
 from pipelines.engine.review._files import SAMPLES, append_lines, current_sample, review_dir, sweep_samples
+from pipelines.engine.review._models import ReviewSample, SampleItem, Stratum, SweepItem, SweepSample
 from pipelines.engine.scoring import RIGHT, outcome
+from pipelines.engine.store import RunDir
 from pipelines.errors import UserError
 from srag_core import utc_now
 

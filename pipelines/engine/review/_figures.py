@@ -34,16 +34,15 @@ import numpy as np
 from pipelines.engine.records import (
     CorrectedDifference,
     EpisodeRow,
-    HumanLabel,
     JudgeAgreement,
     QuestionRow,
     ReviewerAgreement,
-    ReviewSample,
     RunSummary,
 )
-from pipelines.engine.results import RunDir
 from pipelines.engine.review._files import labels, samples
+from pipelines.engine.review._models import HumanLabel, ReviewSample
 from pipelines.engine.scoring import RIGHT, clusters, outcome, reduce_scores
+from pipelines.engine.store import RunDir
 
 Episode = tuple[str, int]  # (question id, epoch)
 

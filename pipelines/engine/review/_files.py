@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from pipelines.engine.records import HumanLabel, ReviewSample, SweepSample
-from pipelines.engine.results import RunDir, RunFolderError, append_durably, what_is_wrong
+from pipelines.engine.review._models import HumanLabel, ReviewSample, SweepSample
+from pipelines.engine.store import RunDir, RunFolderError, append_durably, what_is_wrong
 
 SAMPLES = "samples.jsonl"
 LABELS = "labels.jsonl"

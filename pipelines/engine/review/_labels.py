@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.engine.records import HumanLabel, ReviewSample, SweepSample
 from pipelines.engine.review._draw import ReviewError, RunRows
 from pipelines.engine.review._files import append_labels, current_sample, labels, sweep_samples
+from pipelines.engine.review._models import HumanLabel, ReviewSample, SweepSample
 from pipelines.errors import UserError
 from srag_core import utc_now
 

@@ -17,11 +17,11 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any
 
-from pipelines.engine.records import HumanLabel, ReviewSample
-from pipelines.engine.results import RunDir
 from pipelines.engine.review._draw import ReviewError, RunRows
 from pipelines.engine.review._files import LOGGED, append_lines, current_sample, labels, logged, review_dir
 from pipelines.engine.review._labels import Imported, LabelsRefused, _Run
+from pipelines.engine.review._models import HumanLabel, ReviewSample
+from pipelines.engine.store import RunDir
 
 FEEDBACK = "human_correctness"
 TAG = "srag.review"
@@ -74,7 +74,7 @@ def _run_traces(client: Any, run_dir: RunDir):
 
 def _traces(run_dir: RunDir) -> dict[tuple[str, int, int], str]:
     """(question, epoch, attempt) -> its trace in MLflow, as the trace export marked it."""
-    from pipelines.engine.trace_export import exported
+    from pipelines.engine.tracking import exported
 
     return {key: trace_id for key, trace_id in exported(run_dir).items() if trace_id}
 

@@ -1,0 +1,7 @@
+"""`srag car`: one CAR baseline cell in process (`run_cell`), a grid of them as Ray tasks (`run_grid`), and the grid
+logged to MLflow as a parent run with a child per cell (`log_grid`).
+"""
+
+from pipelines.engine.car._grid import grid_table, log_grid, num, run_cell, run_grid
+
+__all__ = ["grid_table", "log_grid", "num", "run_cell", "run_grid"]
