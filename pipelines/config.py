@@ -353,6 +353,61 @@ class SweepConfig(_Strict):
         return runs
 
 
+class RunOverrides(_Strict):
+    """The command line's options for every run of a sweep (`srag sweep`, `srag sweep --resume`), as sweep.json
+    records them (`overrides`); an option not given is None and changes nothing."""
+
+    limit: int | None = Field(None, ge=1)
+    """`--limit`: each run's `limits.limit`."""
+    epochs: int | None = Field(None, ge=1)
+    """`--epochs`: each run's `limits.epochs`."""
+    profile: str | None = None
+    """`--profile`: each run's `llm.profile` (a shipped profile's name, or a profile file, read and checked here)."""
+    data_root: str | None = None
+    """`--data-root`: each run's `data_root`."""
+
+    def given(self) -> bool:
+        """Whether any option was given."""
+        return any(v is not None for v in self.model_dump().values())
+
+    def apply(self, cfg: RunConfig) -> RunConfig:
+        """`cfg` with the options given, validated again (an error names the option)."""
+        for key, section_key in (("limit", "limit"), ("epochs", "epochs")):
+            if (value := getattr(self, key)) is not None:
+                data = cfg.model_dump(mode="json")
+                data["limits"][section_key] = value
+                cfg = validate_run(data, f"--{key}")
+        if self.profile is not None:
+            data = cfg.model_dump(mode="json")
+            data["llm"] = with_profile(cfg.llm, self.profile, "--profile").model_dump(mode="json")
+            cfg = validate_run(data, "--profile")
+        if self.data_root is not None:
+            cfg = validate_run({**cfg.model_dump(mode="json"), "data_root": self.data_root}, "--data-root")
+        return cfg
+
+
+class PoolOverrides(_Strict):
+    """The command line's settings for a sweep's pool of workers (`--concurrency`, `--max-runs`), as sweep.json
+    records them (`execution`); a setting not given is None and leaves the runs' own."""
+
+    concurrency: int | None = Field(None, ge=1)
+    """`--concurrency`: `execution.concurrency`, episodes in flight across the pool."""
+    max_runs: int | None = Field(None, ge=1)
+    """`--max-runs`: `execution.max_runs`, runs with episodes starting at once."""
+
+    def given(self) -> dict[str, int]:
+        """The settings given, by `Execution` key."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+    def apply(self, execution: Execution) -> Execution:
+        """`execution` with the settings given, validated again."""
+        return section(Execution, {**execution.model_dump(), **self.given()}, "the command line", "execution")
+
+    def then(self, later: PoolOverrides) -> PoolOverrides:
+        """These settings with those given later on top (a resume's over the sweep's start)."""
+        return PoolOverrides.model_validate({**self.given(), **later.given()})
+
+
 def _short_hash(material: Any) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:10]
 

@@ -87,7 +87,7 @@ def scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> di
 def sweep_scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int) -> dict:
     """A sweep of two runs on one pool; the worker node goes once both runs have recorded a quarter of their
     questions and some of their episodes ran on it."""
-    from pipelines.engine.runner import run_sweep
+    from pipelines.engine.runner import run_sweep, sweep_plan
 
     worker_node = cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()
@@ -101,8 +101,9 @@ def sweep_scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int)
         variants = ["zero_ingestion", "no_diagnostics"]
         runs = [validate_run({**base, "variant": v, "name": f"node/variant={v}"}, "scenario") for v in variants]
         out: list = []
+        plan = sweep_plan("node", runs)
         thread = threading.Thread(target=lambda: out.append(run_sweep(
-            "node", workdir / "sweep.yaml", {"variant": variants}, runs, workdir / "runs", quiet=True)))
+            plan, workdir / "sweep.yaml", {"variant": variants}, runs, workdir / "runs", quiet=True)))
         thread.start()
 
         def recorded() -> list:

@@ -175,7 +175,7 @@ def test_rounding_never_puts_zero_on_the_edge_of_an_interval_the_test_excludes_i
 
 
 def test_a_pair_without_a_p_value_is_left_out_of_the_family_and_the_ranking_says_so(capsys):
-    from pipelines.cli.run import print_pairwise
+    from pipelines.cli._results import print_pairwise
     from pipelines.engine.records import SweepSummary
 
     def partial(label: str, scores: list[float]) -> LabelledRun:

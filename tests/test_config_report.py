@@ -141,7 +141,7 @@ def test_the_accuracy_interval_describes_the_mean_score_with_partial_scores(tmp_
 
 
 def test_the_text_report_shows_spent_and_final_answer_tokens_and_cost():
-    from pipelines.cli.run import summary_table
+    from pipelines.cli._results import summary_table
 
     questions = _questions([{"id": "q0", "question": "?", "answer": "a", "type": "x"}])
     st = _state("q0", "llm_error")

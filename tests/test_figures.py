@@ -238,7 +238,7 @@ def test_srag_correct_means_a_full_score(tmp_path):
 
 
 def test_the_exit_status_of_a_run_says_whether_it_is_complete():
-    from pipelines.cli.run import exit_code
+    from pipelines.cli._results import exit_code
 
     complete = RunResult.of(run_id="r", complete=True, n_questions=2, scored=2)
     assert exit_code([complete]) == Exit.COMPLETE

@@ -206,3 +206,69 @@ def test_private_import_finder_finds_a_reach_into_another_room(tmp_path):
 
 def test_no_module_reaches_into_another_packages_private_module():
     assert _private_imports(_modules()) == []
+
+
+ENGINE = REPO / "pipelines" / "engine"
+
+
+def test_the_engine_holds_rooms_and_no_loose_modules():
+    """`pipelines/engine/` holds packages by job, each an `__init__` that re-exports its public names (its `__all__`)
+    over private `_x.py` modules; a module lying flat beside them is a room nobody drew."""
+    loose = sorted(p.name for p in ENGINE.glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"loose modules in pipelines/engine: {loose}"
+    for room in sorted(p for p in ENGINE.iterdir() if p.is_dir() and p.name != "__pycache__"):
+        init = room / "__init__.py"
+        assert init.is_file(), f"{room.name}/ has no __init__.py"
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        assert ast.get_docstring(tree), f"{room.name}/__init__.py says nothing of what the room is for"
+        public = [p.name for p in room.glob("*.py") if not p.name.startswith("_")]
+        assert not public, f"{room.name}/ has public modules {public}: a room's modules are private, its __init__ " \
+                           "re-exports their names"
+        exported = {n for node in tree.body if isinstance(node, ast.Assign)
+                    for t in node.targets if isinstance(t, ast.Name) and t.id == "__all__"
+                    for n in ast.literal_eval(node.value)}
+        imported = {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
+        assert exported and exported <= imported, f"{room.name}/__init__.py: __all__ names what it does not import"
+
+
+def _named_alike(a: str, b: str) -> bool:
+    """Two names a reader takes for one: the same stem (`sweep`, `sweeps`; `judging`, `judges`) or a letter apart."""
+    import re
+
+    def stem(name: str) -> str:
+        return re.sub(r"(ing|es|s|e)$", "", name)
+
+    if stem(a) == stem(b):
+        return True
+    if abs(len(a) - len(b)) > 1:
+        return False
+    longer, shorter = (a, b) if len(a) >= len(b) else (b, a)
+    return any(longer[:i] + longer[i + 1:] == shorter or longer[:i] + shorter[i:i + 1] + longer[i + 1:] == shorter
+               for i in range(len(longer)))
+
+
+def test_names_alike_are_found():
+    assert _named_alike("sweep", "sweeps") and _named_alike("judging", "judges") and _named_alike("store", "stare")
+    assert not _named_alike("records", "reports") and not _named_alike("car", "car_baselines")
+
+
+def test_no_two_rooms_are_named_alike_nor_like_a_top_level_package():
+    """`sweep/` beside `sweeps.py`, `judging` beside `judges/`: names that pull apart what belongs together."""
+    rooms = [p.name for p in ENGINE.iterdir() if (p / "__init__.py").is_file()]
+    tops = [p.name for p in REPO.iterdir() if (p / "__init__.py").is_file()]
+    for i, a in enumerate(rooms):
+        for b in rooms[i + 1:] + tops:
+            assert not _named_alike(a, b), f"engine room {a!r} is named like {b!r}"
+
+
+def test_importing_the_engine_imports_neither_ray_nor_mlflow():
+    """Ray fixes its node address when it is first imported, and only `cluster.init_ray` puts a local instance on
+    loopback: so importing any room of the engine must not import Ray (nor MLflow, which takes seconds)."""
+    import subprocess
+
+    rooms = sorted(p.name for p in ENGINE.iterdir() if (p / "__init__.py").is_file())
+    probe = ("import sys\n" + "".join(f"import pipelines.engine.{r}\n" for r in rooms) +
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'ray', 'mlflow'}))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=REPO,
+                          check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr[-2000:]

@@ -16,7 +16,8 @@ import yaml
 
 from pipelines import paths
 from pipelines.cli import build_parser, main
-from pipelines.cli.run import config_from_args, sweep_runs
+from pipelines.cli.run import config_from_args
+from pipelines.cli.sweep import sweep_runs
 from pipelines.config import IngestionSettings, validate_run
 from pipelines.engine.runner import benchmark_paths
 from pipelines.engine.systems import ingestion_cache

@@ -178,10 +178,10 @@ def test_a_sweep_not_started_resumes_with_force_and_records_what_changed(ray_loc
     assert code == 0 and [r["n_questions"] for r in out["runs"]] == [2, 2] and out["unfinished"] == []
     info = read_sweep(runs / "sweeps" / sweep_id)
     (resume,) = info.invocations
-    assert resume.kind == "resume" and resume.changes == {"max_runs": 1, "limit": 2}
+    assert resume.kind == "resume" and resume.changes.model_dump(exclude_none=True) == {"max_runs": 1, "limit": 2}
     assert resume.forced == ["run variant=zero_ingestion: limits.limit (null -> 2)",
                              "run variant=no_diagnostics: limits.limit (null -> 2)"]
-    assert info.execution == {"max_runs": 1} and resume.pool.max_runs == 1
+    assert info.execution.given() == {"max_runs": 1} and resume.pool.max_runs == 1
     assert all(e.config["limits"]["limit"] == 2 and e.state == "finished" for e in info.plan)
 
 

@@ -18,7 +18,7 @@ from pipelines.cli import (
     add_runs_dir,
     positive_int,
 )
-from pipelines.config import load_run, load_sweep, read_yaml
+from pipelines.config import RunOverrides, load_run, load_sweep, read_yaml
 
 if TYPE_CHECKING:
     from pipelines.config import RunConfig
@@ -62,7 +62,7 @@ def config_runs(args: argparse.Namespace) -> list[RunConfig]:
     data = read_yaml(args.config)
     runs = load_sweep(args.config).expand(args.config) if "grid" in data or "base" in data else [load_run(args.config)]
     if args.data_root:
-        runs = [r.model_copy(update={"data_root": str(args.data_root)}) for r in runs]
+        runs = [RunOverrides(data_root=str(args.data_root)).apply(r) for r in runs]
     return runs
 
 

@@ -219,7 +219,7 @@ def submission_id(sweep_name: str) -> str:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from pipelines.cli.run import sweep_runs
+    from pipelines.cli.sweep import sweep_runs
 
     if args.resume:
         return _submit_resume(args)

@@ -53,6 +53,7 @@ from pipelines.engine.records._rows import AttemptRow, EpisodeRow, Outcome, Ques
 from pipelines.engine.records._summary import Interval, JudgeAgreement, ReviewerAgreement, RunResult, RunSummary, Show
 from pipelines.engine.records._sweep import (
                                                EndpointLimit,
+                                               InvocationChanges,
                                                PoolFigures,
                                                SweepInfo,
                                                SweepInvocation,
@@ -60,11 +61,11 @@ from pipelines.engine.records._sweep import (
                                                SweepRunState,
 )
 
-__all__ = ["RECORD", "AnyRecord", "AttemptRow", "BadRecord", "BudgetChange", "Comparison", "CorpusReplicas",
-           "EndpointLimit", "EpisodeRecord", "EpisodeRow", "Evidence", "ExecutionPlan", "IncomparablePair",
-           "IngestionInfo", "Interval", "Judgement", "Outcome", "PairedTest", "PairwiseRow", "PoolFigures", "PoolRef",
-           "QuestionRow", "Record", "Rejudging", "RequestLimitState", "RunComparison", "RunMeta", "RunResult",
-           "RunStatus", "RunSummary", "Show", "StopKind", "StopRecord", "SweepInfo", "SweepInvocation", "SweepRun",
-           "SweepRunState", "SweepSummary", "UnfinishedRun", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line",
-           "problem", "validate_record"]
-__all__ += ["CorrectedDifference", "JudgeAgreement", "ReviewerAgreement"]  # the figures of a review of the verdicts
+__all__ = ["AnyRecord", "AttemptRow", "BadRecord", "BudgetChange", "Comparison", "CorpusReplicas",
+           "CorrectedDifference", "EndpointLimit", "EpisodeRecord", "EpisodeRow", "Evidence", "ExecutionPlan",
+           "IncomparablePair", "IngestionInfo", "Interval", "InvocationChanges", "JudgeAgreement", "Judgement",
+           "Outcome", "PairedTest", "PairwiseRow", "PoolFigures", "PoolRef", "QuestionRow", "RECORD", "Record",
+           "Rejudging", "RequestLimitState", "ReviewerAgreement", "RunComparison", "RunMeta", "RunResult", "RunStatus",
+           "RunSummary", "Show", "StopKind", "StopRecord", "SweepInfo", "SweepInvocation", "SweepRun", "SweepRunState",
+           "SweepSummary", "UnfinishedRun", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line", "problem",
+           "validate_record"]

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.config import PoolOverrides, RunOverrides
 from pipelines.engine.records._meta import CorpusReplicas, ExecutionPlan, RequestLimitState, WorkersUsage
 
 SweepRunState = Literal["planned", "running", "finished", "interrupted"]
@@ -83,6 +84,28 @@ class PoolFigures(_Part):
     """Local model servers started for the pool (their base URLs)."""
 
 
+class InvocationChanges(_Part):
+    """What one invocation of a sweep was told beside its plan: the settings it took (a new budget, the pool's
+    settings, options for the runs not started yet) or, for `srag rerun`, the statuses it ran again."""
+
+    max_cost_usd: float | None = None
+    """A new `--max-cost` for the whole sweep."""
+    concurrency: int | None = None
+    """`--concurrency`."""
+    max_runs: int | None = None
+    """`--max-runs`."""
+    limit: int | None = None
+    """`--limit`, for the runs not started yet."""
+    epochs: int | None = None
+    """`--epochs`, for the runs not started yet."""
+    profile: str | None = None
+    """`--profile`, for the runs not started yet."""
+    data_root: str | None = None
+    """`--data-root`, for the runs not started yet."""
+    statuses: list[str] | None = None
+    """`srag rerun`: the statuses whose questions ran again."""
+
+
 class SweepInvocation(_Part):
     """One command that ran the sweep: `srag sweep` (start), `srag sweep --resume` (resume), `srag rerun` (rerun)."""
 
@@ -95,8 +118,9 @@ class SweepInvocation(_Part):
     """The project's commit it ran."""
     host: str | None = None
     """The driver's host name."""
-    changes: dict[str, Any] = {}
-    """Settings taken at this invocation: a new `--max-cost`, execution settings (`--concurrency`, `--max-runs`)."""
+    changes: InvocationChanges = Field(default_factory=InvocationChanges)
+    """What it was told: settings taken at this invocation (a new `--max-cost`, `--concurrency`, `--max-runs`, and
+    options for the runs not started yet), or the statuses a rerun ran again."""
     forced: list[str] = []
     """Changes to what the runs' fingerprint covers, accepted with `--force` (they apply to runs not started yet)."""
     runs: list[str] = []
@@ -122,15 +146,15 @@ class SweepInfo(_Part):
     """The run ids made so far, in plan order."""
     grid: dict[str, list[Any]] = {}
     """The sweep file's grid."""
-    overrides: dict[str, Any] = {}
+    overrides: RunOverrides = Field(default_factory=RunOverrides)
     """The command-line options applied to every run when the sweep was planned (`--limit`, `--epochs`,
     `--profile`, `--data-root`)."""
     max_cost_usd: float | None = None
     """The sweep's budget in dollars over all its runs (the latest given)."""
     max_tokens: int | None = None
     """The sweep's budget in tokens."""
-    execution: dict[str, Any] = {}
-    """Execution settings given on the command line that override the runs' (`concurrency`, `max_runs`): the
+    execution: PoolOverrides = Field(default_factory=PoolOverrides)
+    """The pool's settings given on the command line over the runs' (`--concurrency`, `--max-runs`), each the
     latest given."""
     plan: list[SweepRun] = []
     """Every run of the sweep, in order, from the first second (empty in a sweep.json from before plans)."""

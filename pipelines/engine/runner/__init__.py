@@ -33,13 +33,18 @@ cost and wall time from it.
 
 
 
+
 """
 
 from pipelines.engine.runner._checks import (
+    LIMIT_KEYS,
+    POOL_KEYS,
     PlannedRun,
+    SweepConflict,
     SweepPlan,
     differences,
     flatten_settings,
+    pool_settings,
     question_count,
     sweep_plan,
 )
@@ -87,25 +92,15 @@ from pipelines.engine.runner._lifecycle import (
     spend_limit,
     start_run,
 )
-from pipelines.engine.runner._plan import (
-    LIMIT_KEYS,
-    POOL_KEYS,
-    SweepConflict,
-    SweepResumeError,
-    changed_settings,
-    endpoint_limits,
-    label_of,
-    planned_runs,
-    pool_execution,
-)
+from pipelines.engine.runner._plan import SweepResumeError, changed_settings, label_of, planned_runs
 from pipelines.engine.runner._progress import ConsoleProgress, SweepProgress
 
 __all__ = ["ConsoleProgress", "Context", "EndpointError", "Estimate", "Job", "LIMIT_KEYS", "MIN_QUESTIONS", "POOL_KEYS",
            "PilotPlan", "PlannedRun", "RunEstimate", "RunLane", "Runs", "StillRunning", "SweepConflict", "SweepPlan",
            "SweepProgress", "SweepResumeError", "benchmark_paths", "changed_settings", "close_run", "continue_run",
-           "corpus_for", "differences", "earlier_runs", "endpoint_limits", "episode_max_usd", "episode_spend",
-           "estimate", "estimate_run", "execute", "finish", "flatten_settings", "judge_sweep", "label_of",
-           "load_inputs", "load_run_config", "note_in_sweep", "open_run", "open_tracker", "pending_work", "pilot_plan",
-           "pilot_questions", "planned_runs", "pool_execution", "projected", "question_count", "questions_to_detect",
-           "refinish", "refresh_after", "refuse_if_running", "rerun_sweep", "resume_sweep", "run_jobs", "run_one",
-           "run_sweep", "sigterm_recorded", "spend_limit", "start_run", "sweep_plan"]
+           "corpus_for", "differences", "earlier_runs", "episode_max_usd", "episode_spend", "estimate", "estimate_run",
+           "execute", "finish", "flatten_settings", "judge_sweep", "label_of", "load_inputs", "load_run_config",
+           "note_in_sweep", "open_run", "open_tracker", "pending_work", "pilot_plan", "pilot_questions", "planned_runs",
+           "pool_settings", "projected", "question_count", "questions_to_detect", "refinish", "refresh_after",
+           "refuse_if_running", "rerun_sweep", "resume_sweep", "run_jobs", "run_one", "run_sweep", "sigterm_recorded",
+           "spend_limit", "start_run", "sweep_plan"]

@@ -13,11 +13,60 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from pipelines.config import RunConfig
-from pipelines.engine.endpoint import endpoint_problem, judge_warning
+from pipelines.config import Execution, PoolOverrides, RunConfig
+from pipelines.engine.endpoint import endpoint_problem, judge_warning, run_endpoint
+from pipelines.errors import UserError
 
 # A resolved config's settings by dotted key (`llm.model`, ...): config values, free-form.
 Settings = dict[str, Any]
+
+
+# The execution settings of the pool itself: the runs of one sweep share it, so they must agree on them.
+POOL_KEYS = ("ray_address", "actors", "concurrency", "episodes_per_actor", "cpus_per_actor", "max_actor_restarts",
+             "max_runs")
+# The limits of one endpoint: the runs on it share its limiter, so they must agree on them.
+LIMIT_KEYS = ("max_concurrent_requests", "requests_per_minute", "tokens_per_minute", "adaptive_concurrency")
+
+
+class SweepConflict(UserError):
+    """Runs of one sweep that cannot share its pool: they set the pool's settings, or one endpoint's limits,
+    differently."""
+
+
+def pool_settings(runs: list[RunConfig], labels: list[str], given: PoolOverrides) -> Execution:
+    """The pool's execution settings, checked once for every run that will share it: the settings the runs share
+    (a SweepConflict naming the key and two runs where they differ) with the command line's `given` on top, and each
+    endpoint's limits, the same in every run on it."""
+    first = runs[0].execution
+    for cfg, label in zip(runs[1:], labels[1:], strict=True):
+        for key in POOL_KEYS:
+            if key in given.given():
+                continue
+            a, b = getattr(first, key), getattr(cfg.execution, key)
+            if a != b:
+                raise SweepConflict(f"runs {labels[0]} and {label} of this sweep set execution.{key} to {a} and "
+                                    f"{b}: a sweep's runs share one pool of workers; set execution.{key} once, in "
+                                    "the sweep's base")
+    _check_endpoint_limits(runs, labels)
+    return given.apply(first)
+
+
+def _check_endpoint_limits(runs: list[RunConfig], labels: list[str]) -> None:
+    """A SweepConflict when two runs on one endpoint set its limits differently (the first run on an endpoint
+    sets them: `cluster.Pool.limiter`)."""
+    seen: dict[str, tuple[str, Execution]] = {}
+    for cfg, label in zip(runs, labels, strict=True):
+        key = run_endpoint(cfg)
+        if key not in seen:
+            seen[key] = (label, cfg.execution)
+            continue
+        first_label, first = seen[key]
+        for limit in LIMIT_KEYS:
+            a, b = getattr(first, limit), getattr(cfg.execution, limit)
+            if a != b:
+                raise SweepConflict(f"runs {first_label} and {label} of this sweep set different limits for the "
+                                    f"endpoint {key} (execution.{limit} {a} and {b}): limits are per endpoint, "
+                                    "shared by every run on it; set them once, in the sweep's base")
 
 
 class PlannedRun(BaseModel):
@@ -68,17 +117,24 @@ class SweepPlan(BaseModel):
     """The sweep's budget in dollars."""
     max_tokens: int | None
     """The sweep's budget in tokens."""
+    execution: Execution
+    """The pool's execution settings, checked for every run (`pool_settings`): the settings the runs share, with
+    the command line's on top. `srag sweep` starts its pool with them."""
 
     def problems(self) -> list[PlannedRun]:
         """The runs that cannot run."""
         return [r for r in self.runs if r.problem is not None]
 
 
-def sweep_plan(name: str, runs: list[RunConfig], *, max_cost_usd: float | None = None,
-               max_tokens: int | None = None, endpoint_timeout_s: float | None = None) -> SweepPlan:
-    """The dry run's report: one entry per run (label, fingerprint, the settings that differ, questions, epochs,
-    episodes, why it cannot run) and the totals, with the sweep's budget if it has one. With `endpoint_timeout_s`,
-    each endpoint is asked once whether it answers, waiting that long at most; None: none is asked."""
+def sweep_plan(name: str, runs: list[RunConfig], *, pool: PoolOverrides | None = None,
+               max_cost_usd: float | None = None, max_tokens: int | None = None,
+               endpoint_timeout_s: float | None = None) -> SweepPlan:
+    """The dry run's report, and what `srag sweep` starts from: one entry per run (label, fingerprint, the settings
+    that differ, questions, epochs, episodes, why it cannot run), the totals, the sweep's budget if it has one, and
+    the pool's settings (`pool_settings`: runs that cannot share one pool are refused here, with a SweepConflict).
+    With `endpoint_timeout_s`, each endpoint is asked once whether it answers, waiting that long at most; None: none
+    is asked."""
+    execution = pool_settings(runs, [cfg.name.split("/", 1)[-1] for cfg in runs], pool or PoolOverrides())
     built: dict[tuple[str, str | None], int | str] = {}
     answers: dict[str, str | None] = {}
     rows = []
@@ -93,7 +149,7 @@ def sweep_plan(name: str, runs: list[RunConfig], *, max_cost_usd: float | None =
     known = [r.episodes for r in rows if r.episodes is not None]
     return SweepPlan(sweep=name, n_runs=len(rows), runs=rows,
                      episodes=sum(known) if len(known) == len(rows) else None, episodes_known=sum(known),
-                     max_cost_usd=max_cost_usd, max_tokens=max_tokens)
+                     max_cost_usd=max_cost_usd, max_tokens=max_tokens, execution=execution)
 
 
 def differences(runs: list[RunConfig]) -> list[Settings]:

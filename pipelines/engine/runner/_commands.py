@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from pipelines.config import Execution, JudgeSettings, RunConfig
+from pipelines.config import Execution, JudgeSettings, PoolOverrides, RunConfig, RunOverrides
 from pipelines.datasets import Question
 from pipelines.engine.cluster import RunStats, SpendLimit, Work, init_ray
 from pipelines.engine.endpoint import endpoint_problem, judge_warning
-from pipelines.engine.records import EpisodeRecord, RunResult, SweepInfo, SweepSummary
+from pipelines.engine.records import EpisodeRecord, InvocationChanges, RunResult, SweepInfo, SweepSummary
 from pipelines.engine.reports import sweep_summary
+from pipelines.engine.runner._checks import SweepPlan, pool_settings
 from pipelines.engine.runner._driver import run_jobs
 from pipelines.engine.runner._lanes import Context, Job
 from pipelines.engine.runner._lifecycle import (
@@ -32,15 +33,7 @@ from pipelines.engine.runner._lifecycle import (
     stats_so_far,
     stop_reason,
 )
-from pipelines.engine.runner._plan import (
-    SweepResumeError,
-    changed_settings,
-    endpoint_limits,
-    invocation,
-    label_of,
-    planned_runs,
-    pool_execution,
-)
+from pipelines.engine.runner._plan import SweepResumeError, changed_settings, invocation, planned_runs
 from pipelines.engine.runner._progress import SweepProgress
 from pipelines.engine.store import Heartbeat, RunDir, SweepFolder, driver_state, git_revision, new_run_id
 from pipelines.engine.tracking import Tracker, source_tags
@@ -160,47 +153,47 @@ def refuse_if_running(folder: Path, what: str) -> None:
 # Sweeps
 
 
-def run_sweep(name: str, sweep_file: Path, grid: dict[str, Any], runs: list[RunConfig], runs_dir: Path, *,
-              quiet: bool, max_cost_usd: float | None = None, max_tokens: int | None = None,
-              overrides: dict[str, Any] | None = None, execution: dict[str, Any] | None = None) -> SweepSummary:
+def run_sweep(plan: SweepPlan, sweep_file: Path, grid: dict[str, list[Any]], runs: list[RunConfig], runs_dir: Path,
+              *, quiet: bool, overrides: RunOverrides | None = None, pool: PoolOverrides | None = None
+              ) -> SweepSummary:
     """Every run of the grid on one pool, each an MLflow child of one parent run; returns the sweep's summary. The
-    sweep folder holds the plan before anything starts. `overrides`: the command-line options applied to every run
-    (recorded); `execution`: execution settings given on the command line (`concurrency`, `max_runs`)."""
-    labels = [label_of(cfg) for cfg in runs]
-    ex = pool_execution(runs, labels, execution)  # runs that cannot share a pool are refused before anything starts
-    endpoint_limits(runs, labels)
+    sweep folder holds the plan before anything starts. `plan`: the runs as `sweep_plan` checked them (its
+    `execution` is the pool's, its budget the sweep's); `overrides` and `pool`: the command line's options for the
+    runs and for the pool, already in `runs` and `plan`, recorded in sweep.json."""
+    labels = [run.label for run in plan.runs]
+    pool = pool or PoolOverrides()
     inputs = [load_inputs(cfg) for cfg in runs]
     check_transport()
-    sweep_id = new_run_id(name)
-    info = SweepInfo(sweep_id=sweep_id, name=name, file=str(sweep_file), created=utc_now(), grid=grid,
-                     overrides=overrides or {}, max_cost_usd=max_cost_usd, max_tokens=max_tokens,
-                     execution=execution or {}, plan=planned_runs(runs),
-                     invocations=[invocation("start", changes={"max_cost_usd": max_cost_usd,
-                                                               **(execution or {})})])
+    sweep_id = new_run_id(plan.sweep)
+    started = InvocationChanges(max_cost_usd=plan.max_cost_usd, **pool.given())
+    info = SweepInfo(sweep_id=sweep_id, name=plan.sweep, file=str(sweep_file), created=utc_now(), grid=grid,
+                     overrides=overrides or RunOverrides(), max_cost_usd=plan.max_cost_usd, max_tokens=plan.max_tokens,
+                     execution=pool, plan=planned_runs(runs), invocations=[invocation("start", started)])
     folder = SweepFolder.create(runs_dir, info)  # the plan, from the first second
     tracker = _start_together(runs[0], runs_dir, True)
     try:
         revision = git_revision()
         tags = {"srag.sweep_id": sweep_id, "srag.kind": "sweep", "srag.git_revision": str(revision or ""),
                 **source_tags(sys.argv[1:], revision)}  # the children's source tags (`lifecycle.mlflow_run`)
-        parent = tracker.create_run(name, {"sweep_file": str(sweep_file), "n_runs": len(runs),
+        parent = tracker.create_run(plan.sweep, {"sweep_file": str(sweep_file), "n_runs": len(runs),
                                            "grid": json.dumps(grid)}, tags)
         info = folder.update(lambda i: setattr(i, "mlflow_run_id", parent))
         jobs = [Job(cfg, label, inputs=inp) for cfg, label, inp in zip(runs, labels, inputs, strict=True)]
-        return _drive(folder, info, jobs, tracker, ex, quiet=quiet)
+        return _drive(folder, info, jobs, tracker, plan.execution, quiet=quiet)
     finally:
         tracker.close()
 
 
 def resume_sweep(runs_dir: Path, sweep_id: str, *, quiet: bool, max_cost_usd: float | None = None,
-                 force: bool = False, overrides: dict[str, Any] | None = None,
-                 execution: dict[str, Any] | None = None,
-                 apply: Callable[[RunConfig], RunConfig] | None = None) -> SweepSummary:
+                 force: bool = False, overrides: RunOverrides | None = None,
+                 pool: PoolOverrides | None = None) -> SweepSummary:
     """Finish a sweep whose driver died: its finished runs kept, its interrupted runs gone on from their records,
-    its runs not started yet started, under the same MLflow parent run. `apply` makes a run's config as the command
-    line asks (`--limit`, `--epochs`, `--profile`, `--data-root`); a change to what the runs' fingerprint covers is
+    its runs not started yet started, under the same MLflow parent run. `overrides`: the command line's options for
+    the runs (`--limit`, `--epochs`, `--profile`, `--data-root`); a change to what the runs' fingerprint covers is
     refused, naming it, unless `force` (then the runs not started yet take it, and sweep.json records it). A new
-    `max_cost_usd` or `execution` setting is taken and recorded."""
+    `max_cost_usd` or `pool` setting is taken and recorded."""
+    overrides, pool = overrides or RunOverrides(), pool or PoolOverrides()
+    apply = overrides.apply if overrides.given() else None
     folder = SweepFolder.open(runs_dir, sweep_id)
     info = folder.read()
     if not info.plan:
@@ -208,9 +201,8 @@ def resume_sweep(runs_dir: Path, sweep_id: str, *, quiet: bool, max_cost_usd: fl
                                "resume its runs one by one with srag run --resume RUN_ID")
     refuse_if_running(folder.path, f"sweep {sweep_id}")
     forced = _changes(runs_dir, info, apply, force)
-    merged = {**info.execution, **(execution or {})}
-    changes = {k: v for k, v in {"max_cost_usd": max_cost_usd, **(execution or {}), **(overrides or {})}.items()
-               if v is not None}
+    merged = info.execution.then(pool)
+    changes = InvocationChanges(max_cost_usd=max_cost_usd, **pool.given(), **overrides.model_dump(exclude_none=True))
 
     def record(i: SweepInfo) -> None:
         i.execution = merged
@@ -233,7 +225,7 @@ def rerun_sweep(runs_dir: Path, sweep_id: str, statuses: list[str], *, quiet: bo
     sweep, on one pool; then the parent run brought up to date."""
     folder = SweepFolder.open(runs_dir, sweep_id)
     refuse_if_running(folder.path, f"sweep {sweep_id}")
-    info = folder.update(lambda i: i.invocations.append(invocation("rerun", {"statuses": statuses})))
+    info = folder.update(lambda i: i.invocations.append(invocation("rerun", InvocationChanges(statuses=statuses))))
     jobs: list[Job] = []
     finished_before = done_before = 0
     spent = RunStats(total=0)
@@ -356,7 +348,7 @@ def _started_runs(runs_dir: Path, info: SweepInfo) -> list[tuple[str, str]]:
     return [(run_id, RunDir.open(runs_dir, run_id).read_meta().name.split("/", 1)[-1]) for run_id in info.runs]
 
 
-def _sweep_again(folder: SweepFolder, info: SweepInfo, jobs: list[Job], execution: dict[str, Any], quiet: bool,
+def _sweep_again(folder: SweepFolder, info: SweepInfo, jobs: list[Job], pool: PoolOverrides, quiet: bool,
                  finished_before: int, done_before: int, spent: RunStats) -> SweepSummary:
     """Run `jobs` of an existing sweep (resume, rerun) under its parent run; then its summary."""
     runs_dir = folder.path.parent.parent
@@ -364,8 +356,7 @@ def _sweep_again(folder: SweepFolder, info: SweepInfo, jobs: list[Job], executio
         return _summary(folder, info)
     labels = [job.label for job in jobs]
     cfgs = [job.cfg for job in jobs]
-    ex = pool_execution(cfgs, labels, execution)
-    endpoint_limits(cfgs, labels)
+    ex = pool_settings(cfgs, labels, pool)
     check_transport()
     tracker = _start_together(cfgs[0], runs_dir, True)
     try:

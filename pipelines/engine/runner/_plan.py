@@ -1,76 +1,24 @@
 """A sweep's plan, kept in its folder from the first second: every run's resolved config, fingerprint and state
-(`records.SweepInfo`, written whole or not at all), what its runs must agree on to share one pool (the pool's
-settings; each endpoint's limits), and what a resume may change.
-
-An endpoint is its base URL, its model and the name of the variable holding its API key (never the key): two
-accounts on one provider have two quotas, two models on one server two queues.
-"""
+(`records.SweepInfo`, written whole or not at all, in `store.SweepFolder`), each invocation of it, and what a resume
+may change."""
 
 from __future__ import annotations
 
 import json
 import socket
 import sys
-from typing import Any
 
-from pipelines.config import Execution, RunConfig
-from pipelines.engine.endpoint import run_endpoint
-from pipelines.engine.records import SweepInvocation, SweepRun
+from pipelines.config import RunConfig
+from pipelines.engine.records import InvocationChanges, SweepInvocation, SweepRun
 from pipelines.engine.runner._checks import flatten_settings
 from pipelines.engine.store import git_revision
 from pipelines.errors import UserError
 from srag_core import utc_now
 
-# The execution settings of the pool itself: the runs of one sweep share it, so they must agree on them.
-POOL_KEYS = ("ray_address", "actors", "concurrency", "episodes_per_actor", "cpus_per_actor", "max_actor_restarts",
-             "max_runs")
-# The limits of one endpoint: the runs on it share its limiter, so they must agree on them.
-LIMIT_KEYS = ("max_concurrent_requests", "requests_per_minute", "tokens_per_minute", "adaptive_concurrency")
-
-
-class SweepConflict(UserError):
-    """Runs of one sweep that cannot share its pool: they set the pool's settings, or one endpoint's limits,
-    differently."""
-
 
 class SweepResumeError(UserError):
     """A sweep that cannot be resumed as asked: its driver still runs, it has no plan, or what the runs' fingerprint
     covers would change."""
-
-
-def pool_execution(runs: list[RunConfig], labels: list[str], overrides: dict[str, Any] | None = None) -> Execution:
-    """The pool's execution settings: those the runs share (a SweepConflict naming the key and two runs where they
-    differ), with the command line's `overrides` on top."""
-    first = runs[0].execution
-    for cfg, label in zip(runs[1:], labels[1:], strict=True):
-        for key in POOL_KEYS:
-            if key in (overrides or {}):
-                continue
-            a, b = getattr(first, key), getattr(cfg.execution, key)
-            if a != b:
-                raise SweepConflict(f"runs {labels[0]} and {label} of this sweep set execution.{key} to {a} and "
-                                    f"{b}: a sweep's runs share one pool of workers; set execution.{key} once, in "
-                                    "the sweep's base")
-    return first.model_copy(update=overrides or {})
-
-
-def endpoint_limits(runs: list[RunConfig], labels: list[str]) -> dict[str, Execution]:
-    """Each endpoint's limits (the `execution` of its first run), refusing with a SweepConflict runs on one endpoint
-    that set them differently."""
-    seen: dict[str, tuple[str, Execution]] = {}
-    for cfg, label in zip(runs, labels, strict=True):
-        key = run_endpoint(cfg)
-        if key not in seen:
-            seen[key] = (label, cfg.execution)
-            continue
-        first_label, first = seen[key]
-        for limit in LIMIT_KEYS:
-            a, b = getattr(first, limit), getattr(cfg.execution, limit)
-            if a != b:
-                raise SweepConflict(f"runs {first_label} and {label} of this sweep set different limits for the "
-                                    f"endpoint {key} (execution.{limit} {a} and {b}): limits are per endpoint, "
-                                    "shared by every run on it; set them once, in the sweep's base")
-    return {key: ex for key, (_, ex) in seen.items()}
 
 
 def changed_settings(before: RunConfig, after: RunConfig) -> list[str]:
@@ -81,9 +29,11 @@ def changed_settings(before: RunConfig, after: RunConfig) -> list[str]:
             if json.dumps(a.get(k), sort_keys=True) != json.dumps(b.get(k), sort_keys=True)]
 
 
-def invocation(kind: str, changes: dict[str, Any] | None = None, forced: list[str] | None = None) -> SweepInvocation:
+def invocation(kind: str, changes: InvocationChanges | None = None, forced: list[str] | None = None
+               ) -> SweepInvocation:
+    """An entry of sweep.json's invocations: this command, where and at which commit it ran, and what it was told."""
     return SweepInvocation(kind=kind, at=utc_now(), command=sys.argv[1:], git_revision=git_revision(),
-                           host=socket.gethostname(), changes=changes or {}, forced=forced or [])
+                           host=socket.gethostname(), changes=changes or InvocationChanges(), forced=forced or [])
 
 
 def planned_runs(runs: list[RunConfig]) -> list[SweepRun]:
