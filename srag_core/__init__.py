@@ -25,6 +25,7 @@ from srag_core.agent import (
     AgentConfig,
     DocumentsSeen,
     Episode,
+    EpisodeResult,
     Status,
     document_texts,
     documents_seen,
@@ -43,7 +44,7 @@ from srag_core.corpus import (
                               normalize_sections,
                               unique_name,
 )
-from srag_core.llm import ChatResult, LLMClient, LLMConfig, LLMError, Usage, Window
+from srag_core.llm import ChatResult, LLMClient, LLMConfig, LLMError, Usage, UsageCounts, Window
 from srag_core.tools import REGISTRY, run_tool
 from srag_core.vanilla import VanillaRAG
 from srag_core.workspace import (
@@ -57,9 +58,9 @@ from srag_core.workspace import (
                               question_landscape,
 )
 
-__all__ = ["FAILED", "FINISHED", "REGISTRY", "STATUSES", "Agent", "AgentConfig", "Budget", "Budgets", "ChatResult",
-           "Corpus", "CorpusError", "DocSet", "Document", "DocumentsSeen", "Episode", "LLMClient", "LLMConfig",
-           "LLMError", "Modules", "RegexError", "RegexTimeout", "Status", "Usage", "ValueSet", "VanillaRAG", "Window",
-           "Workspace", "WorkspaceError", "anchor_tokens", "compile_untrusted", "document_texts", "documents_seen",
-           "filename_for_title", "load_corpus", "normalize_sections", "question_landscape", "run_tool", "unique_name",
-           "utc_now"]
+__all__ = ["Agent", "AgentConfig", "Budget", "Budgets", "ChatResult", "Corpus", "CorpusError", "DocSet", "Document",
+           "DocumentsSeen", "Episode", "EpisodeResult", "FAILED", "FINISHED", "LLMClient", "LLMConfig", "LLMError",
+           "Modules", "REGISTRY", "RegexError", "RegexTimeout", "STATUSES", "Status", "Usage", "UsageCounts",
+           "ValueSet", "VanillaRAG", "Window", "Workspace", "WorkspaceError", "anchor_tokens", "compile_untrusted",
+           "document_texts", "documents_seen", "filename_for_title", "load_corpus", "normalize_sections",
+           "question_landscape", "run_tool", "unique_name", "utc_now"]

@@ -6,13 +6,12 @@ Defaults follow the paper's setup: all-MiniLM-L6-v2 over 900-character chunks wi
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
 from typing import Callable, Collection
 
 from srag_core.agent import Episode, utc_now
 from srag_core.corpus import Corpus
 from srag_core.embeddings import ChunkIndex
-from srag_core.llm import LLMError, Usage, first_json_object
+from srag_core.llm import LLMError, Usage, UsageCounts, first_json_object
 
 ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 _INSTRUCTIONS = """Answer the question from the passages below and nothing else. If they do not contain the answer,
@@ -36,7 +35,7 @@ class VanillaRAG:
         """Retrieve, then answer in one LLM call; `on_usage` is told that call's usage (as `Agent.run` does).
         `watch` is accepted as `Agent.run` takes it: vanilla RAG narrows nothing, its passages say what it saw."""
         started = time.monotonic()
-        ep = Episode(question_id=question_id, question=question, started_at=utc_now())
+        ep = Episode(question_id=question_id, question=question, status="crashed", started_at=utc_now())
         try:
             passages = self.passages(question)
             retrieved = ep.tool_s = time.monotonic() - started  # retrieval is the "tool" time of vanilla RAG
@@ -51,7 +50,7 @@ class VanillaRAG:
             obj = first_json_object(result.text) or {}
             ep.answer = str(obj.get("answer", result.text)).strip()
             ep.status, ep.llm_calls, ep.llm_s = "ok", 1, result.latency_s
-            ep.usage = asdict(result.usage)
+            ep.usage = UsageCounts.of(result.usage)
             ep.cached_calls = int(result.cached)
             ep.trace.append({"type": "llm", "step": 1, "reply": result.text, "latency_s": result.latency_s,
                              "tokens": {"prompt": result.usage.prompt_tokens,

@@ -46,8 +46,8 @@ def test_multi_step_episode_builds_sets_and_answers(fake_llm):
     assert tools[2]["observation"]["count"] == 2
     # Usage is what the server counted, summed over the four calls; cost follows the price table.
     prompt = sum(count_tokens(prompt_text(r)) for r in fake_llm.requests)
-    assert ep.usage["calls"] == 4 and ep.usage["prompt_tokens"] == prompt
-    assert ep.usage["cost_usd"] == pytest.approx((prompt * 1.0 + ep.usage["completion_tokens"] * 2.0) / 1e6)
+    assert ep.usage.calls == 4 and ep.usage.prompt_tokens == prompt
+    assert ep.usage.cost_usd == pytest.approx((prompt * 1.0 + ep.usage.completion_tokens * 2.0) / 1e6)
     # The first request carries the system prompt and the question with its landscape.
     first = fake_llm.requests[0]["messages"]
     assert first[0]["role"] == "system" and "REPLY FORMAT" in first[0]["content"]

@@ -134,7 +134,7 @@ def test_a_reply_cut_at_the_limit_is_asked_again_with_twice_the_room() -> None:
     headroom = 8192
     assert limits == [1000 + headroom, 2000 + headroom]
     assert ep.status == "ok" and ep.answer == "2" and ep.length_retries == 1 and ep.malformed_turns == 0
-    assert ep.usage["length_stops"] == 1 and ep.usage["reasoning_tokens"] >= 900 + 1000 + headroom
+    assert ep.usage.length_stops == 1 and ep.usage.reasoning_tokens >= 900 + 1000 + headroom
 
 
 def test_redaction_and_compression_keep_native_calls_and_their_answers_together() -> None:

@@ -96,4 +96,4 @@ def test_llm_calls_made_by_tools_are_charged_to_the_episode(fake_llm, tmp_path):
     ep = build_system("limited_ingestion", corpus, llm, AgentConfig(), RetrievalSettings(), resources).run(QUESTION)
     labelled = next(e for e in ep.trace if e["type"] == "tool")["observation"]
     assert ep.status == "ok" and labelled["labelled"] == 4
-    assert ep.llm_calls == len(fake_llm.requests) == 6 and ep.usage["calls"] == 6
+    assert ep.llm_calls == len(fake_llm.requests) == 6 and ep.usage.calls == 6

@@ -104,7 +104,7 @@ def test_the_agent_gets_a_proposed_regex_registered_through_the_scripted_server(
     proposer_request = fake_llm.requests[2]["messages"]
     assert proposer_request[1]["content"].startswith("Condition: a senator attended")
     assert "Document [CHRG-117shrg20001.txt]" in proposer_request[1]["content"]
-    assert ep.llm_calls == 5 and ep.usage["calls"] == 5
+    assert ep.llm_calls == 5 and ep.usage.calls == 5
 
 
 def test_a_proposed_regex_is_untrusted(fake_llm):

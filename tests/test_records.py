@@ -79,6 +79,37 @@ def test_the_record_holds_every_field_of_the_agents_episode_and_of_the_judges_re
     assert set(JudgeResult.__dataclass_fields__) <= set(Judgement.model_fields)
 
 
+def test_the_episodes_fields_are_defined_once_and_every_record_model_has_one_base():
+    """`EpisodeRecord` keeps the agent's `EpisodeResult` fields as they are defined there (type, default and
+    description), and every model of a file the project writes and reads back derives from `StoredModel`."""
+    import inspect
+
+    from pydantic import BaseModel
+
+    from pipelines.engine import records, review
+    from pipelines.engine.records import StoredModel
+    from srag_core import EpisodeResult
+
+    assert issubclass(EpisodeRecord, EpisodeResult) and issubclass(Episode, EpisodeResult)
+    for name, info in EpisodeResult.model_fields.items():
+        mine = EpisodeRecord.model_fields[name]
+        assert (mine.annotation, mine.description) == (info.annotation, info.description), name
+        assert name not in EpisodeRecord.__annotations__, f"EpisodeRecord declares {name} again"
+    derived = [m for room in (records, review) for m in vars(room).values()
+               if inspect.isclass(m) and issubclass(m, BaseModel) and m.__module__.startswith(room.__name__)]
+    assert len(derived) > 30 and all(issubclass(m, StoredModel) for m in derived), \
+        [m.__name__ for m in derived if not issubclass(m, StoredModel)]
+
+
+def test_a_bad_line_says_first_which_episode_it_is_about_and_a_missing_status_is_missing():
+    from pipelines.engine.records import BadRecord, parse_line
+
+    with pytest.raises(BadRecord, match="attempt must be a whole number from 1, not 'first'"):
+        parse_line(json.dumps({"type": "episode", "question_id": "q1", "attempt": "first"}))
+    with pytest.raises(BadRecord, match="^no status$"):
+        parse_line(json.dumps({"type": "episode", "question_id": "q1", "attempt": 1}))
+
+
 def test_a_figure_added_to_the_summary_reaches_json_mlflow_and_the_text_report(tmp_path):
     class Extended(RunSummary):
         widgets_per_question: float | None = None

@@ -42,7 +42,7 @@ def test_the_nearest_passage_goes_into_one_call_and_the_answer_is_parsed(fake_ll
     assert "Olympus Mons on Mars" in prompt and "Nile" not in prompt and "Sourdough" not in prompt
     retrieval = next(t for t in ep.trace if t["type"] == "retrieval")
     assert [p["filename"] for p in retrieval["passages"]] == ["volcano.txt"]
-    assert ep.usage["calls"] == 1 and ep.usage["total_tokens"] > 0 and ep.usage["cost_usd"] > 0
+    assert ep.usage.calls == 1 and ep.usage.total_tokens > 0 and ep.usage.cost_usd > 0
 
 
 def test_a_reply_that_is_not_json_is_taken_as_the_answer(fake_llm, corpus_and_index):

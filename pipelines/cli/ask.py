@@ -91,9 +91,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(record, ensure_ascii=False, default=str))
     else:
         print(f"\nanswer: {episode.answer}" if episode.answer is not None else f"\nno answer ({episode.status})")
-        tokens = int(episode.usage.get("total_tokens", 0))
+        tokens = episode.usage.total_tokens
         print(f"[{episode.status}{': ' + episode.error if episode.error else ''} · {episode.steps} steps · "
-              f"{tokens:,} tokens · ${episode.usage.get('cost_usd', 0):.4f} · {episode.wall_s:.1f} s]")
+              f"{tokens:,} tokens · ${episode.usage.cost_usd:.4f} · {episode.wall_s:.1f} s]")
         if judgement is not None:
             print(verdict_line(judgement))
     return 0 if episode.finished else 1

@@ -14,10 +14,21 @@ from srag_core.agent._evidence import (
     documents_seen,
     documents_with_text,
 )
-from srag_core.agent._loop import FAILED, FINISHED, STATUSES, Agent, AgentConfig, Episode, Status, utc_now
+from srag_core.agent._loop import (
+    FAILED,
+    FINISHED,
+    STATUSES,
+    Agent,
+    AgentConfig,
+    Episode,
+    EpisodeResult,
+    Status,
+    utc_now,
+)
 from srag_core.agent._prompts import enabled_tools, system_prompt
 from srag_core.agent._turns import FINAL_ANSWER, Turn, turn_from_reply, turn_functions, turn_schema
 
-__all__ = ["FAILED", "FINAL_ANSWER", "FINISHED", "STATUSES", "TEXT_KEYS", "Agent", "AgentConfig", "DocumentsSeen",
-           "Episode", "Status", "Turn", "choose_branch", "document_texts", "documents_seen", "documents_with_text",
-           "enabled_tools", "system_prompt", "turn_from_reply", "turn_functions", "turn_schema", "utc_now"]
+__all__ = ["Agent", "AgentConfig", "DocumentsSeen", "Episode", "EpisodeResult", "FAILED", "FINAL_ANSWER", "FINISHED",
+           "STATUSES", "Status", "TEXT_KEYS", "Turn", "choose_branch", "document_texts", "documents_seen",
+           "documents_with_text", "enabled_tools", "system_prompt", "turn_from_reply", "turn_functions", "turn_schema",
+           "utc_now"]

@@ -32,7 +32,7 @@ from srag_core.agent._branching import choose_branch
 from srag_core.agent._evidence import classifier_narrowing, watched_in
 from srag_core.agent._turns import FINAL_ANSWER, Turn, turn_from_reply, turn_functions, turn_schema
 from srag_core.corpus import Corpus
-from srag_core.llm import DEFAULT_CONTEXT_TOKENS, ChatResult, LLMError, Usage
+from srag_core.llm import DEFAULT_CONTEXT_TOKENS, ChatResult, LLMError, Usage, UsageCounts
 from srag_core.tools import REGISTRY, run_tool
 from srag_core.tools.patterns import register_pattern_sets
 from srag_core.tools.regex_proposer import LLMRegexProposer
@@ -113,29 +113,59 @@ class AgentConfig(BaseModel):
     """The same cap in US dollars, from llm.price_per_million (without prices it never binds)."""
 
 
-class Episode(BaseModel):
-    """The record of one question: the answer, how it ended, what it cost, and the full trace."""
+class EpisodeResult(BaseModel):
+    """What one episode of one question gave: its answer, how it ended, what it spent and how long it took. The fields
+    are defined here once: the agent's `Episode` adds its trace, and the pipeline's record of an episode (a line of
+    a run's results.jsonl) adds where it belongs in its run."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
     question_id: str
-    question: str
+    """The question's id in the run's `questions.jsonl`."""
+    question: str = ""
+    """The question text."""
+    status: Status
+    """How it ended: ok, max_steps, over_budget, time_limit (the system's own ends, scored) or llm_error, timeout,
+    crashed (the infrastructure failed it: not scored, and a rerun can fix it)."""
     answer: str | None = None
-    status: Status = "crashed"
+    """The final answer (None when there was none)."""
     error: str | None = None
-    error_kind: str | None = None  # llm_error: the LLMError's kind (auth, bad_request, rate_limit, ...)
-    error_status: int | None = None  # llm_error: the HTTP status, when the endpoint answered
-    steps: int = 0  # tool calls attempted, malformed turns included
+    """Why it failed or ended early, in a line."""
+    error_kind: str | None = None
+    """llm_error: the LLMError's kind (auth, bad_request, rate_limit, ...)."""
+    error_status: int | None = None
+    """llm_error: the HTTP status, when the endpoint answered."""
+    steps: int = 0
+    """Tool calls attempted, malformed turns included."""
     llm_calls: int = 0
+    """LLM calls made by the agent loop and its tools."""
     malformed_turns: int = 0
-    length_retries: int = 0  # turns cut at the completion limit and asked again with a larger one
+    """Turns that were neither a valid tool call nor an answer."""
+    length_retries: int = 0
+    """Turns cut at the completion limit and asked again with a larger one."""
     tool_errors: int = 0
-    usage: dict[str, float] = Field(default_factory=dict)
+    """Tool calls whose observation was an error."""
+    usage: UsageCounts = Field(default_factory=UsageCounts)
+    """Tokens and cost of every LLM call of the episode."""
     cached_calls: int = 0
+    """LLM calls answered from the response cache (`llm.cache_dir`)."""
     wall_s: float = 0.0
+    """Seconds from the episode's start to its end."""
     llm_s: float = 0.0
+    """Seconds spent waiting for the LLM."""
     tool_s: float = 0.0
+    """Seconds spent in tool calls."""
     started_at: str = ""
+    """UTC start, ISO 8601."""
     finished_at: str = ""
+    """UTC end, ISO 8601."""
+
+
+class Episode(EpisodeResult):
+    """The record of one question: what it gave (`EpisodeResult`) and the full trace, one event per step."""
+
     trace: list[dict[str, Any]] = Field(default_factory=list)
+    """The episode's events, in order (LLM calls, tool calls and their observations, branches)."""
 
     @property
     def finished(self) -> bool:
@@ -221,8 +251,8 @@ class Agent:
         """Answer `question`; `on_usage` is told the episode's usage so far after each LLM call (so that what an
         episode spent is known even if it never returns). `watch`: documents (filenames) whose fate in the
         narrowing steps the trace records (the evaluation's gold documents: the model never sees them)."""
-        run = _Run(Episode(question_id=question_id, question=question, started_at=utc_now()), on_usage=on_usage,
-                   watch=self.corpus.indices_of_files(watch))
+        started = Episode(question_id=question_id, question=question, status="crashed", started_at=utc_now())
+        run = _Run(started, on_usage=on_usage, watch=self.corpus.indices_of_files(watch))
         try:
             self._loop(run, question)
         except LLMError as e:
@@ -242,7 +272,7 @@ class Agent:
             run.episode.error = f"{type(e).__name__}: {e}"
             run.episode.trace.append({"type": "crash", "traceback": traceback.format_exc(limit=8)})
         ep = run.episode
-        ep.usage = asdict(run.usage)
+        ep.usage = UsageCounts.of(run.usage)
         ep.wall_s = run.elapsed()
         ep.finished_at = utc_now()
         return ep

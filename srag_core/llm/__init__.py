@@ -38,6 +38,7 @@ from srag_core.llm._types import (
     SlotTicket,
     ToolCall,
     Usage,
+    UsageCounts,
 )
 from srag_core.llm._wire import ANY_JSON_OBJECT
 
@@ -52,9 +53,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ANY_JSON_OBJECT", "DEFAULT_CONTEXT_TOKENS", "MAX_SERVER_WAIT_S", "ROOT_KEY", "SHIPPED", "AttemptOutcome",
-           "ChatResult", "FunctionSpec", "LLMClient", "LLMConfig", "LLMError", "Limiter", "LocalLimiter", "Prices",
-           "ProbeError", "Profile", "ResponseFormatMode", "SlotTicket", "ToolCall", "TransportError", "TurnProtocol",
-           "Usage", "Window", "auto_profile", "capability_table", "check_transport", "estimate_tokens",
+__all__ = ["ANY_JSON_OBJECT", "AttemptOutcome", "ChatResult", "DEFAULT_CONTEXT_TOKENS", "FunctionSpec", "LLMClient",
+           "LLMConfig", "LLMError", "Limiter", "LocalLimiter", "MAX_SERVER_WAIT_S", "Prices", "ProbeError", "Profile",
+           "ROOT_KEY", "ResponseFormatMode", "SHIPPED", "SlotTicket", "ToolCall", "TransportError", "TurnProtocol",
+           "Usage", "UsageCounts", "Window", "auto_profile", "capability_table", "check_transport", "estimate_tokens",
            "first_json_object", "from_strict_args", "load_profile", "loads_bounded", "probe", "resolve_profile",
            "strict_schema", "unwrap_root", "write_profile"]

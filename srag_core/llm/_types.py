@@ -1,4 +1,5 @@
-"""The values that cross the client's boundary: what a call returns (`ChatResult`, `Usage`, `ToolCall`), what it is
+"""The values that cross the client's boundary: what a call returns (`ChatResult`, `Usage` and its stored form
+`UsageCounts`, `ToolCall`), what it is
 offered (`FunctionSpec`), how it fails (`LLMError`), and the `Limiter` protocol it holds a slot of per attempt (with
 the `SlotTicket` on which it says how the attempt went)."""
 
@@ -6,8 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import astuple, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
 
 # How one HTTP attempt went, as a limiter sees it: answered, refused with a 429, or failed some other way.
 AttemptOutcome = Literal["ok", "rate_limited", "failed"]
@@ -39,6 +42,45 @@ class Usage:
         if other == 0:  # lets sum() start from its default 0
             return self
         return NotImplemented
+
+
+class UsageCounts(BaseModel):
+    """What an episode's LLM calls used, every call it made (its tools' included): `Usage` as an episode keeps it
+    and a run stores it. Strict (a count is a number, never a string), and a key it does not know is kept: other
+    keys are counts too (a later release's)."""
+
+    model_config = ConfigDict(strict=True, extra="allow", use_attribute_docstrings=True)
+
+    __pydantic_extra__: dict[str, int | float]
+
+    prompt_tokens: int = 0
+    """Prompt tokens, over every call."""
+    completion_tokens: int = 0
+    """Completion tokens (hidden reasoning tokens included, as the API counts them)."""
+    total_tokens: int = 0
+    """Prompt plus completion tokens."""
+    cost_usd: float = 0.0
+    """Dollars, at the run's `llm.price_per_million` (0 without prices, or for a cached reply)."""
+    calls: int = 0
+    """LLM calls answered (a cached reply included)."""
+    reasoning_tokens: int = 0
+    """Hidden reasoning tokens (`completion_tokens_details.reasoning_tokens`)."""
+    cached_tokens: int = 0
+    """Prompt tokens the provider served from its prompt cache (`prompt_tokens_details.cached_tokens`)."""
+    length_stops: int = 0
+    """Replies cut at the completion limit (`finish_reason` "length")."""
+    cost_usd_uncached: float | None = None
+    """What the calls would have cost without the response cache: `cost_usd` plus the price of the cached replies
+    (None in records written before it was recorded: then `cost_usd` is all that is known)."""
+
+    @classmethod
+    def of(cls, usage: Usage) -> UsageCounts:
+        """The counts of `usage`."""
+        return cls(**asdict(usage))
+
+    def uncached(self) -> float:
+        """`cost_usd_uncached`, or `cost_usd` where the record predates it."""
+        return self.cost_usd if self.cost_usd_uncached is None else self.cost_usd_uncached
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@
   `CorrectedDifference` in a comparison); the review's own files are `review`'s models.
 """
 
+from pipelines.engine.records._base import StoredModel
 from pipelines.engine.records._compare import (
                                                Comparison,
                                                CorrectedDifference,
@@ -66,6 +67,6 @@ __all__ = ["AnyRecord", "AttemptRow", "BadRecord", "BudgetChange", "Comparison",
            "IncomparablePair", "IngestionInfo", "Interval", "InvocationChanges", "JudgeAgreement", "Judgement",
            "Outcome", "PairedTest", "PairwiseRow", "PoolFigures", "PoolRef", "QuestionRow", "RECORD", "Record",
            "Rejudging", "RequestLimitState", "ReviewerAgreement", "RunComparison", "RunMeta", "RunResult", "RunStatus",
-           "RunSummary", "Show", "StopKind", "StopRecord", "SweepInfo", "SweepInvocation", "SweepRun", "SweepRunState",
-           "SweepSummary", "UnfinishedRun", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line", "problem",
-           "validate_record"]
+           "RunSummary", "Show", "StopKind", "StopRecord", "StoredModel", "SweepInfo", "SweepInvocation", "SweepRun",
+           "SweepRunState", "SweepSummary", "UnfinishedRun", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line",
+           "problem", "validate_record"]

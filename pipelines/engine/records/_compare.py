@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from pipelines.engine.records._base import StoredModel
 from pipelines.engine.records._summary import Interval, RunResult
 
 PairedTest = Literal["mcnemar_exact_unconditional", "mcnemar_asymptotic", "paired_t", "paired_t_cr2"]
 
 
-class CorrectedDifference(BaseModel):
+class CorrectedDifference(StoredModel):
     """A comparison's difference B - A corrected by human labels of both runs on a shared sample (prediction-powered
     inference on the per-question differences), or why there is none: the comparison then rests on the judge
     alone."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
 
     difference: float | None = None
     """The corrected difference of accuracies, B - A, over `n_questions`."""
@@ -38,11 +35,7 @@ class CorrectedDifference(BaseModel):
     """Why there is no corrected difference (the comparison rests on the judge alone), or what to know about it."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-class Comparison(_Model):
+class Comparison(StoredModel, extra="forbid"):
     """Two runs question by question (`scoring.compare`), over the questions scored in both; B minus A."""
 
     n_paired: int
@@ -123,7 +116,7 @@ class RunComparison(Comparison):
     the comparison rests on the judge alone (`review.corrected_difference`)."""
 
 
-class PairwiseRow(_Model):
+class PairwiseRow(StoredModel, extra="forbid"):
     """One pair of a sweep's runs on the same question set: their comparison, columns in reading order."""
 
     run_a: str
@@ -201,7 +194,7 @@ class PairwiseRow(_Model):
                    **{f"left_out_{k}": v for k, v in comparison.left_out.items()}, **where)
 
 
-class IncomparablePair(_Model):
+class IncomparablePair(StoredModel, extra="forbid"):
     """Two runs of a sweep on the same dataset that are not compared, and why."""
 
     run_a: str
@@ -211,7 +204,7 @@ class IncomparablePair(_Model):
     """Their question sets, their epochs and reducer, or their judges differ."""
 
 
-class UnfinishedRun(_Model):
+class UnfinishedRun(StoredModel, extra="forbid"):
     """A run of a sweep's plan that has not reached its end."""
 
     label: str
@@ -232,7 +225,7 @@ class UnfinishedRun(_Model):
     """For a run not started: the variant its plan gives."""
 
 
-class SweepSummary(_Model):
+class SweepSummary(StoredModel, extra="forbid"):
     """What `srag sweep` and `srag report SWEEP_ID` print: the sweep's runs and pairwise comparisons."""
 
     sweep_id: str

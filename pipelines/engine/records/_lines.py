@@ -14,55 +14,14 @@ import json
 from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal, Union, get_args
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, Discriminator, Field, Tag, TypeAdapter, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from srag_core import STATUSES, DocumentsSeen, Episode, Status, utc_now
+from pipelines.engine.records._base import StoredModel
+from srag_core import STATUSES, DocumentsSeen, Episode, EpisodeResult, Status, UsageCounts, utc_now
 
 
-class _Stored(BaseModel):
-    model_config = ConfigDict(strict=True, extra="allow", use_attribute_docstrings=True)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        # A record read from the store shares its set of given fields with the records like it (`_share_fields`);
-        # setting a field gives it a set of its own first.
-        if isinstance(self.__pydantic_fields_set__, frozenset):
-            object.__setattr__(self, "__pydantic_fields_set__", set(self.__pydantic_fields_set__))
-        super().__setattr__(name, value)
-
-
-class UsageCounts(_Stored):
-    """What an episode's LLM calls used, every call it made (its tools' included): `srag_core.llm.Usage` as
-    stored. Other keys are counts too."""
-
-    __pydantic_extra__: dict[str, int | float]
-
-    prompt_tokens: int = 0
-    """Prompt tokens, over every call."""
-    completion_tokens: int = 0
-    """Completion tokens (hidden reasoning tokens included, as the API counts them)."""
-    total_tokens: int = 0
-    """Prompt plus completion tokens."""
-    cost_usd: float = 0.0
-    """Dollars, at the run's `llm.price_per_million` (0 without prices, or for a cached reply)."""
-    calls: int = 0
-    """LLM calls answered (a cached reply included)."""
-    reasoning_tokens: int = 0
-    """Hidden reasoning tokens (`completion_tokens_details.reasoning_tokens`)."""
-    cached_tokens: int = 0
-    """Prompt tokens the provider served from its prompt cache (`prompt_tokens_details.cached_tokens`)."""
-    length_stops: int = 0
-    """Replies cut at the completion limit (`finish_reason` "length")."""
-    cost_usd_uncached: float | None = None
-    """What the calls would have cost without the response cache: `cost_usd` plus the price of the cached replies
-    (None in records written before it was recorded: then `cost_usd` is all that is known)."""
-
-    def uncached(self) -> float:
-        """`cost_usd_uncached`, or `cost_usd` where the record predates it."""
-        return self.cost_usd if self.cost_usd_uncached is None else self.cost_usd_uncached
-
-
-class WorkerInfo(_Stored):
+class WorkerInfo(StoredModel, strict=True):
     """Where an episode ran."""
 
     node: str
@@ -73,7 +32,7 @@ class WorkerInfo(_Stored):
     """Ray's id of the node."""
 
 
-class Evidence(_Stored):
+class Evidence(StoredModel, strict=True):
     """What one attempt of one (question, epoch) showed its model of the question's gold documents, read from the
     attempt's trace (`srag_core.documents_seen`): by the worker as the episode ends, or later from its trace file
     (`srag judge`, for runs recorded before). The latest evidence of an attempt counts."""
@@ -143,55 +102,17 @@ class Evidence(_Stored):
         return len(self.in_sets) / len(set(self.gold)) if self.gold and self.in_sets is not None else None
 
 
-class EpisodeRecord(_Stored):
-    """One episode of one question in one epoch, one attempt: how it ended, its answer, what it spent. The agent's
-    `Episode` without its trace (in `trace_file`), plus where it belongs in the run."""
+class EpisodeRecord(StoredModel, EpisodeResult, strict=True):
+    """One episode of one question in one epoch, one attempt: how it ended, its answer, what it spent (the agent's
+    `EpisodeResult`, whose fields it keeps as they are defined there), plus where it belongs in the run. Its trace is
+    in `trace_file`."""
 
     type: Literal["episode"] = "episode"
     """The record kind."""
-    question_id: str
-    """The question's id in the run's `questions.jsonl`."""
     attempt: int = Field(ge=1)
     """1 for the first run of this (question, epoch); a rerun appends attempt 2, 3, ..."""
     epoch: int = Field(1, ge=1)
     """Which of the run's `limits.epochs` repetitions of the question (1 in records from before epochs)."""
-    status: Status
-    """How it ended: ok, max_steps, over_budget, time_limit (the system's own ends, scored) or llm_error, timeout,
-    crashed (the infrastructure failed it: not scored, and a rerun can fix it)."""
-    question: str = ""
-    """The question text."""
-    answer: str | None = None
-    """The final answer (None when there was none)."""
-    error: str | None = None
-    """Why it failed or ended early, in a line."""
-    error_kind: str | None = None
-    """llm_error: the LLMError's kind (auth, bad_request, rate_limit, ...)."""
-    error_status: int | None = None
-    """llm_error: the HTTP status, when the endpoint answered."""
-    steps: int = 0
-    """Tool calls attempted, malformed turns included."""
-    llm_calls: int = 0
-    """LLM calls made by the agent loop and its tools."""
-    malformed_turns: int = 0
-    """Turns that were neither a valid tool call nor an answer."""
-    length_retries: int = 0
-    """Turns cut at the completion limit and asked again with a larger one."""
-    tool_errors: int = 0
-    """Tool calls whose observation was an error."""
-    usage: UsageCounts = Field(default_factory=UsageCounts)
-    """Tokens and cost of every LLM call of the episode."""
-    cached_calls: int = 0
-    """LLM calls answered from the response cache (`llm.cache_dir`)."""
-    wall_s: float = 0.0
-    """Seconds from the episode's start to its end."""
-    llm_s: float = 0.0
-    """Seconds spent waiting for the LLM."""
-    tool_s: float = 0.0
-    """Seconds spent in tool calls."""
-    started_at: str = ""
-    """UTC start, ISO 8601."""
-    finished_at: str = ""
-    """UTC end, ISO 8601."""
     worker: WorkerInfo | None = None
     """The worker that ran it (None for a record the driver made: a crash, a timeout it reclaimed)."""
     worker_cpu_s: float | None = None
@@ -246,7 +167,7 @@ class EpisodeRecord(_Stored):
 Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
-class Judgement(_Stored):
+class Judgement(StoredModel, strict=True):
     """One verdict on one attempt of one (question, epoch), from the judge stage or `srag judge`; the latest
     judgement of an attempt counts, and every one is kept."""
 
@@ -365,9 +286,14 @@ def validate_record(data: Any) -> AnyRecord:
         raise BadRecord(problem(e)) from None
 
 
+IDENTITY = ("question_id", "attempt", "epoch")  # what says which episode a line is about: reported first
+
+
 def problem(error: ValidationError) -> str:
-    """The first thing wrong with a record, as one sentence."""
-    first = error.errors()[0]
+    """The first thing wrong with a record, as one sentence: what says which episode the line is about before
+    anything else (whatever order the model's fields are in)."""
+    errors = error.errors()
+    first = min(errors, key=lambda e: (len(e["loc"]) < 2 or e["loc"][1] not in IDENTITY, errors.index(e)))
     kind, value = first["type"], first.get("input")
     if kind == "union_tag_not_found":
         return f"a record must be a JSON object, not {_json_type(value)}"
@@ -383,10 +309,10 @@ def problem(error: ValidationError) -> str:
         return "no question_id string"
     if path[:1] in (["attempt"], ["epoch"]):
         return f"{field} must be a whole number from 1, not {value!r}"
-    if path[:1] == ["status"]:
-        return f"unknown status {value!r} (known: {', '.join(STATUSES)})"
     if kind == "missing":
         return f"no {field}"
+    if path[:1] == ["status"]:
+        return f"unknown status {value!r} (known: {', '.join(STATUSES)})"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"{field} must be an object, not {_json_type(value)}"
     if kind == "string_type":

@@ -7,17 +7,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from pipelines.engine.records._base import StoredModel
 
 RunStatus = Literal["created", "running", "finished", "incomplete", "stopped", "failed"]
 StopKind = Literal["budget", "endpoint", "workers"]
 
 
-class _Part(BaseModel):
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
-
-
-class StopRecord(_Part):
+class StopRecord(StoredModel):
     """Why the run stopped starting episodes before its questions were done, and where it stood then."""
 
     kind: StopKind
@@ -41,7 +39,7 @@ class StopRecord(_Part):
     `max_tokens` are the sweep's). None in records from before it was recorded: the run's."""
 
 
-class RequestLimitState(_Part):
+class RequestLimitState(StoredModel):
     """The adaptive request limiter of the run's endpoint at its end, summed over the run's invocations."""
 
     limit: int | None = None
@@ -59,7 +57,7 @@ class RequestLimitState(_Part):
     `cuts` are then the endpoint's, `rate_limited` this run's own."""
 
 
-class IngestionInfo(_Part):
+class IngestionInfo(StoredModel):
     """The per-corpus stage of the run's variant."""
 
     variant_resources: list[str] = Field(default_factory=list)
@@ -84,7 +82,7 @@ class IngestionInfo(_Part):
         return self.cost_usd or 0.0 if self.built is False else 0.0
 
 
-class ExecutionPlan(_Part):
+class ExecutionPlan(StoredModel):
     """The execution plan read off the cluster when the run (last) started (`placement.execution_plan`)."""
 
     actors: int
@@ -111,7 +109,7 @@ class ExecutionPlan(_Part):
     """Whether its cap followed the 429s."""
 
 
-class CorpusReplicas(_Part):
+class CorpusReplicas(StoredModel):
     """Copies of the corpus object in Ray's object stores (one per node that ran a worker)."""
 
     count: int = 0
@@ -122,7 +120,7 @@ class CorpusReplicas(_Part):
     """The nodes holding one."""
 
 
-class WorkersUsage(_Part):
+class WorkersUsage(StoredModel):
     """CPU and memory of the episode workers (those that answered at the end)."""
 
     reported: int = 0
@@ -133,7 +131,7 @@ class WorkersUsage(_Part):
     """The largest worker's peak memory, MB."""
 
 
-class BudgetChange(_Part):
+class BudgetChange(StoredModel):
     """A new budget given with `srag run --resume RUN --max-cost`."""
 
     max_cost_usd: float
@@ -142,7 +140,7 @@ class BudgetChange(_Part):
     """UTC, ISO 8601."""
 
 
-class Rejudging(_Part):
+class Rejudging(StoredModel):
     """One `srag judge` of the run."""
 
     fingerprint: str
@@ -159,7 +157,7 @@ class Rejudging(_Part):
     """The judge's settings (`JudgeSettings` as configured; free-form here so an old entry still loads)."""
 
 
-class PoolRef(_Part):
+class PoolRef(StoredModel):
     """Where a run's pool figures are when it ran in a sweep's shared pool (run.json's `pool`): the execution plan,
     worker start-up, corpus replicas, the workers' CPU and the endpoint's limiter are the pool's, recorded once in
     sweep.json."""
@@ -170,7 +168,7 @@ class PoolRef(_Part):
     """The index, in sweep.json's `invocations`, of the invocation whose pool ran the run last."""
 
 
-class RunMeta(_Part):
+class RunMeta(StoredModel):
     """`run.json`: identity, provenance and history of one run."""
 
     run_id: str

@@ -19,21 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Iterator, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from pipelines.engine.records._base import StoredModel
 from pipelines.engine.records._meta import RequestLimitState, StopRecord
 
 Interval = list[float]  # [low, high]: a 95% interval, its method named by the field's docstring
 
 
-class JudgeAgreement(BaseModel):
+class JudgeAgreement(StoredModel):
     """The judge's verdicts against the humans' on the labelled episodes of the review sample, right/wrong at
     `scoring.RIGHT` (a human score is the mean of its reviewers'). With a stratified sample `agreement`, `kappa`
     and `mean_abs_diff` are weighted back to the run's questions (each stratum by its share); the counts are of the
     episodes as drawn."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
 
     episodes: int
     """Labelled episodes compared: the denominator (episodes; with one epoch, questions)."""
@@ -58,11 +57,9 @@ class JudgeAgreement(BaseModel):
     """Why `kappa` or its interval is missing."""
 
 
-class ReviewerAgreement(BaseModel):
+class ReviewerAgreement(StoredModel):
     """Reviewers against each other, on the episodes two or more of them labelled (any label, in the sample or not:
     descriptive, not an estimate)."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
 
     episodes: int
     """Episodes with labels by two or more reviewers: the denominator."""
@@ -94,10 +91,9 @@ SECTIONS = ("accuracy", "judge", "outcomes", "evidence", "episodes", "epochs", "
 _NOT_A_METRIC = Show("run", metric=None)
 
 
-class RunSummary(BaseModel):
+class RunSummary(StoredModel):
     """The figures of one run over every question it was given (`report.summarize`)."""
 
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
 
     # -- the headline figures (`scoring.figures`) ----------------------------------------------------------------
     accuracy: Annotated[float | None, Show("accuracy")] = None

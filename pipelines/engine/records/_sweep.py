@@ -8,19 +8,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from pipelines.config import PoolOverrides, RunOverrides
+from pipelines.engine.records._base import StoredModel
 from pipelines.engine.records._meta import CorpusReplicas, ExecutionPlan, RequestLimitState, WorkersUsage
 
 SweepRunState = Literal["planned", "running", "finished", "interrupted"]
 
 
-class _Part(BaseModel):
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
-
-
-class SweepRun(_Part):
+class SweepRun(StoredModel):
     """One run of the sweep's plan."""
 
     label: str
@@ -41,7 +38,7 @@ class SweepRun(_Part):
     """Its run.json status when it last reached its end (finished, incomplete, stopped) or failed."""
 
 
-class EndpointLimit(_Part):
+class EndpointLimit(StoredModel):
     """One endpoint's shared request limiter in a pool: every request of every run (and judge) on it."""
 
     endpoint: str
@@ -52,7 +49,7 @@ class EndpointLimit(_Part):
     """The limiter at the end (its 429s over all those runs)."""
 
 
-class PoolFigures(_Part):
+class PoolFigures(StoredModel):
     """What one invocation's pool was and did: the figures a run alone keeps in its own run.json."""
 
     execution: ExecutionPlan | None = None
@@ -84,7 +81,7 @@ class PoolFigures(_Part):
     """Local model servers started for the pool (their base URLs)."""
 
 
-class InvocationChanges(_Part):
+class InvocationChanges(StoredModel):
     """What one invocation of a sweep was told beside its plan: the settings it took (a new budget, the pool's
     settings, options for the runs not started yet) or, for `srag rerun`, the statuses it ran again."""
 
@@ -106,7 +103,7 @@ class InvocationChanges(_Part):
     """`srag rerun`: the statuses whose questions ran again."""
 
 
-class SweepInvocation(_Part):
+class SweepInvocation(StoredModel):
     """One command that ran the sweep: `srag sweep` (start), `srag sweep --resume` (resume), `srag rerun` (rerun)."""
 
     kind: Literal["start", "resume", "rerun"]
@@ -129,7 +126,7 @@ class SweepInvocation(_Part):
     """Its pool's figures, once it ended."""
 
 
-class SweepInfo(_Part):
+class SweepInfo(StoredModel):
     """`sweeps/<sweep_id>/sweep.json`: a sweep, its plan and the runs it has made so far."""
 
     sweep_id: str

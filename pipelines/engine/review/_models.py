@@ -8,16 +8,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from pipelines.engine.records import StoredModel
 
 Interval = list[float]  # [low, high], as `records.Interval` (the summary imports this module)
 
 
-class _Line(BaseModel):
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
-
-
-class SampleItem(_Line):
+class SampleItem(StoredModel):
     """One episode of a sampled question, as the blind CSV showed it."""
 
     question_id: str
@@ -30,7 +28,7 @@ class SampleItem(_Line):
     """A sweep's sample: the opaque item key of its CSV row (the sweep folder maps it back)."""
 
 
-class Stratum(_Line):
+class Stratum(StoredModel):
     """One stratum of a stratified sample: how many questions of the frame it holds, how many were drawn from it,
     and the weight of each (questions / drawn: how many of the frame's questions a drawn one stands for)."""
 
@@ -42,7 +40,7 @@ class Stratum(_Line):
     """`questions` / `drawn`."""
 
 
-class ReviewSample(_Line):
+class ReviewSample(StoredModel):
     """A seeded random sample of a run's scored questions for human review (a line of `review/samples.jsonl`; the
     latest line is the run's sample)."""
 
@@ -74,7 +72,7 @@ class ReviewSample(_Line):
         return list(dict.fromkeys(item.question_id for item in self.items))
 
 
-class HumanLabel(_Line):
+class HumanLabel(StoredModel):
     """One reviewer's score of one attempt of one (question, epoch): a line of `review/labels.jsonl`. A label is
     current while its attempt is the episode's latest; a rerun that replaces the attempt makes it stale (kept, never
     counted)."""
@@ -115,7 +113,7 @@ class HumanLabel(_Line):
     """How many labels that import wrote."""
 
 
-class SweepItem(_Line):
+class SweepItem(StoredModel):
     """What one opaque item key of a sweep's blind CSV stands for."""
 
     run_id: str
@@ -124,7 +122,7 @@ class SweepItem(_Line):
     attempt: int
 
 
-class SweepSample(_Line):
+class SweepSample(StoredModel):
     """A sweep's shared review sample (a line of `review/samples.jsonl` in the sweep folder): each run's answers to
     the same questions, shuffled, the system hidden behind opaque item keys."""
 
