@@ -5,7 +5,7 @@ The scripted agent makes two calls per episode (one tool call, then the answer).
 so it does not share the driver's CPU. Judging is deterministic (no LLM), MLflow logs to a local SQLite store without
 per-episode traces, so what is measured is the pipeline itself: Ray scheduling, the agent loop, the LLM client, the
 results store and the judge stage. No request limiter runs: the cap is off (the engine skips a limiter that could
-never bind, `placement.limiter_can_bind`). `--limiter` puts the adaptive request limiter in front of every call, its
+never bind, `cluster.limiter_can_bind`). `--limiter` puts the adaptive request limiter in front of every call, its
 cap at the concurrency (so it only adds its round trip), to measure what it costs.
 
 Run: `.venv/bin/python -m benchmarks.pipeline_overhead [--episodes 1000] [--delay 0.5] [--concurrency 8 16 32 64]

@@ -5,7 +5,7 @@
     print(evaluate(ds, build_retriever("bm25", ds), k=5).tca_at_k)
 
 Any object with `retrieve(query: str, k: int) -> list[str]` (document ids, best first) can be scored in place of a
-built-in retriever. This package never imports Ray or MLflow; `srag car` (pipelines/engine/car_grid.py) adds those.
+built-in retriever. This package never imports Ray or MLflow; `srag car` (pipelines/engine/car/) adds those.
 
 The public surface is `__all__` below; the `_x.py` modules are private and may change.
 """

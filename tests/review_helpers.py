@@ -7,6 +7,7 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipelines.config import RunConfig
 from pipelines.engine.records import RunMeta, validate_record
 from pipelines.engine.store import RunDir
 
@@ -50,7 +51,7 @@ def make_run(root: Path, name: str, s: Scenario, *, mlflow_uri: str | None = Non
     config = source.read_config()
     config["limits"] = {**config["limits"], "epochs": s.epochs, "reducer": s.reducer}
     config["tracking"] = {**config["tracking"], "uri": mlflow_uri or f"sqlite:///{root / 'mlflow.db'}"}
-    run_dir.write_config(config)
+    run_dir.write_config(RunConfig.model_validate(config))
     from pipelines.datasets import Question
 
     questions = [Question(id=qid(i), question=f"What is the code of item Q{i}?", answer=str(i),

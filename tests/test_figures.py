@@ -267,7 +267,7 @@ def run_folder(root: Path, name: str, spend: dict[str, list[tuple[str, float]]])
     """A run folder made by hand with the previous release's config: per question, its epochs' (status, cost)."""
     source = RunDir(PREVIOUS / "20261204-202239-one-epoch-411f")
     run_dir = RunDir.create(root, name)
-    run_dir.write_config(source.read_config())
+    run_dir.write_config(source.read_run_config())
     run_dir.write_questions(questions(*spend))
     run_dir.write_meta(source.read_meta().model_copy(update={"run_id": name}))
     store = run_dir.store()

@@ -46,7 +46,7 @@ def write_run(runs: Path, n: int, dataset: str, variant: str, scores: list[float
     questions_file = f"/data/{dataset}/questions.jsonl"
     cfg = validate_run({"name": f"paper/{label}", "corpus": f"/data/{dataset}/corpus", "questions": questions_file,
                         "variant": variant, "llm": {"model": "scripted"}, "judge": {"use_llm": False}}, "test")
-    run_dir.write_config(cfg.model_dump(mode="json"))
+    run_dir.write_config(cfg)
     from pipelines.datasets import Question
 
     run_dir.write_questions(Question(id=f"q{i}", question="?", answer="a", type="t") for i in range(n))

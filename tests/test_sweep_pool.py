@@ -240,7 +240,7 @@ def test_the_sweeps_progress_counts_a_run_that_is_ending_in_flight_not_planned()
         return SimpleNamespace(key=key, stats=RunStats(total=10, done=done), first_dispatch=1.0 if started else None)
 
     runs = Runs([])
-    runs.opened = {key: SimpleNamespace(lane=None, extra={}) for key in ("a", "b", "c")}
+    runs.opened = {key: SimpleNamespace(lane=None, done_before=0) for key in ("a", "b", "c")}
     runs.closed = {"a"}
     scheduler = SimpleNamespace(ended=[lane("a", 10), lane("b", 10)], lanes=[lane("c", 4), lane("d", 0, False)],
                                 first_dispatch=1.0, spent=lambda: RunStats(total=0))

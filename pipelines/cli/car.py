@@ -1,7 +1,7 @@
 """`srag car`: score CAR baseline retrievers on the CAR benchmarks (TCA@k and companions).
 
 One dataset and one retriever run in-process and print one result. Several (comma-separated, or `all`) form a grid:
-`pipelines.engine.car_grid` runs each cell as a Ray task (a local Ray instance unless RAY_ADDRESS names a cluster)
+`pipelines.engine.car` runs each cell as a Ray task (a local Ray instance unless RAY_ADDRESS names a cluster)
 and logs the grid to MLflow as a parent run with one child run per cell; this module parses, calls it and prints.
 `--grid FILE` reads the grid from YAML (`configs/car_grid.yaml`): the flags' names as keys, the flags given beside it
 winning.
@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipelines.engine.car import grid_table, log_grid, run_cell, run_grid
+    from pipelines.engine.car import CellOptions, grid_table, log_grid, run_cell, run_grid
     from pipelines.engine.tracking import tracking_uri
 
     with_grid_file(args)
@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
     datasets, skipped, data_dir = _datasets(args)
     retrievers = _retrievers(args.retriever)
     cache_dir = args.cache_dir or paths.cache_dir() / "car"
-    options = {"k": args.k, "split": args.split, "witness": args.witness, "stage1": args.stage1, "k1": args.k1,
-               "cache_dir": str(cache_dir.resolve()), "rows": args.rows}
+    options = CellOptions(k=args.k, split=args.split, witness=args.witness, stage1=args.stage1, k1=args.k1,
+                          cache_dir=str(cache_dir.resolve()), rows=args.rows)
     for name in skipped:
         print(f"srag car: note: skipping {name} (its data file is not in {data_dir})", file=sys.stderr)
     folder = str(data_dir) if data_dir is not None else None

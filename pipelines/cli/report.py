@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def table_figures(value: str) -> list[str]:
-    """`--figures`: names of `paper_table.FIGURES`, comma-separated (argparse `type`)."""
+    """`--figures`: names of `reports.FIGURES`, comma-separated (argparse `type`)."""
     names = [v.strip() for v in value.split(",") if v.strip()]
     unknown = [n for n in names if n not in FIGURES]
     if unknown or not names:

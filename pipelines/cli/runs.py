@@ -1,4 +1,4 @@
-"""`srag runs`: the runs and sweeps in a runs folder, as `pipelines.engine.catalog` reads them."""
+"""`srag runs`: the runs and sweeps in a runs folder, as `pipelines.engine.reports.catalog` reads them."""
 
 from __future__ import annotations
 

@@ -203,7 +203,7 @@ def entrypoint(sweep_name: str | None, runs_dir: Path, options: Sequence[str] = 
 
 
 def job_env(tracking_uri: str | None, revision: str | None) -> dict[str, str]:
-    # The sweep's driver calls ray.init with a runtime env of its own (pipelines.engine.ray_utils.init_ray); Ray
+    # The sweep's driver calls ray.init with a runtime env of its own (pipelines.engine.cluster.init_ray); Ray
     # refuses to merge it with the job's unless told to, and then the driver's settings win where both set a variable.
     env = {"RAY_OVERRIDE_JOB_RUNTIME_ENV": "1"}
     if tracking_uri:

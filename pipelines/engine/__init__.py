@@ -1,29 +1,29 @@
-"""The engine behind `srag run`, `rerun`, `judge`, `sweep`, `report`, `compare` and `car`, each part with one job:
+"""The engine behind `srag run`, `rerun`, `judge`, `sweep`, `report`, `compare`, `estimate`, `review` and `car`: rooms
+by job, each a package whose `__init__` re-exports its public names over private `_x.py` modules. A room uses the
+rooms below it, never one above (`tests/test_layout.py`):
 
-- `sweep/`: running runs: a sweep as one job on one pool of workers, `srag run` as a sweep of one run, their plan
-  (sweep.json), resume, progress, and `srag sweep --dry-run`'s checks (`run_one`, `continue_run`, `run_sweep`,
-  `resume_sweep`, `run_jobs`);
-- `lifecycle`: a run's own steps, from its inputs to its summary (`start_run`, `pending_work`, `finish`);
-- `placement`: the execution plan read off the cluster, and the node each episode worker is placed on;
-- `scheduler`: keeps the Ray workers busy with the episodes of several runs (`Lane`), requeues episodes of dead
-  workers, hands episodes to each run's judge and reports to its sinks (`RunSink`), so the results store and MLflow
-  can be tested and replaced apart;
-- `worker`: the run-agnostic Ray actor holding corpus replicas and running episodes, and the request limiter of an
-  endpoint (adaptive);
-- `heartbeat`: a driver's heartbeat in the folders it drives, and whether a driver is alive;
-- `judging`: the judge stage on driver threads, and `rejudge` (`srag judge`);
-- `scoring`: one outcome per question, the run's figures and intervals, the paired comparison;
-- `records`: what a run writes, as typed models (episode and judgement lines, run.json, the summary and its views);
-- `results`: run folders and the append-only results store (`RunFolderSink`);
-- `tracking`: MLflow (`Tracker`, `MlflowSink`);
-- `trace_export`: episode traces into MLflow, off the driver, exactly once (`ExportPool`, `export_missing`);
-- `progress`: running totals and the progress line;
-- `report`: per-question rows, summaries, plots; `sweeps`: a sweep's reports and comparisons, read back from its
-  folders;
-- `systems`: the system under test per variant; `endpoints`: the LLM endpoint (a local model server if configured);
-- `ray_utils`: connecting to Ray and a sandboxed map over Ray tasks.
-- `car_grid`: `srag car`'s CAR baseline cells, a grid of them as Ray tasks, logged to MLflow.
+    runner     running runs: a sweep as one job on one pool (`run_sweep`, `resume_sweep`, `rerun_sweep`,
+               `judge_sweep`), `srag run` as a sweep of one (`run_one`, `continue_run`), each run's own steps from
+               its inputs to its summary (`start_run`, `finish`), the sweep's plan and checks (`sweep_plan`), the
+               progress lines, `srag estimate`'s pilots
+    reports    what is reported, read back from the run folders: a run's rows and summary, a sweep's table,
+               comparisons and ranking, `srag compare`, the papers' table, the catalogue of a runs folder
+    review     is the judge right? a blind sample for people to label, their labels back, and what they say
+    tracking   MLflow: a run's MLflow run, metrics and tables (`Tracker`), one trace per episode, exported off the
+               driver exactly once (`ExportPool`)
+    cluster    where work runs, on Ray: connecting (`init_ray`), the pool of one invocation (`Pool`: its workers
+               placed node by node, one limiter per endpoint), the episode workers, the scheduler (`Scheduler`,
+               one `Lane` per run), each run's running totals and reasons to stop
+    scoring    one outcome per question and the run's figures, their intervals, the paired comparison, and the
+               judge stage
+    systems    the systems under test: a variant's name -> what answers one question, and its per-corpus stage
+    endpoint   the model endpoint: what an endpoint is, whether it answers, and the local model server
+    store      what is stored on disk: run folders and their append-only results store, sweep folders, the
+               driver's heartbeat
+    records    what a run writes, as typed models (`StoredModel`): results.jsonl's lines, run.json, the summary,
+               sweep.json
+    car        `srag car`: the CAR baseline cells and their grid
 
-Modules are imported directly (`from pipelines.engine.lifecycle import finish`, `from pipelines.engine.sweep
-import run_one`): importing this package loads nothing heavy.
+Importing any room loads nothing heavy: Ray and MLflow are imported inside the functions that use them (Ray fixes its
+node address when it is first imported, and only `cluster.init_ray` puts a local instance on loopback).
 """

@@ -8,7 +8,7 @@ Three layers bound the cost of one pattern:
    a pattern that times out once is rejected anyway, so there is no point paying for the rest of the chunk.
 3. Per task: the caller's `map_fn` runs jobs in separate worker processes (or Ray tasks) with a hard timeout and
    kills the ones that overrun it, and caps the memory they may add. `LocalProcessMap` is the local implementation
-   (persistent workers, address-space limit, SIGKILL on timeout); `pipelines.engine.ray_utils.RayMapFn` is a Ray one,
+   (persistent workers, address-space limit, SIGKILL on timeout); `pipelines.engine.cluster.RayMapFn` is a Ray one,
    whose tasks run through `memory_capped` (the same address-space limit, lifted again when the task ends, because
    Ray reuses its worker processes).
 

@@ -2,6 +2,6 @@
 logged to MLflow as a parent run with a child per cell (`log_grid`).
 """
 
-from pipelines.engine.car._grid import grid_table, log_grid, num, run_cell, run_grid
+from pipelines.engine.car._grid import CellOptions, CellResult, grid_table, log_grid, num, run_cell, run_grid
 
-__all__ = ["grid_table", "log_grid", "num", "run_cell", "run_grid"]
+__all__ = ["CellOptions", "CellResult", "grid_table", "log_grid", "num", "run_cell", "run_grid"]

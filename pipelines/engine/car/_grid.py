@@ -3,8 +3,9 @@ tasks, and log the grid to MLflow as a parent run with one child run per cell.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 # Retrievers that may reuse the dense cell's cached corpus embeddings, so their cells wait for it.
 MAY_EMBED = ("dense_rerank", "two_stage", "two_stage_rssg", "regex_ner")
@@ -12,8 +13,25 @@ METRICS = ("tca_at_k", "recall_at_k", "mean_rank", "median_rank", "mrr", "anchor
            "provenance_recall", "n_unranked")
 
 
-def run_cell(dataset: str, retriever: str, data_dir: str | None, options: dict[str, Any],
-             after: Any = None) -> dict[str, Any]:
+class CellOptions(TypedDict, total=False):
+    """How every cell of a grid is scored (`srag car`'s flags, or its `--grid` file)."""
+
+    k: int  # TCA@k's k
+    split: str  # the dataset split scored
+    witness: Literal["direct", "transitive"]  # which controlling documents count (`car_baselines.evaluate`)
+    stage1: str | None  # a two-stage retriever's first stage
+    k1: int | None  # how many documents the first stage hands on
+    cache_dir: str | None  # where dense retrievers cache corpus embeddings
+    rows: bool  # keep every query's row in the result
+
+
+# One cell's result as `car_baselines`' `to_dict` gives it: its metrics and intervals by name (free-form here: the
+# metrics are car_baselines', which this module only logs and prints).
+CellResult = dict[str, Any]
+
+
+def run_cell(dataset: str, retriever: str, data_dir: str | None, options: CellOptions,
+             after: Any = None) -> CellResult:
     """Score one (dataset, retriever) pair; the unit of work of a grid (`after` only orders tasks). `data_dir`: the
     CAR data folder (None for a dataset shipped with the package)."""
     from car_baselines import build_retriever, evaluate, load_custom_retriever, load_dataset
@@ -29,7 +47,7 @@ def run_cell(dataset: str, retriever: str, data_dir: str | None, options: dict[s
 
 
 def run_grid(datasets: list[str], retrievers: list[str], data_dir: str | None,
-             options: dict[str, Any]) -> list[dict]:
+             options: CellOptions) -> list[CellResult]:
     """Every cell as a Ray task (on RAY_ADDRESS, else a local instance); results in grid order."""
     from pipelines.engine.cluster import init_ray  # here: it loads srag_core, which a single cell does not need
 
@@ -52,7 +70,8 @@ def run_grid(datasets: list[str], retrievers: list[str], data_dir: str | None,
     return ray.get(futures)
 
 
-def log_grid(results: list[dict], uri: str, experiment: str, config: dict[str, Any], runs_dir: Path) -> str:
+def log_grid(results: list[CellResult], uri: str, experiment: str, config: Mapping[str, object], runs_dir: Path
+             ) -> str:
     """One parent run for the grid, one child per cell; params are the configuration, metrics the numbers. A local
     store keeps its artifacts under `runs_dir`. Returns the parent run's id."""
     from mlflow.entities import Metric, Param
@@ -78,7 +97,7 @@ def log_grid(results: list[dict], uri: str, experiment: str, config: dict[str, A
     return pid
 
 
-def _metrics(result: dict) -> dict[str, float]:
+def _metrics(result: CellResult) -> dict[str, float]:
     out = {k: result[k] for k in METRICS if result.get(k) is not None}
     out["tca_ci95_low"], out["tca_ci95_high"] = result["tca_ci95"]
     out["recall_ci95_low"], out["recall_ci95_high"] = result["recall_ci95"]
@@ -87,11 +106,11 @@ def _metrics(result: dict) -> dict[str, float]:
     return out
 
 
-def _param(value: Any) -> str:
+def _param(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def grid_table(results: list[dict]) -> str:
+def grid_table(results: list[CellResult]) -> str:
     """The grid as a text table, one line per cell (printed by `srag car` and logged as `car_grid.txt`). The interval
     is TCA@k's; Recall@k has none here."""
     head = f"{'dataset':<24} {'retriever':<15} {'n':>5} {'TCA@k':>6} {'TCA 95% CI':>15} {'R@k':>6} {'MRR':>6} " \

@@ -21,13 +21,15 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from pipelines.config import Execution, RunConfig
-from pipelines.engine.cluster._ray import actor, driver_log_reason
+from pipelines.engine.cluster._limiter import LimiterGauge, LimiterState
+from pipelines.engine.cluster._ray import ActorHandle, actor, driver_log_reason
 from pipelines.engine.endpoint import endpoint_key, open_endpoint, run_endpoint
 from pipelines.engine.records import (
     CorpusReplicas,
     EndpointLimit,
     EpisodeRecord,
     ExecutionPlan,
+    ExportActors,
     PoolFigures,
     RequestLimitState,
     UsageCounts,
@@ -53,7 +55,7 @@ SPENT_TIMEOUT_S = 5.0  # how long the driver waits for a worker to say what a re
 
 
 class Pool:
-    """Ray must be connected (`ray_utils.init_ray`) before a Pool is made. Thread-safe: runs are opened on a
+    """Ray must be connected (`cluster.init_ray`) before a Pool is made. Thread-safe: runs are opened on a
     thread of their own while the scheduler dispatches on another."""
 
     def __init__(self, ex: Execution, runs: list[tuple[str, RunConfig]], *,
@@ -64,8 +66,8 @@ class Pool:
         self.plan = execution_plan(ex)
         self.lock = threading.Lock()
         self.objects: dict[str, tuple[Any, list]] = {}  # corpus hash / resources id -> (the object, [its ref])
-        self.limiters: dict[str, Any] = {}  # endpoint -> its RequestLimiter, or None when none can bind
-        self.gauges: dict[str, Any] = {}
+        self.limiters: dict[str, ActorHandle | None] = {}  # endpoint -> its RequestLimiter (None: none can bind)
+        self.gauges: dict[str, LimiterGauge] = {}
         self.endpoints: dict[str, list[str]] = {}  # endpoint -> the labels of the runs on it
         self.judges: dict[str, int] = {}  # endpoint -> judge threads that send requests to it
         for label, cfg in runs:
@@ -138,7 +140,7 @@ class Pool:
     def limiter(self, endpoint: str) -> Any:
         """The endpoint's RequestLimiter, started on first use (None when no cap can bind on it, or the endpoint is
         no run's: a judge's own endpoint has no limits of its own)."""
-        from pipelines.engine.cluster._limiter import LimiterGauge, start_limiter
+        from pipelines.engine.cluster._limiter import start_limiter
 
         if endpoint not in self.first:
             return None
@@ -174,7 +176,7 @@ class Pool:
                     for key, limiter in self.limiters.items() if limiter is not None]
         export = None
         if self.exports is not None:
-            export = {"actors": self.exports.started, "cpu_s": self.exports.cpu_s()}
+            export = ExportActors(actors=self.exports.started, cpu_s=self.exports.cpu_s())
         return PoolFigures(
             execution=self.plan.model_copy(update={"limiter": any(v is not None for v in self.limiters.values()),
                                                    "adaptive": any(adapts(self.first[k]) for k, v in
@@ -202,8 +204,8 @@ class Pool:
         self.servers.close()
 
 
-def _limit_fields(state: dict[str, Any]) -> dict[str, Any]:
-    return {k: state[k] for k in ("limit", "ceiling", "lowest", "rate_limited", "cuts") if state.get(k) is not None}
+def _limit_fields(state: LimiterState) -> dict[str, int]:
+    return {k: v for k in ("limit", "ceiling", "lowest", "rate_limited", "cuts") if (v := state.get(k)) is not None}
 
 
 def since_process_start(monotonic_t: float) -> float | None:
@@ -332,7 +334,7 @@ def pool_target(ex: Execution, plan: ExecutionPlan) -> Callable[[], int]:
 
 def worker_spawner(ex: Execution, plan: ExecutionPlan, corpora: list, workers: list) -> Callable[[], tuple[Any, Any]]:
     """A function that starts the next episode worker of a pool on the node `next_placement` picks, appends it to
-    `workers` and returns it with its readiness ref (the `spawn` of `scheduler.WorkerPool`). A worker belongs to no
+    `workers` and returns it with its readiness ref (the `spawn` of `cluster.WorkerPool`). A worker belongs to no
     run; `corpora` (object refs) are those it fetches and warms before it is ready."""
     from pipelines.engine.cluster._worker import EpisodeWorker
 

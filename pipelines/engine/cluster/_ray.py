@@ -196,7 +196,9 @@ def driver_log_reason() -> str | None:
     return f"Ray authentication failed (this driver's RAY_AUTH_MODE={mode}); Ray's log: {lines[-1].strip()[-200:]}"
 
 
-_ACTOR_CLASSES: dict[type, Any] = {}  # a cache: each class is made a Ray actor class once per process
+# A Ray actor handle (or actor class): Ray's own types are not analysed here (pyproject.toml's mypy overrides).
+ActorHandle = Any
+_ACTOR_CLASSES: dict[type, ActorHandle] = {}  # a cache: each class is made a Ray actor class once per process
 
 
 def actor(cls: type) -> Any:

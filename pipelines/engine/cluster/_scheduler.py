@@ -39,6 +39,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from pipelines.datasets import Question
 from pipelines.engine.cluster._guards import EndpointGuard, SpendLimit, Stop
+from pipelines.engine.cluster._limiter import LimiterState
 from pipelines.engine.cluster._pool import WorkerPool
 from pipelines.engine.cluster._stats import RunStats
 from pipelines.engine.records import EpisodeRecord, Judgement
@@ -64,12 +65,12 @@ class RunSink(Protocol):
 
 
 class LimiterReading(Protocol):
-    """An endpoint limiter's state for the progress line (`worker.LimiterGauge`)."""
+    """An endpoint limiter's state for the progress line (`cluster.LimiterGauge`)."""
 
-    def __call__(self) -> dict[str, Any]:
+    def __call__(self) -> LimiterState:
         """The last state known, never waited for."""
 
-    def final(self) -> dict[str, Any]:
+    def final(self) -> LimiterState:
         """The state now, waited for (a run's last progress line)."""
 
 
@@ -82,7 +83,7 @@ Work = tuple[Question, int, int]  # (question, epoch, attempt)
 
 @dataclass(eq=False)
 class Lane:
-    """One run in the pool. `run` is what a worker's `run_episode` is given to name the run (`worker.RunRef`).
+    """One run in the pool. `run` is what a worker's `run_episode` is given to name the run (`cluster.RunRef`).
     `budget` and `endpoint` may stop it starting episodes (`stop` says why; `left` holds what never started).
     `limiter_state` gives its endpoint limiter's state for each progress tick (`RunStats.limiter`)."""
 

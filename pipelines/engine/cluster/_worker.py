@@ -134,7 +134,7 @@ class EpisodeWorker:
 
     def run_episode(self, run: RunRef, question: Question, attempt: int, epoch: int = 1) -> EpisodeRecord:
         """The episode's record, with `trace_json`: the whole episode as the JSON text of its trace file, serialised
-        here so the driver only writes it (`results.RunFolderSink`)."""
+        here so the driver only writes it (`store.RunFolderSink`)."""
         cpu = time.thread_time()  # each episode runs on a thread of its own: this is its CPU, tools included
         key = (run[0], question.id, epoch, attempt)
         self.running[key] = Usage()

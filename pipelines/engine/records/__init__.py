@@ -11,7 +11,7 @@
   `CorrectedDifference` in a comparison); the review's own files are `review`'s models.
 """
 
-from pipelines.engine.records._base import StoredModel
+from pipelines.engine.records._base import JsonObject, StoredModel
 from pipelines.engine.records._compare import (
                                                Comparison,
                                                CorrectedDifference,
@@ -48,12 +48,14 @@ from pipelines.engine.records._meta import (
                                                RunStatus,
                                                StopKind,
                                                StopRecord,
+                                               TraceExportReport,
                                                WorkersUsage,
 )
 from pipelines.engine.records._rows import AttemptRow, EpisodeRow, Outcome, QuestionRow
 from pipelines.engine.records._summary import Interval, JudgeAgreement, ReviewerAgreement, RunResult, RunSummary, Show
 from pipelines.engine.records._sweep import (
                                                EndpointLimit,
+                                               ExportActors,
                                                InvocationChanges,
                                                PoolFigures,
                                                SweepInfo,
@@ -64,9 +66,9 @@ from pipelines.engine.records._sweep import (
 
 __all__ = ["AnyRecord", "AttemptRow", "BadRecord", "BudgetChange", "Comparison", "CorpusReplicas",
            "CorrectedDifference", "EndpointLimit", "EpisodeRecord", "EpisodeRow", "Evidence", "ExecutionPlan",
-           "IncomparablePair", "IngestionInfo", "Interval", "InvocationChanges", "JudgeAgreement", "Judgement",
-           "Outcome", "PairedTest", "PairwiseRow", "PoolFigures", "PoolRef", "QuestionRow", "RECORD", "Record",
-           "Rejudging", "RequestLimitState", "ReviewerAgreement", "RunComparison", "RunMeta", "RunResult", "RunStatus",
-           "RunSummary", "Show", "StopKind", "StopRecord", "StoredModel", "SweepInfo", "SweepInvocation", "SweepRun",
-           "SweepRunState", "SweepSummary", "UnfinishedRun", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line",
-           "problem", "validate_record"]
+           "ExportActors", "IncomparablePair", "IngestionInfo", "Interval", "InvocationChanges", "JsonObject",
+           "JudgeAgreement", "Judgement", "Outcome", "PairedTest", "PairwiseRow", "PoolFigures", "PoolRef",
+           "QuestionRow", "RECORD", "Record", "Rejudging", "RequestLimitState", "ReviewerAgreement", "RunComparison",
+           "RunMeta", "RunResult", "RunStatus", "RunSummary", "Show", "StopKind", "StopRecord", "StoredModel",
+           "SweepInfo", "SweepInvocation", "SweepRun", "SweepRunState", "SweepSummary", "TraceExportReport",
+           "UnfinishedRun", "UsageCounts", "WorkerInfo", "WorkersUsage", "parse_line", "problem", "validate_record"]

@@ -1,10 +1,13 @@
-"""The one base of every model this project writes to a file and reads back."""
+"""The one base of every model this project writes to a file and reads back, and the JSON objects beside them."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+# A JSON object as `json.dumps` writes it: what `--json` prints, a config as a file holds it. Free-form by nature.
+JsonObject = dict[str, Any]
 
 
 class StoredModel(BaseModel):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pipelines.engine.records._base import StoredModel
+from pipelines.engine.records._base import JsonObject, StoredModel
 from pipelines.engine.records._summary import Interval, RunResult
 
 PairedTest = Literal["mcnemar_exact_unconditional", "mcnemar_asymptotic", "paired_t", "paired_t_cr2"]
@@ -257,7 +257,7 @@ class SweepSummary(StoredModel, extra="forbid"):
     """The command that finishes the unfinished runs (`srag sweep --resume SWEEP_ID`); None when there are none, or
     the sweep is still running."""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {**self.model_dump(mode="json", exclude={"runs"}), "runs": [r.to_json() for r in self.runs]}
 
 

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args
 
 from pydantic import BaseModel, Discriminator, Field, Tag, TypeAdapter, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
 from pipelines.engine.records._base import StoredModel
+
+if TYPE_CHECKING:  # judges loads on first use: `srag --help` reads the records and must not wait for it
+    from judges import JudgeResult
 from srag_core import STATUSES, DocumentsSeen, Episode, EpisodeResult, Status, UsageCounts, utc_now
 
 
@@ -124,7 +127,7 @@ class EpisodeRecord(StoredModel, EpisodeResult, strict=True):
     """The episode's full record with its trace, relative to the run folder (`traces/...`)."""
     trace_json: str | None = Field(None, exclude=True)
     """In transit only, never stored: the trace file's text, serialised by the worker so the driver only writes
-    it (`results.RunFolderSink`)."""
+    it (`store.RunFolderSink`)."""
     evidence: Evidence | None = Field(None, exclude=True)
     """In transit only, stored as a line of its own after the episode's: what the episode showed its model of the
     gold documents, read by the worker from the trace it holds."""
@@ -138,7 +141,7 @@ class EpisodeRecord(StoredModel, EpisodeResult, strict=True):
         return value
 
     @classmethod
-    def from_episode(cls, episode: Episode, *, attempt: int, epoch: int, worker: dict[str, Any] | None,
+    def from_episode(cls, episode: Episode, *, attempt: int, epoch: int, worker: dict[str, str | int] | None,
                      worker_cpu_s: float | None, trace_json: str | None) -> EpisodeRecord:
         """The record of an episode the agent finished, in the worker that ran it."""
         return cls.model_validate({**episode.model_dump(exclude={"trace"}), "attempt": attempt, "epoch": epoch,
@@ -217,12 +220,12 @@ class Judgement(StoredModel, strict=True):
     """What the judge's calls would have cost without the response cache (None in older records)."""
 
     @classmethod
-    def of(cls, record: EpisodeRecord, result: dict[str, Any], *, fingerprint: str | None, judgement_id: str,
+    def of(cls, record: EpisodeRecord, result: JudgeResult, *, fingerprint: str | None, judgement_id: str,
            tokens: int, cost_usd: float, cost_usd_uncached: float) -> Judgement:
-        """The judgement of `record` from the judge's result (`judges.JudgeResult.to_dict()`)."""
+        """The judgement of `record` from the judge's result."""
         return cls.model_validate({"type": "judgement", "question_id": record.question_id, "epoch": record.epoch,
                                    "attempt": record.attempt, "judged_at": utc_now(), "judgement_id": judgement_id,
-                                   "judge_fingerprint": fingerprint, **result, "judge_tokens": tokens,
+                                   "judge_fingerprint": fingerprint, **result.to_dict(), "judge_tokens": tokens,
                                    "judge_cost_usd": cost_usd, "judge_cost_usd_uncached": cost_usd_uncached})
 
     def uncached(self) -> float:

@@ -83,7 +83,7 @@ class IngestionInfo(StoredModel):
 
 
 class ExecutionPlan(StoredModel):
-    """The execution plan read off the cluster when the run (last) started (`placement.execution_plan`)."""
+    """The execution plan read off the cluster when the run (last) started (`cluster.execution_plan`)."""
 
     actors: int
     """Episode workers to start."""
@@ -155,6 +155,27 @@ class Rejudging(StoredModel):
     """Of those, how many the judge still could not decide."""
     settings: dict[str, Any]
     """The judge's settings (`JudgeSettings` as configured; free-form here so an old entry still loads)."""
+
+
+class TraceExportReport(StoredModel):
+    """What the trace export actors reported when a run's traces were drained (run.json's `trace_export`)."""
+
+    actors: int | None = None
+    """Export actors that took part."""
+    exported: int | None = None
+    """Traces written and marked."""
+    queued: int | None = None
+    """Traces still waiting when the drain timed out (`finish` exports them)."""
+    errors: list[str] = []
+    """The last few errors."""
+    n_errors: int | None = None
+    """Errors in all."""
+    cpu_s: float | None = None
+    """The export processes' CPU seconds (a run alone in its pool: the cost of its export)."""
+    error: str | None = None
+    """An export actor died: `finish` exports what it left."""
+    drain_s: float | None = None
+    """Seconds the drain took."""
 
 
 class PoolRef(StoredModel):
@@ -247,8 +268,8 @@ class RunMeta(StoredModel):
     pool: PoolRef | None = None
     """A run of a sweep: where its pool's figures are (then `execution`, `worker_startup_s`, `actors_final`,
     `corpus_replicas` and `workers` are in sweep.json, not here)."""
-    trace_export: dict[str, Any] | None = None
-    """What the trace export actors reported when drained (free-form: the exporter's own counters)."""
+    trace_export: TraceExportReport | None = None
+    """What the trace export actors reported when the run's traces were drained."""
     store_problems: list[str] | None = None
     """What the results store skipped or moved aside when last read."""
     mlflow_synced: bool | None = None

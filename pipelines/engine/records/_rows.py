@@ -10,7 +10,7 @@ Outcome = Literal["scored", "failed", "pending", "not_run", "missing"]
 
 
 class EpisodeRow(TypedDict, total=False):
-    """One (question, epoch): its latest attempt and that attempt's latest verdict (`report.episode_rows`)."""
+    """One (question, epoch): its latest attempt and that attempt's latest verdict (`reports.episode_rows`)."""
 
     question_id: str
     epoch: int
@@ -86,7 +86,7 @@ class QuestionRow(EpisodeRow, total=False):
 
 
 class AttemptRow(TypedDict):
-    """One attempt of one (question, epoch), with its judgement history (`report.attempt_rows`, MLflow's
+    """One attempt of one (question, epoch), with its judgement history (`reports.attempt_rows`, MLflow's
     `attempts.json`)."""
 
     question_id: str

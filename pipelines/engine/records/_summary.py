@@ -7,7 +7,7 @@ views of it made from the fields themselves, so a figure cannot be in one and mi
   (`Show.metric`, a template on `{key}`), an interval as `_low` and `_high`, a bool as 0 or 1; text is not a metric;
 - the text report (`text_lines`): each field on its section's line (`Show.section`).
 
-A new figure is a field (with its docstring) here and one line computing it in `report.summarize`.
+A new figure is a field (with its docstring) here and one line computing it in `reports.summarize`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Annotated, Any, Iterator, get_args
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from pipelines.engine.records._base import StoredModel
+from pipelines.engine.records._base import JsonObject, StoredModel
 from pipelines.engine.records._meta import RequestLimitState, StopRecord
 
 Interval = list[float]  # [low, high]: a 95% interval, its method named by the field's docstring
@@ -92,7 +92,7 @@ _NOT_A_METRIC = Show("run", metric=None)
 
 
 class RunSummary(StoredModel):
-    """The figures of one run over every question it was given (`report.summarize`)."""
+    """The figures of one run over every question it was given (`reports.summarize`)."""
 
 
     # -- the headline figures (`scoring.figures`) ----------------------------------------------------------------
@@ -381,7 +381,7 @@ class RunSummary(StoredModel):
 
     # -- the views -------------------------------------------------------------------------------------------
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """summary.json and `--json`: every field the run has a value for, and `pass_at_<k>` beside `pass_at_k`, as
         summaries have always carried them."""
         out = self.model_dump(mode="json", exclude_unset=True)

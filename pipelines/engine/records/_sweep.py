@@ -1,7 +1,7 @@
 """`sweeps/<sweep_id>/sweep.json` as a model: the sweep's expanded plan from its first second (every run's resolved
 config, fingerprint and state), each invocation of it (start, resume, rerun: what it was told and what its pool
 was), and a pointer from a run's run.json to the pool it ran in. Written atomically by the sweep's driver only
-(`pipelines.engine.sweep`); a sweep.json of a release before the plan loads with an empty `plan`.
+(`pipelines.engine.runner`); a sweep.json of a release before the plan loads with an empty `plan`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from pipelines.config import PoolOverrides, RunOverrides
-from pipelines.engine.records._base import StoredModel
+from pipelines.engine.records._base import JsonObject, StoredModel
 from pipelines.engine.records._meta import CorpusReplicas, ExecutionPlan, RequestLimitState, WorkersUsage
 
 SweepRunState = Literal["planned", "running", "finished", "interrupted"]
@@ -26,7 +26,7 @@ class SweepRun(StoredModel):
     """Its config's name (`<sweep name>/<label>`)."""
     fingerprint: str
     """`RunConfig.fingerprint` of `config`."""
-    config: dict[str, Any]
+    config: JsonObject  # a RunConfig as JSON, so that a sweep.json of an older release still loads
     """Its resolved run config (a `RunConfig` as JSON; free-form here, validated when the sweep resumes)."""
     state: SweepRunState = "planned"
     """planned (not started), running, finished (it reached its end: its run.json status says how) or interrupted
@@ -49,11 +49,20 @@ class EndpointLimit(StoredModel):
     """The limiter at the end (its 429s over all those runs)."""
 
 
+class ExportActors(StoredModel):
+    """The trace export actors a pool's runs shared."""
+
+    actors: int = 0
+    """How many started."""
+    cpu_s: float | None = None
+    """Their CPU seconds (None when one did not answer)."""
+
+
 class PoolFigures(StoredModel):
     """What one invocation's pool was and did: the figures a run alone keeps in its own run.json."""
 
     execution: ExecutionPlan | None = None
-    """The execution plan read off the cluster (`placement.execution_plan`) with `execution.max_runs`."""
+    """The execution plan read off the cluster (`cluster.execution_plan`) with `execution.max_runs`."""
     max_runs: int | None = None
     """`execution.max_runs`: runs whose episodes start at once (None: all)."""
     worker_startup_s: float | None = None
@@ -75,8 +84,8 @@ class PoolFigures(StoredModel):
     pool's end."""
     limiters: list[EndpointLimit] = []
     """One request limiter per endpoint that needed one."""
-    trace_export: dict[str, Any] | None = None
-    """The trace export actors shared by the runs: how many, and their CPU seconds."""
+    trace_export: ExportActors | None = None
+    """The trace export actors shared by the runs."""
     local_models: list[str] = []
     """Local model servers started for the pool (their base URLs)."""
 

@@ -4,8 +4,8 @@ each column and its tie group marked, and a run that is incomplete, missing or w
 table itself with a note saying why. On request each system also shows the other figures of the ScalableRAG paper:
 EM / F1 below the accuracy (its Table 1), steps and tokens per episode (its Table 2).
 
-Everything comes from a `SweepSummary` as `sweeps.sweep_summary` makes it: the figures are the runs' summaries and the
-tie groups are `sweeps.rank`'s (Holm-adjusted), read, never recomputed. Runs of the sweep's plan that have no results
+Everything comes from a `SweepSummary` as `reports.sweep_summary` makes it: the figures are the runs' summaries and the
+tie groups are `reports.rank`'s (Holm-adjusted), read, never recomputed. Runs of the sweep's plan that have no results
 to read come in as `PlannedRun`s and show as marked empty cells.
 """
 

@@ -6,10 +6,11 @@ metrics, text tables and plots. What counts as scored, failed or pending, and ev
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
-from typing import Any, Iterable
+from typing import Iterable
 
 from pipelines.datasets import Question
 from pipelines.engine import scoring
@@ -284,17 +285,17 @@ class LabelledRun:
         return self.label if self.summary.complete else f"{self.label} (incomplete)"
 
 
-# A table's rows: any mapping of column to value (summaries as JSON, pairwise comparisons, run rows).
-def table(rows: list[dict[str, Any]], columns: list[str], width: int | None = None, keyed: bool = True) -> str:
+def table(rows: Sequence[Mapping[str, object]], columns: list[str], width: int | None = None, keyed: bool = True
+          ) -> str:
     """`rows` as a text table of `columns`. With `width`, a table wider than that is cut into blocks of columns, one
     under the other, no wider than `width` where the columns allow; `keyed`: each block led by the first column
-    (which names the row)."""
+    (which names the row). A row is any mapping of column to value: summaries as JSON, comparisons, run rows."""
     widths = {c: max(len(c), *(len(_cell(r.get(c))) for r in rows)) if rows else len(c) for c in columns}
     blocks = _column_blocks(columns, widths, width, keyed) if width else [columns]
     return "\n\n".join(_block(rows, block, widths) for block in blocks)
 
 
-def _cell(v: Any) -> str:
+def _cell(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return "" if v is None else str(v)
@@ -310,7 +311,7 @@ def _column_blocks(columns: list[str], widths: dict[str, int], width: int, keyed
     return blocks
 
 
-def _block(rows: list[dict[str, Any]], columns: list[str], widths: dict[str, int]) -> str:
+def _block(rows: Sequence[Mapping[str, object]], columns: list[str], widths: dict[str, int]) -> str:
     line = "  ".join(c.ljust(widths[c]) for c in columns).rstrip()
     body = ["  ".join(_cell(r.get(c)).ljust(widths[c]) for c in columns).rstrip() for r in rows]
     return "\n".join([line, "  ".join("-" * widths[c] for c in columns), *body])

@@ -1,16 +1,16 @@
 """A sweep's reports, read back from its folder and its runs' folders: its table, pairwise comparisons, rankings and
 what is missing, and the parent MLflow run's aggregates; `srag compare`. Running a sweep is
-`pipelines.engine.sweep`'s."""
+`pipelines.engine.runner`'s."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from pipelines.config import RunConfig
 from pipelines.engine.records import (
     IncomparablePair,
+    JsonObject,
     PairwiseRow,
     RunComparison,
     RunResult,
@@ -96,7 +96,7 @@ def unfinished_runs(runs_dir: Path, info: SweepInfo, alive: bool) -> list[Unfini
     return out
 
 
-def _dataset_of(config: dict[str, Any]) -> str:
+def _dataset_of(config: JsonObject) -> str:
     """The dataset a planned run's config names, as a started run's `RunResult.dataset` would say it."""
     if config.get("questions"):
         return Path(config["questions"]).parent.name
@@ -239,7 +239,7 @@ RUN_TABLE_COLUMNS = ("accuracy", "accuracy_ci95", "accuracy_judge_corrected", "a
                      "total_cost_usd", "total_cost_usd_uncached", "cached_calls")
 
 
-def run_table(rows: list[LabelledRun]) -> list[dict[str, Any]]:
+def run_table(rows: list[LabelledRun]) -> list[dict[str, object]]:
     """One row per run of the sweep: its accuracy beside its coverage and whether it is complete."""
     return [{"run": r.label, **{k: getattr(r.summary, k) for k in RUN_TABLE_COLUMNS}, "run_id": r.meta.run_id}
             for r in rows]

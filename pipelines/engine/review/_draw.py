@@ -44,7 +44,7 @@ class ReviewError(UserError):
 
 @dataclass
 class RunRows:
-    """What a review reads of one run: its folder, its question rows and its episode rows (`report.read_run`)."""
+    """What a review reads of one run: its folder, its question rows and its episode rows (`reports.read_run`)."""
 
     run_dir: RunDir
     rows: list[QuestionRow]

@@ -41,7 +41,7 @@ from pipelines.engine.records import (
 )
 from pipelines.engine.review._files import labels, samples
 from pipelines.engine.review._models import HumanLabel, ReviewSample
-from pipelines.engine.scoring import RIGHT, clusters, outcome, reduce_scores
+from pipelines.engine.scoring import RIGHT, Figures, clusters, outcome, reduce_scores
 from pipelines.engine.store import RunDir
 
 Episode = tuple[str, int]  # (question id, epoch)
@@ -134,14 +134,14 @@ def _mark(rows: list[QuestionRow], data: Labelled) -> None:
         r["review_drawn"] = q in drawn
 
 
-def figures(data: Labelled, rows: list[QuestionRow], episodes: list[EpisodeRow], run_id: str) -> dict[str, Any]:
+def figures(data: Labelled, rows: list[QuestionRow], episodes: list[EpisodeRow], run_id: str) -> Figures:
     import evalstats
 
     sample = data.sample
     scored = [r for r in rows if outcome(r) == "scored"]
     labelled_questions = {q for q, _ in data.human}
     drawn = set(sample.questions()) if sample else set()
-    out: dict[str, Any] = {
+    out: Figures = {
         "human_labels": len(labelled_questions),
         "human_labels_in_sample": len(data.complete),
         "human_labels_outside_sample": len(labelled_questions - drawn),
@@ -338,8 +338,8 @@ def adjust_corrected(pairs: list[Any]) -> None:
                 p.p_value_judge_corrected_holm = round(float(holm), 6)
 
 
-def pairwise_fields(diff: CorrectedDifference) -> dict[str, Any]:
-    """A corrected difference as a sweep's pairwise row holds it."""
+def pairwise_fields(diff: CorrectedDifference) -> Figures:
+    """A corrected difference as a sweep's pairwise row holds it (`PairwiseRow`'s fields)."""
     low, high = diff.difference_ci95 or (None, None)
     return {"difference_judge_corrected": diff.difference, "difference_judge_corrected_ci95_low": low,
             "difference_judge_corrected_ci95_high": high, "p_value_judge_corrected": diff.p_value,

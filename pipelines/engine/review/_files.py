@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -38,13 +38,12 @@ def review_dir(run_dir: RunDir | Path) -> Path:
     return (run_dir.path if isinstance(run_dir, RunDir) else run_dir) / "review"
 
 
-def append_lines(path: Path, models: Sequence[BaseModel | dict[str, Any]]) -> None:
+def append_lines(path: Path, models: Sequence[BaseModel]) -> None:
     """Append one line per model in one write, fsynced (the folder is made when missing)."""
     if not models:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps(m.model_dump(mode="json", exclude_none=True) if isinstance(m, BaseModel) else m,
-                              ensure_ascii=False) + "\n" for m in models)
+    text = "".join(json.dumps(m.model_dump(mode="json", exclude_none=True), ensure_ascii=False) + "\n" for m in models)
     append_durably(path, text)
 
 

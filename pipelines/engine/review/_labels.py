@@ -12,7 +12,7 @@ import math
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from pipelines.engine.review._draw import ReviewError, RunRows
 from pipelines.engine.review._files import append_labels, current_sample, labels, sweep_samples
@@ -48,7 +48,23 @@ class Imported:
         return sum(self.labels.values())
 
 
-def read_rows(path: Path) -> list[tuple[str, dict[str, Any]]]:
+# One row of a labels file as the reviewer wrote it (a CSV row, or a JSON Lines object), keys lower-cased: free-form
+# until `_check` reads the columns it knows (a reviewer's own columns are allowed and left alone).
+LabelRow = dict[str, Any]
+
+
+class LabelOrigin(TypedDict):
+    """Where the labels of one import come from (a `HumanLabel`'s fields)."""
+
+    labelled_at: str
+    blind: bool
+    source: Literal["file", "mlflow"]
+    file: str
+    batch: str
+    batch_size: int
+
+
+def read_rows(path: Path) -> list[tuple[str, LabelRow]]:
     """The rows of a labels file with where each is (`line N`): a CSV (a header row, then one row per episode) or
     JSONL (one object per line), told by its name, else by its first character."""
     try:
@@ -125,8 +141,8 @@ def _whole(value: Any, default: int | None) -> int | None | str:
     return number
 
 
-def _check(ctx: _Run, where: str, row: dict[str, Any], question_id: str, epoch: Any, attempt: Any,
-           reviewer: str | None, batch: list[HumanLabel], meta: dict[str, Any]) -> str | None:
+def _check(ctx: _Run, where: str, row: LabelRow, question_id: str, epoch: Any, attempt: Any,
+           reviewer: str | None, batch: list[HumanLabel], meta: LabelOrigin) -> str | None:
     """Add the label of one filled-in row to `batch`, or return its problem."""
     score = _score(row.get("human_score"))
     if isinstance(score, str):
@@ -220,9 +236,9 @@ def import_sweep_labels(sweep_dir: Path, runs: dict[str, RunRows], path: Path,
     return _write(path, problems, contexts, len(rows))
 
 
-def _meta(path: Path) -> dict[str, Any]:
-    return {"labelled_at": utc_now(), "blind": True, "source": "file", "file": str(path), "batch": "",
-            "batch_size": 1}  # the batch is given when the whole import is checked
+def _meta(path: Path) -> LabelOrigin:
+    return LabelOrigin(labelled_at=utc_now(), blind=True, source="file", file=str(path), batch="",
+                       batch_size=1)  # the batch is given when the whole import is checked
 
 
 def _write(path: Path, problems: list[str], contexts: dict[str, tuple[_Run, list[HumanLabel]]],

@@ -20,7 +20,7 @@ from typing import Any
 from pipelines.engine.review._draw import ReviewError, RunRows
 from pipelines.engine.review._files import LOGGED, append_lines, current_sample, labels, logged, review_dir
 from pipelines.engine.review._labels import Imported, LabelsRefused, _Run
-from pipelines.engine.review._models import HumanLabel, ReviewSample
+from pipelines.engine.review._models import HumanLabel, LoggedLabel, ReviewSample
 from pipelines.engine.store import RunDir
 
 FEEDBACK = "human_correctness"
@@ -223,7 +223,7 @@ def log_labels(run_dir: RunDir, client: Any) -> None:
         except Exception as e:  # MLflow down: tried again at the next finish
             errors.append(f"{type(e).__name__}: {e}"[:300])
             continue
-        marks.append({"label_id": label.label_id, "assessment_id": feedback.assessment_id, "trace_id": trace_id})
+        marks.append(LoggedLabel(label_id=label.label_id, assessment_id=feedback.assessment_id, trace_id=trace_id))
     append_lines(review_dir(run_dir) / LOGGED, marks)
     if errors:
         raise RuntimeError(f"{len(errors)} human label(s) not written to their traces (first: {errors[0]})")

@@ -113,6 +113,17 @@ class HumanLabel(StoredModel):
     """How many labels that import wrote."""
 
 
+class LoggedLabel(StoredModel):
+    """A label given by file that is on its trace in MLflow (a line of the review folder's mlflow_labels.jsonl)."""
+
+    label_id: str
+    """The label (`HumanLabel.label_id`)."""
+    assessment_id: str
+    """The HUMAN feedback it became."""
+    trace_id: str
+    """The episode's trace."""
+
+
 class SweepItem(StoredModel):
     """What one opaque item key of a sweep's blind CSV stands for."""
 

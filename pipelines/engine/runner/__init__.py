@@ -34,6 +34,9 @@ cost and wall time from it.
 
 
 
+
+
+
 """
 
 from pipelines.engine.runner._checks import (

@@ -111,7 +111,7 @@ def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool,
 def execute(run_dir: RunDir, cfg: RunConfig, todo: list[Work], tracker: Tracker | None,
             unjudged: list[tuple[Question, EpisodeRecord]] | None = None, quiet: bool = False) -> None:
     """Run `todo` (question, epoch, attempt) episodes of a started run and judge them (and the `unjudged` pairs) on a
-    pool of its own, leaving `lifecycle.finish` to the caller; returns once every trace is exported (or has failed
+    pool of its own, leaving `runner.finish` to the caller; returns once every trace is exported (or has failed
     to export; `finish` retries those)."""
     if not (cfg.execution.ray_address or _ray_address_set()):
         init_ray(None)  # before anything imports Ray: a local instance must start on loopback
@@ -174,7 +174,7 @@ def run_sweep(plan: SweepPlan, sweep_file: Path, grid: dict[str, list[Any]], run
     try:
         revision = git_revision()
         tags = {"srag.sweep_id": sweep_id, "srag.kind": "sweep", "srag.git_revision": str(revision or ""),
-                **source_tags(sys.argv[1:], revision)}  # the children's source tags (`lifecycle.mlflow_run`)
+                **source_tags(sys.argv[1:], revision)}  # the children's source tags (`runner.mlflow_run`)
         parent = tracker.create_run(plan.sweep, {"sweep_file": str(sweep_file), "n_runs": len(runs),
                                            "grid": json.dumps(grid)}, tags)
         info = folder.update(lambda i: setattr(i, "mlflow_run_id", parent))
@@ -243,7 +243,7 @@ def rerun_sweep(runs_dir: Path, sweep_id: str, statuses: list[str], *, quiet: bo
 
 def judge_sweep(runs_dir: Path, sweep_id: str, settings: Callable[[RunConfig], JudgeSettings], *, everything: bool,
                 quiet: bool) -> SweepSummary:
-    """`srag judge SWEEP`: every run of the sweep judged again (`judging.rejudge`, with `settings(run config)`),
+    """`srag judge SWEEP`: every run of the sweep judged again (`scoring.rejudge`, with `settings(run config)`),
     its summary and MLflow run refreshed, then the parent run."""
     from pipelines.engine.scoring import read_evidence, rejudge
 

@@ -45,7 +45,7 @@ class Runs:
         """For the progress line: the runs that reached their end, and the episodes done of the runs opened that gave
         the scheduler nothing to run."""
         with self.lock:
-            return set(self.closed), sum(r.extra.get("done", 0) for r in self.opened.values() if r.lane is None)
+            return set(self.closed), sum(r.done_before for r in self.opened.values() if r.lane is None)
 
     def open_now(self) -> int:
         with self.lock:

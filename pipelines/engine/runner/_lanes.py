@@ -1,13 +1,13 @@
 """One run in the pool, from its start to its end: `open_run` makes (or reopens) its run folder and MLflow run, reads
 what it still has to do, prepares its per-corpus stage and gives the scheduler its `Lane` (its queue, sinks, totals,
 budget, endpoint guard and judge, with a `RunSpec` naming what the workers need); `close_run` records how it ended
-(its stop, its endpoint's limiter, its times), drains its traces and finishes it (`lifecycle.finish`)."""
+(its stop, its endpoint's limiter, its times), drains its traces and finishes it (`runner.finish`)."""
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,7 @@ class Context:
     sweep: SweepFolder | None = None
     parent: str | None = None  # the sweep's MLflow parent run
     invocation: int = 0  # its index in sweep.json's invocations
-    finish: bool = True  # False: leave `lifecycle.finish` to the caller (`execute`)
+    finish: bool = True  # False: leave `runner.finish` to the caller (`execute`)
     exports: ExportPool | None = None  # the trace export actors, started with the pool when traces are wanted
 
     @property
@@ -116,7 +116,7 @@ class RunLane:
     budget: SpendLimit | None = None
     endpoint: str = ""
     limiter: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    done_before: int = 0  # its episodes done before this invocation (the sweep's progress counts them)
 
 
 def open_run(job: Job, pool: Pool, tracker: Tracker | None, ctx: Context, order: int) -> RunLane:
@@ -148,7 +148,7 @@ def open_run(job: Job, pool: Pool, tracker: Tracker | None, ctx: Context, order:
         meta = run_dir.update_meta(status="running", last_started=utc_now(), stop=None, pool=pool_ref)
         run.budget = budget = spend_limit(cfg)
         stats = stats_so_far(run_dir, states, {(q.id, epoch) for q, epoch, _ in todo})
-        run.extra["done"] = stats.done
+        run.done_before = stats.done
         if todo and (spent := budget.check(stats, [])) is not None:  # nothing left to spend: start nothing at all
             record_stop(run_dir, spent, stats, len(todo), budget)
             ctx.say(run_dir.run_id, spent.reason)

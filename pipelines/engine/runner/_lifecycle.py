@@ -1,7 +1,7 @@
 """A run's own steps: its inputs, the run folder and its MLflow run (`start_run`), the work still to do
 (`pending_work`), the per-corpus stage (`run_resources`), its budget and totals so far, what run.json records when
 it stops, and the end (`finish`: summary, per-question table, plots). Running the episodes is the pool's
-(`pipelines.engine.sweep`: `srag run` is a sweep of one run, on the same path as every run of a sweep).
+(`pipelines.engine.runner`: `srag run` is a sweep of one run, on the same path as every run of a sweep).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from pipelines.config import RunConfig
+from pipelines.config import RunConfig, validate_run
 from pipelines.datasets import Question, load_questions, resolve
 from pipelines.engine.cluster import RayMapFn, RunStats, SpendLimit, Stop, Work, prior_spend
 from pipelines.engine.records import (
@@ -90,7 +90,7 @@ def start_run(cfg: RunConfig, runs_dir: Path, tracker: Tracker | None, *, sweep_
               parent_mlflow_id: str | None = None, inputs: tuple | None = None) -> RunDir:
     corpus_path, questions_path, corpus, questions = inputs or load_inputs(cfg)
     run_dir = RunDir.create(runs_dir, new_run_id(cfg.name))
-    run_dir.write_config(cfg.model_dump(mode="json"))
+    run_dir.write_config(cfg)
     run_dir.write_questions(questions)
     meta = RunMeta(run_id=run_dir.run_id, name=cfg.name, created=utc_now(), status="created",
                    fingerprint=cfg.fingerprint(), git_revision=git_revision(), packages=package_versions(),
@@ -403,10 +403,9 @@ def open_tracker(cfg: RunConfig, runs_dir: Path) -> Tracker:
 def set_budget(run_dir: RunDir, max_cost_usd: float) -> None:
     """A new budget for the run: in its config.yaml (budgets are not in the config's fingerprint) and in run.json's
     history of budgets."""
-    data = run_dir.read_config()
-    data.setdefault("limits", {})["max_cost_usd"] = max_cost_usd
-    RunConfig.model_validate(data)
-    run_dir.write_config(data)
+    data = run_dir.read_run_config().model_dump(mode="json")
+    data["limits"]["max_cost_usd"] = max_cost_usd
+    run_dir.write_config(validate_run(data, "--max-cost"))
     history = run_dir.read_meta().budgets or []
     run_dir.update_meta(budgets=[*history, BudgetChange(max_cost_usd=max_cost_usd, at=utc_now())])
 

@@ -30,6 +30,7 @@ from pipelines.engine.scoring._outcomes import (
     FAILURE_CLASSES,
     OUTCOMES,
     RIGHT,
+    Figures,
     by_type,
     ending,
     epoch_figures,
@@ -43,7 +44,7 @@ from pipelines.engine.scoring._outcomes import (
 )
 from pipelines.engine.scoring._paired import compare, round_p
 
-__all__ = ["CI_LEVEL", "DENOMINATORS", "FAILURE_CLASSES", "JUDGE_THREADS", "JudgeStage", "OUTCOMES", "RIGHT",
+__all__ = ["CI_LEVEL", "DENOMINATORS", "FAILURE_CLASSES", "Figures", "JUDGE_THREADS", "JudgeStage", "OUTCOMES", "RIGHT",
            "STATS_METHODS", "STATS_METHODS_TEXT", "by_type", "clusters", "compare", "ending", "epoch_figures",
            "evidence_figures", "failure_class", "figures", "judge_fingerprint", "judge_llm_config", "judge_record",
            "mean_interval", "needs_verdict", "outcome", "outward", "pass_at_k", "read_evidence", "reduce_scores",

@@ -11,7 +11,7 @@ from pipelines.engine.records import Interval, QuestionRow
 CI_LEVEL = 0.95
 CI_SEED = 0  # the seed of every bootstrap draw, recorded in the summary (`ci_seed`)
 # The release of the statistics behind the figures, recorded in the summary (`stats_methods`), so a summary written
-# with other methods is recognised (`report.recomputed_note`). 1 (summaries without it): the mid-p McNemar test and
+# with other methods is recognised (`reports.recomputed_note`). 1 (summaries without it): the mid-p McNemar test and
 # its conditional interval, Liang-Zeger clustered intervals with G - 1 degrees of freedom from 10 clusters, normal
 # minimum detectable effects. 2: issue 44's (docs/comparisons.md).
 STATS_METHODS = 2

@@ -68,7 +68,7 @@ def judge_record(question: Question, record: EpisodeRecord, client: LLMClient | 
     result = score_answer(question.question, record.answer, question.answer, aliases=question.answer_aliases,
                           answer_kind=question.answer_kind or "text", llm=llm, fallback=fallback)
     usage = sum(spent, Usage())
-    return Judgement.of(record, result.to_dict(), fingerprint=fingerprint, judgement_id=secrets.token_hex(6),
+    return Judgement.of(record, result, fingerprint=fingerprint, judgement_id=secrets.token_hex(6),
                         tokens=usage.total_tokens, cost_usd=usage.cost_usd, cost_usd_uncached=usage.cost_usd_uncached)
 
 

@@ -38,7 +38,8 @@ from pipelines.engine.records import EpisodeRow, Outcome, QuestionRow
 from pipelines.engine.scoring._intervals import CI_SEED, STATS_METHODS, clusters, score_interval
 from srag_core import FAILED
 
-# Summary figures by `RunSummary` field name, for `report.summarize` (which refuses a name that is not a field).
+# Summary figures by `RunSummary` field name, for `reports.summarize`: free-form here, as each function gives the
+# fields it computes; `RunSummary` validates them, and refuses a name that is not one of its fields.
 Figures = dict[str, Any]
 
 OUTCOMES: tuple[Outcome, ...] = ("scored", "failed", "pending", "not_run", "missing")
@@ -52,7 +53,7 @@ RIGHT = 0.5  # a score at or above this is a right answer (McNemar's test, the t
 
 
 def outcome(row: EpisodeRow) -> Outcome:
-    """The outcome of one row (`report.episode_rows`, `report.question_rows`): the one it carries, else its status and
+    """The outcome of one row (`reports.episode_rows`, `reports.question_rows`): the one it carries, else its status and
     its latest verdict."""
     if "outcome" in row:
         return row["outcome"]

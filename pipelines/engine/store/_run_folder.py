@@ -55,6 +55,7 @@ from pipelines.engine.records import (
     BadRecord,
     EpisodeRecord,
     Evidence,
+    JsonObject,
     Judgement,
     PoolFigures,
     RunMeta,
@@ -204,11 +205,13 @@ class RunDir:
             self.update_meta(status="failed", error=reason.splitlines()[0][:500], stopped=utc_now())
             raise
 
-    # The resolved config as YAML data: free-form here, `RunConfig` validates it (`lifecycle.load_run_config`).
-    def write_config(self, config: dict[str, Any]) -> None:
-        atomic_write(self.path / "config.yaml", yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+    def write_config(self, cfg: RunConfig) -> None:
+        """The run's resolved config, as config.yaml."""
+        atomic_write(self.path / "config.yaml", yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False,
+                                                               allow_unicode=True))
 
-    def read_config(self) -> dict[str, Any]:
+    def read_config(self) -> JsonObject:
+        """config.yaml as the data it holds, not validated yet (`read_run_config` validates it)."""
         try:
             data = yaml.safe_load(self._read("config.yaml"))
         except yaml.YAMLError:
@@ -333,7 +336,7 @@ class ResultStore:
         self._fh: IO[str] | None = None
         self.problems: list[str] = []
 
-    def append(self, record: AnyRecord | dict[str, Any]) -> None:
+    def append(self, record: AnyRecord | JsonObject) -> None:
         """Write one record (a dict is validated as its model first) and flush it to disk."""
         if isinstance(record, dict):
             given = record

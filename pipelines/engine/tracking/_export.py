@@ -1,14 +1,14 @@
 """Episode traces into MLflow: off the driver's critical path, batched, and exactly once across a killed driver.
 
 The run folder is the record of truth. The driver writes each episode's full record to `traces/<qid>.<attempt>.json`
-before the episode's row goes into `results.jsonl` (`results.RunFolderSink`), so every recorded episode has its
+before the episode's row goes into `results.jsonl` (`store.RunFolderSink`), so every recorded episode has its
 trace file. The export reads those files. During a run it happens in `TraceExportActor`s (`tracking.export_actors`
 of them, each with the questions whose id hashes to it), Ray actors on the driver's node (they read the same folder)
 with processes of their own, so the MLflow client's CPU (0.02 CPU-s per trace) is not taken from the driver; the
 scheduler's `TraceExportSink` only hands them file names, in batches. The actors belong to the pool, not to a run:
 every run of a sweep exports through the same ones (`ExportPool.open` gives a run its share). What is still missing
 at the end (an earlier invocation was killed, MLflow was down) is exported by the driver itself (`export_missing`),
-which `lifecycle.finish` calls before it reports a run finished.
+which `runner.finish` calls before it reports a run finished.
 
 Each exported trace gets a marker line in `mlflow_traces.jsonl` (question, epoch, attempt, MLflow trace id),
 appended and fsynced once per batch. A driver killed between an export and its marker leaves a trace that MLflow has
@@ -38,15 +38,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypedDict
+from typing import TYPE_CHECKING, Callable, TypedDict
 
 from pipelines.engine.cluster import actor
-from pipelines.engine.records import AnyRecord, EpisodeRecord, EpisodeRow, Evidence, Judgement, RunMeta
+from pipelines.engine.records import AnyRecord, EpisodeRecord, EpisodeRow, Evidence, JsonObject, Judgement, RunMeta
 from pipelines.engine.scoring import failure_class
 from pipelines.engine.store import RunDir, append_durably, episode_key
 from pipelines.engine.tracking._tracker import (
     Assessed,
     TraceContext,
+    TraceFile,
     attach_failure_class,
     attach_verdict,
     episode_trace,
@@ -55,6 +56,9 @@ from pipelines.engine.tracking._tracker import (
     verdict_feedback,
 )
 from srag_core import FINISHED, DocumentsSeen, documents_seen
+
+if TYPE_CHECKING:  # MLflow is imported by the functions that use it: importing the engine must not wait for it
+    from mlflow import MlflowClient
 
 log = logging.getLogger(__name__)
 MARKERS = "mlflow_traces.jsonl"
@@ -88,7 +92,7 @@ class VerdictMark(TypedDict, total=False):
     failure_assessment_id: str | None  # the `failure_class` feedback beside it (a scored verdict's)
 
 
-def _marker_key(row: dict[str, Any]) -> Key:
+def _marker_key(row: JsonObject) -> Key:
     """The episode a marker line names (a line from before epochs is epoch 1)."""
     return str(row["question_id"]), int(row.get("epoch", 1)), int(row["attempt"])
 
@@ -141,7 +145,7 @@ def recorded_verdicts(run_dir: RunDir, records: list[AnyRecord] | None = None) -
     return list(latest.values())
 
 
-def trace_seen(record: dict[str, Any]) -> DocumentsSeen:
+def trace_seen(record: TraceFile) -> DocumentsSeen:
     """What an episode showed its model, from its trace file: as the worker recorded it (`documents_seen`, computed
     once where the trace was made), else read from the trace (a file written before it did)."""
     if isinstance(recorded := record.get("documents_seen"), dict):
@@ -417,7 +421,7 @@ class TraceExportActor:
 
     def __init__(self) -> None:
         self.runs: dict[str, _RunQueue] = {}
-        self.clients: dict[str, Any] = {}
+        self.clients: dict[str, MlflowClient] = {}
         self.changed = threading.Condition()
         self.turn = 0  # round robin over the runs with work
         threading.Thread(target=self._loop, name="trace-export", daemon=True).start()

@@ -29,10 +29,10 @@ import queue
 import re
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 from pipelines.datasets import Question
 from pipelines.engine.records import EpisodeRecord, Evidence, Judgement
@@ -62,7 +62,7 @@ def experiment_id(client, uri: str, name: str, runs_dir: Path) -> str:
     return client.create_experiment(name, artifact_location=location)
 
 
-def flatten(data: Any, prefix: str = "") -> dict[str, str]:
+def flatten(data: object, prefix: str = "") -> dict[str, str]:
     out: dict[str, str] = {}
     if isinstance(data, dict):
         for k, v in data.items():
@@ -149,7 +149,8 @@ class Tracker:
 
     # -- synchronous: ids are needed right away ------------------------------------------------------------------
 
-    def create_run(self, name: str, params: dict[str, Any], tags: dict[str, str], parent_id: str | None = None) -> str:
+    def create_run(self, name: str, params: Mapping[str, object], tags: dict[str, str], parent_id: str | None = None
+                   ) -> str:
         all_tags = dict(tags)
         if parent_id:
             all_tags["mlflow.parentRunId"] = parent_id
@@ -251,9 +252,33 @@ def write_table(frame, path: Path) -> Path:
 
 
 Assessed = tuple[Any, dict[str, str]]  # an MLflow assessment made here (not logged yet) and the trace tags beside it
+# An episode's trace file as JSON: the record's fields and its `trace`, the events srag_core's loop writes, each kind
+# with keys of its own (an LLM call, a tool call and its observation, a retrieval, a branch). Free-form: JSON read
+# back from disk, of every release that wrote one.
+TraceFile = dict[str, Any]
+TraceEvent = dict[str, Any]
 
 
-def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any],
+class SpanContent(TypedDict, total=False):
+    """One span of an episode's MLflow trace, made from one trace event (`span_content`)."""
+
+    name: str
+    span_type: str  # MLflow's span type where it is not the event kind's (a tool that showed documents: RETRIEVER)
+    inputs: object
+    outputs: object
+    attributes: dict[str, object]
+    status: object  # "OK", or MLflow's SpanStatus for an error
+
+
+class RetrieverDocument(TypedDict):
+    """A document as MLflow's RETRIEVER spans hold them (what its retrieval judges read)."""
+
+    id: str
+    page_content: str
+    metadata: dict[str, object]
+
+
+def episode_trace(client, experiment_id: str, run_id: str, record: TraceFile,
                   context: TraceContext | None = None, seen: DocumentsSeen | None = None,
                   judged: Sequence[Assessed] = ()) -> str:
     """One MLflow trace per episode, timed from the episode's own clock; returns its id. The gold answer, when the
@@ -308,13 +333,14 @@ def episode_trace(client, experiment_id: str, run_id: str, record: dict[str, Any
     return trace_id
 
 
-def _question_assessments(record: dict[str, Any], question: Question | None, seen: DocumentsSeen) -> list[Assessed]:
+def _question_assessments(record: TraceFile, question: Question | None, seen: DocumentsSeen) -> list[Assessed]:
     """The question's expected answer, and what the episode showed of its gold documents (when it has some)."""
     if question is None:
         return []
     from mlflow.entities import Expectation
 
-    about: dict[str, Any] = {"aliases": question.answer_aliases, "answer_kind": question.answer_kind}  # JSON, kept
+    # MLflow declares an assessment's metadata as strings, and stores any JSON value: the aliases stay a list
+    about: dict[str, Any] = {"aliases": question.answer_aliases, "answer_kind": question.answer_kind}
     expected = Expectation(name="expected_answer", value=question.answer, source=_code_source("srag.question_set"),
                            metadata=about)
     expected.assessment_id = assessment_id()
@@ -375,7 +401,7 @@ def _code_source(source_id: str):
     return AssessmentSource(source_type="CODE", source_id=source_id)
 
 
-def seen_attributes(seen: DocumentsSeen) -> dict[str, Any]:
+def seen_attributes(seen: DocumentsSeen) -> dict[str, object]:
     """The documents an episode showed its model (in the order they first were, with that step) and the step of its
     answer, as the root span's attributes. Not a RETRIEVER span: MLflow's retrieval judges would read its empty
     texts as retrieved context; the text shown is in the tool spans."""
@@ -395,6 +421,7 @@ def evidence_feedback(evidence: Evidence) -> Assessed | None:
         return None
     gold = sorted(set(evidence.gold or ()))
     missed = [d for d in gold if d not in evidence.shown]
+    # MLflow declares an assessment's metadata as strings, and stores any JSON value: the documents stay lists
     documents: dict[str, Any] = {"shown": evidence.shown, "missed": missed, "in_sets": evidence.in_sets}
     feedback = Feedback(name="evidence_recall", value=recall, source=_code_source("srag.evidence"),
                         rationale=f"{len(gold) - len(missed)} of {len(gold)} gold documents shown before the answer",
@@ -436,7 +463,7 @@ def _set_tags(client, trace_id: str, tags: dict[str, str]) -> None:
 SPAN_TYPES = {"llm": "CHAT_MODEL", "tool": "TOOL", "retrieval": "RETRIEVER", "branch": "CHAIN"}
 
 
-def span_content(ev: dict[str, Any], model: str) -> dict[str, Any]:
+def span_content(ev: TraceEvent, model: str) -> SpanContent:
     """Name, inputs, outputs, attributes and status of the span for one trace event."""
     kind = ev["type"]
     if kind == "llm":
@@ -445,30 +472,30 @@ def span_content(ev: dict[str, Any], model: str) -> dict[str, Any]:
         obs = ev.get("observation") or {}
         shown = ev["shown"] if "shown" in ev else obs  # older records hold only the full observation
         error = obs.get("error")
-        span: dict[str, Any] = {"name": str(ev.get("tool") or "invalid turn"), "inputs": {"args": ev.get("args")},
-                "outputs": {"observation": shown}, "attributes": {"srag.step": ev.get("step")},
-                "status": _error(str(error)) if error else "OK"}
+        span = SpanContent(name=str(ev.get("tool") or "invalid turn"), inputs={"args": ev.get("args")},
+                           outputs={"observation": shown}, attributes={"srag.step": ev.get("step")},
+                           status=_error(str(error)) if error else "OK")
         documents = None if error else retrieved_documents(obs) or shown_documents(obs, str(shown))
         if documents:  # MLflow's retrieval judges read a RETRIEVER span's document list
-            span.update(span_type="RETRIEVER", outputs=documents,
-                        attributes={**span["attributes"], "srag.observation": _without_documents(obs),
-                                    "srag.shown": shown})
+            span["span_type"], span["outputs"] = "RETRIEVER", documents
+            span["attributes"] = {**span["attributes"], "srag.observation": _without_documents(obs),
+                                  "srag.shown": shown}
         return span
     if kind == "retrieval":
         passages = ev.get("passages", [])
-        return {"name": "retrieve", "inputs": {"query": ev.get("query"), "top_k": ev.get("top_k")},
-                "outputs": [{"id": str(p.get("chunk")), "page_content": p.get("text", ""),
-                             "metadata": {"chunk_id": p.get("chunk"), "doc_uri": p.get("filename"),
-                                          "score": p.get("score")}} for p in passages],
-                "attributes": {}, "status": "OK"}
-    return {"name": f"branch step {ev.get('step', '')}", "inputs": {"candidates": ev.get("candidates")},
-            "outputs": {"chosen": ev.get("chosen"), "problem": ev.get("problem")}, "attributes": {}, "status": "OK"}
+        return SpanContent(name="retrieve", inputs={"query": ev.get("query"), "top_k": ev.get("top_k")},
+                           outputs=[RetrieverDocument(id=str(p.get("chunk")), page_content=p.get("text", ""),
+                                                      metadata={"chunk_id": p.get("chunk"), "score": p.get("score"),
+                                                                "doc_uri": p.get("filename")}) for p in passages],
+                           attributes={}, status="OK")
+    return SpanContent(name=f"branch step {ev.get('step', '')}", inputs={"candidates": ev.get("candidates")},
+                       outputs={"chosen": ev.get("chosen"), "problem": ev.get("problem")}, attributes={}, status="OK")
 
 
 DOCUMENT_LISTS = ("docs", "chunks")  # read_docs returns "docs", cosine_search "chunks"
 
 
-def retrieved_documents(observation: Any) -> list[dict[str, Any]] | None:
+def retrieved_documents(observation: object) -> list[RetrieverDocument] | None:
     """The documents a tool observation returns, as MLflow's retriever documents (`page_content`, `metadata` with
     `doc_uri`), or None when it returns none (a count, a set, values)."""
     if not isinstance(observation, dict):
@@ -476,14 +503,15 @@ def retrieved_documents(observation: Any) -> list[dict[str, Any]] | None:
     for key in DOCUMENT_LISTS:
         items = observation.get(key)
         if isinstance(items, list) and items and all(isinstance(d, dict) and "doc_id" in d for d in items):
-            return [{"id": str(d["doc_id"]), "page_content": str(d.get("text", "")),
-                     "metadata": {"doc_uri": d.get("filename"), "doc_id": d["doc_id"],
-                                  **{k: d[k] for k in ("rank", "score", "chunk_idx", "start_char") if k in d}}}
+            return [RetrieverDocument(id=str(d["doc_id"]), page_content=str(d.get("text", "")),
+                                      metadata={"doc_uri": d.get("filename"), "doc_id": d["doc_id"],
+                                                **{k: d[k] for k in ("rank", "score", "chunk_idx", "start_char")
+                                                   if k in d}})
                     for d in items]
     return None
 
 
-def shown_documents(observation: Any, shown: str) -> list[dict[str, Any]]:
+def shown_documents(observation: object, shown: str) -> list[RetrieverDocument]:
     """The documents whose text a tool observation showed the model (a snippet, a match preview, a table row: those
     `srag_core.documents_seen` counts as shown, named in what the model was sent), each with that text, as MLflow's
     retriever documents."""
@@ -491,15 +519,15 @@ def shown_documents(observation: Any, shown: str) -> list[dict[str, Any]]:
     for name, text in document_texts(observation):
         if name in shown:
             texts.setdefault(name, []).append(text)
-    return [{"id": name, "page_content": "\n".join(parts), "metadata": {"doc_uri": name}}
+    return [RetrieverDocument(id=name, page_content="\n".join(parts), metadata={"doc_uri": name})
             for name, parts in texts.items()]
 
 
-def _without_documents(observation: dict[str, Any]) -> dict[str, Any]:
+def _without_documents(observation: TraceEvent) -> TraceEvent:
     return {k: v for k, v in observation.items() if k not in DOCUMENT_LISTS}
 
 
-def _chat_span(ev: dict[str, Any], model: str) -> dict[str, Any]:
+def _chat_span(ev: TraceEvent, model: str) -> SpanContent:
     """A chat-model span in the OpenAI chat layout the MLflow UI renders, with token usage (and cost, when the run
     has prices) in MLflow's standard span attributes."""
     from mlflow.tracing.constant import SpanAttributeKey
@@ -507,7 +535,7 @@ def _chat_span(ev: dict[str, Any], model: str) -> dict[str, Any]:
     tokens = ev.get("tokens") or {}
     usage = {"input_tokens": int(tokens.get("prompt", 0)), "output_tokens": int(tokens.get("completion", 0))}
     usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
-    attributes: dict[str, Any] = {SpanAttributeKey.CHAT_USAGE: usage, SpanAttributeKey.MODEL: model,
+    attributes: dict[str, object] = {SpanAttributeKey.CHAT_USAGE: usage, SpanAttributeKey.MODEL: model,
                                   SpanAttributeKey.MESSAGE_FORMAT: "openai", "srag.step": ev.get("step"),
                                   "srag.cached": bool(ev.get("cached"))}
     if ev.get("cost_usd"):
@@ -521,7 +549,7 @@ def _chat_span(ev: dict[str, Any], model: str) -> dict[str, Any]:
                "usage": {"prompt_tokens": usage["input_tokens"], "completion_tokens": usage["output_tokens"],
                          "total_tokens": usage["total_tokens"]}}
     name = "final answer" if ev.get("final") else f"llm step {ev.get('step', '')}"
-    return {"name": name, "inputs": inputs, "outputs": outputs, "attributes": attributes, "status": "OK"}
+    return SpanContent(name=name, inputs=inputs, outputs=outputs, attributes=attributes, status="OK")
 
 
 def _error(description: str):
@@ -585,7 +613,7 @@ def _ns(iso: str | None) -> int:
 class MlflowSink:
     """The scheduler's sink into one MLflow run: the running metrics at each progress tick (step = episodes done,
     names under `live/` so they never mix with the final summary metrics). Traces and verdicts go through
-    `trace_export.TraceExportSink`."""
+    `tracking.TraceExportSink`."""
 
     def __init__(self, tracker: Tracker, mlflow_run_id: str):
         self.tracker, self.run_id = tracker, mlflow_run_id
