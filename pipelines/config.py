@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from pipelines.errors import UserError
@@ -261,11 +261,18 @@ class RunConfig(_Strict):
     questions: str | None = None
     """... and its questions.jsonl: one object per line with id, question and answer (optional: answer_aliases,
     answer_kind, type). A relative path is taken from the current directory."""
-    variant: Variant = "zero_ingestion"
-    """The system that answers: zero_ingestion (the agent over the raw corpus); no_landscape, no_diagnostics,
-    no_redaction, stateless (its ablations: that `agent` switch turned off, or stateless on); vanilla_rag (chunk
-    retrieval and one LLM call, see `retrieval`); limited_ingestion (the agent with coarse embeddings and
-    discovered patterns, see `ingestion`)."""
+    system: str = Field("zero_ingestion", validation_alias=AliasChoices("system", "variant"))
+    """The system that answers (`srag systems` lists those installed, with their params). A built-in:
+    zero_ingestion (the agent over the raw corpus); no_landscape, no_diagnostics, no_redaction, stateless (its
+    ablations: that `agent` switch turned off, or stateless on); vanilla_rag (chunk retrieval and one LLM call, see
+    `retrieval`); limited_ingestion (the agent with coarse embeddings and discovered patterns, see `ingestion`). Or
+    an installed system, by the name its package gives it (entry point group `srag.systems`: `arag` ships with the
+    project), or a class by its path: `package.module:Class`, or `path/to/file.py:Class`. (`variant` is this key's
+    former name, still read.)"""
+    params: dict[str, Any] = Field(default_factory=dict)  # free-form here: the system's own `Params` validates it
+    """The system's own settings, as its `Params` model defines them (a system not built in; the built-ins read
+    the `agent`, `retrieval` and `ingestion` sections instead). A sweep grids over them with dotted keys
+    (`params.top_k: [5, 10]`)."""
     llm: LLMConfig
     """The LLM endpoint and model the system calls (required)."""
     agent: AgentConfig = Field(default_factory=AgentConfig)
@@ -308,9 +315,17 @@ class RunConfig(_Strict):
         which decide how many questions run, not what each one gives)."""
         return _short_hash(self.fingerprinted())
 
+    @property
+    def variant(self) -> str:
+        """The system's name (what runs recorded before systems called their variant)."""
+        return self.system
+
     def fingerprinted(self) -> dict[str, Any]:  # a config dump: what `fingerprint` hashes
-        """The settings the fingerprint covers."""
+        """The settings the fingerprint covers. The system is hashed under its former key, and params only when
+        given, so that a run recorded before systems keeps its fingerprint."""
         material = self.model_dump(exclude={"name", "data_root", "runs_dir", "tracking", "execution"}, mode="json")
+        material = {("variant" if k == "system" else k): v for k, v in material.items()
+                    if not (k == "params" and not v)}
         for budget in ("max_cost_usd", "max_tokens"):
             material["limits"].pop(budget)
         return material
@@ -318,8 +333,9 @@ class RunConfig(_Strict):
     def episode_fingerprint(self) -> str:
         """Short hash of what changes one episode and its verdict (the system, the model, the judge, the data), not
         which or how many questions run: runs that share it spend alike per episode (`srag estimate` reuses them)."""
-        return _short_hash(self.model_dump(exclude={"name", "data_root", "runs_dir", "tracking", "execution", "limits"},
-                                           mode="json"))
+        material = self.fingerprinted()
+        del material["limits"]
+        return _short_hash(material)
 
 
 class SweepConfig(_Strict):
@@ -345,8 +361,10 @@ class SweepConfig(_Strict):
         runs = []
         for values in itertools.product(*(self.grid[k] for k in keys)) if keys else [()]:
             data = json.loads(json.dumps(self.base))
+            if "variant" in data and "system" not in data:  # the system's former key, in the base or the grid
+                data["system"] = data.pop("variant")
             for key, value in zip(keys, values, strict=True):
-                set_dotted(data, key, value)
+                set_dotted(data, "system" if key == "variant" else key, value)
             label = "-".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in zip(keys, values, strict=True)) or "base"
             data["name"] = f"{self.name}/{label}"
             runs.append(validate_run(data, f"{source} [{label}]"))
@@ -466,6 +484,11 @@ def _keys_at(model: type[BaseModel], path: tuple[int | str, ...]) -> list[str]:
 def validate_run(data: Any, source: str) -> RunConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: a run config must be a mapping")
+    if "variant" in data:  # the system's former key: a file (or a grid) may still give it
+        if "system" in data and data["system"] != data["variant"]:
+            raise ConfigError(f"{source}: system and variant both given ({data['system']}, {data['variant']}): "
+                              "variant is system's former name; give system alone")
+        data = {**{k: v for k, v in data.items() if k != "variant"}, "system": data["variant"]}
     try:
         return RunConfig.model_validate(data)
     except ValidationError as e:

@@ -89,6 +89,9 @@ class FakeLLM:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._served = 0
+        self.answered: list[tuple[dict[str, Any], dict[str, int]]] = []  # (request, the usage its 200 reported)
+        self.in_flight = 0  # requests being answered now, and the most at once: what a limiter lets through
+        self.peak_in_flight = 0
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
@@ -173,6 +176,10 @@ class FakeLLM:
         # The responder runs outside the lock so slow responders do not serialise the server.
         return responder(request) if responder is not None else _EXHAUSTED
 
+    def _answered(self, request: dict[str, Any], usage: dict[str, int]) -> None:
+        with self._lock:
+            self.answered.append((request, usage))
+
     def _next_id(self) -> int:
         with self._lock:
             return self._served
@@ -241,11 +248,18 @@ class _FakeLLMHandler(BaseHTTPRequestHandler):
             self.server_state._record(request, headers)
             self._send_json(400, rejection)
             return
-        reply = self.server_state._next_reply(request, headers)
+        state = self.server_state
+        with state._lock:
+            state.in_flight += 1
+            state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
         try:
+            reply = state._next_reply(request, headers)
             self._answer(request, {"content": reply} if isinstance(reply, str) else reply)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up (e.g. its timeout fired during our delay)
+        finally:
+            with state._lock:
+                state.in_flight -= 1
 
     def _answer(self, request: dict[str, Any], reply: dict[str, Any]) -> None:
         delay = float(reply.get("delay", 0))
@@ -259,9 +273,15 @@ class _FakeLLMHandler(BaseHTTPRequestHandler):
         elif reply.get("malformed"):
             self._send_bytes(200, b"<html>this is not json", "text/html", reply.get("headers"))
         elif "status" in reply or "body" in reply:
-            self._send_body(int(reply.get("status", 200)), reply.get("body", {}), reply.get("headers"))
+            body = reply.get("body", {})
+            if int(reply.get("status", 200)) == 200 and isinstance(body, dict) and "usage" in body:
+                self.server_state._answered(request, body["usage"])
+            self._send_body(int(reply.get("status", 200)), body, reply.get("headers"))
         else:
-            self._send_json(200, self.server_state.completion_body(request, reply), reply.get("headers"))
+            body = self.server_state.completion_body(request, reply)
+            if body.get("usage") is not None:
+                self.server_state._answered(request, body["usage"])
+            self._send_json(200, body, reply.get("headers"))
 
     def _drip(self, request: dict[str, Any], reply: dict[str, Any]) -> None:
         """Headers at once, then the body one byte every `drip` seconds (a stalled or hostile server)."""

@@ -72,6 +72,7 @@ class ScriptedAgent:
         turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
         if first_user.startswith("Passages:"):  # vanilla RAG: one call, whose reply is the answer
             turn = 1_000
+        protocol = _protocol(request)
         with self.lock:
             self.calls[n] += 1
             first_call = self.calls[n] == 1
@@ -80,10 +81,18 @@ class ScriptedAgent:
         try:
             if self.delay:
                 time.sleep(self.delay)
+            if protocol != "agent" and not ((n in self.failing) and not self.healed):
+                return self._plain(request, protocol, n, turn)
             return self._reply(n, turn, first_call)
         finally:
             with self.lock:
                 self.active -= 1
+
+    def _plain(self, request: dict[str, Any], protocol: str, n: int, turn: int) -> Any:
+        """A-RAG's turns (a keyword_search call, then the answer) and a one-call system's answer, as plain text."""
+        if protocol == "arag" and turn == 0:
+            return tool_call_reply(request, "keyword_search", {"keywords": [f"Q{n}"]})
+        return "" if n in self.empty else str(n + 1000) if n in self.wrong else str(n)
 
     def _reply(self, n: int, turn: int, first_call: bool) -> Any:
         if (n in self.failing or (turn > 0 and n in self.failing_after_tool)) and not self.healed:
@@ -104,6 +113,32 @@ class ScriptedAgent:
         answer = "" if n in self.empty else str(n + 1000) if n in self.wrong else f"code {n}" \
             if n in self.reworded else str(n)
         return json.dumps({"thought": "found it", "answer": answer})
+
+
+def _protocol(request: dict[str, Any]) -> str:
+    """Which system sent a request: A-RAG (it offers keyword_search), a one-call test system (its prompt), else the
+    agent (or vanilla RAG, which the agent's script answers too)."""
+    if any(t.get("function", {}).get("name") == "keyword_search" for t in request.get("tools") or ()):
+        return "arag"
+    if str(request["messages"][0].get("content", "")).startswith("Answer with the item code alone"):
+        return "oneshot"
+    return "agent"
+
+
+def tool_call_reply(request: dict[str, Any], name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A 200 whose message is one tool call (the fake server's replies carry text only), its usage counted as the
+    server counts a text reply's."""
+    from tests.fake_llm import count_tokens, prompt_text
+
+    arguments = json.dumps(args)
+    prompt, completion = count_tokens(prompt_text(request)), count_tokens(arguments)
+    return {"body": {"id": "chatcmpl-tool", "object": "chat.completion", "created": 0, "model": request.get("model"),
+                     "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                         "role": "assistant", "content": None, "tool_calls": [
+                             {"id": f"call_{name}", "type": "function",
+                              "function": {"name": name, "arguments": arguments}}]}}],
+                     "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                               "total_tokens": prompt + completion}}}
 
 
 @dataclass
@@ -139,7 +174,7 @@ def run_config(corpus: Path, questions: Path, base_url: str, *, tracking_uri: st
         "name": "test",
         "corpus": str(corpus),
         "questions": str(questions),
-        "variant": "zero_ingestion",
+        "system": "zero_ingestion",
         "llm": {"base_url": base_url, "model": "scripted", "max_retries": 2, "backoff_base_s": 0.01,
                 "backoff_max_s": 0.05, "timeout_s": 1.0},
         "agent": {"max_steps": 3},

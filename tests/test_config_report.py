@@ -33,8 +33,10 @@ def test_run_config_errors_name_the_key_and_file(tmp_path):
         load_run(f)
     with pytest.raises(ConfigError, match="config file not found"):
         load_run(tmp_path / "missing.yaml")
-    with pytest.raises(ConfigError, match="variant: Input should be"):
-        validate_run({**BASE, "variant": "magic"}, "x")
+    from pipelines.engine.systems import SystemLoadError, system_of
+
+    with pytest.raises(SystemLoadError, match="^x: system: unknown system 'magic': name a built-in"):
+        system_of(validate_run({**BASE, "variant": "magic"}, "x"), "x")
 
 
 def test_sweep_expands_the_grid_product_with_labels(tmp_path):

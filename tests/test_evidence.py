@@ -142,8 +142,7 @@ def test_the_narrowing_of_the_limited_ingestion_modules_is_read_for_the_gold_doc
 
 
 def test_the_agent_records_which_gold_documents_the_pattern_index_holds(fake_llm, tmp_path):
-    from pipelines.config import RetrievalSettings
-    from pipelines.engine.systems import build_system
+    from pipelines.engine.systems import limited_ingestion_agent
     from srag_core import LLMClient, LLMConfig, Modules, Workspace
     from srag_core.agent import AgentConfig
     from srag_core.tools.patterns import register_pattern_sets
@@ -157,7 +156,7 @@ def test_the_agent_records_which_gold_documents_the_pattern_index_holds(fake_llm
     assert held
     fake_llm.script([json.dumps({"thought": "done", "answer": "x"})])
     llm = LLMClient(LLMConfig(base_url=fake_llm.base_url, model="m", backoff_base_s=0.01))
-    agent = build_system("limited_ingestion", corpus, llm, AgentConfig(), RetrievalSettings(), resources)
+    agent = limited_ingestion_agent(corpus, llm, AgentConfig(), resources, None)
     watch = [d.filename for d in corpus.docs] + ["not_in_the_corpus.txt"]
     episode = agent.run("Which committee?", "q1", watch=watch)
     assert documents_seen(episode.trace).in_pattern_sets == sorted(held)

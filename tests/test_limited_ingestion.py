@@ -9,10 +9,11 @@ import pytest
 import yaml
 
 from pipelines.cli import main
-from pipelines.config import IngestionSettings, RetrievalSettings
-from pipelines.engine.systems import build_system, prepare_resources
+from pipelines.config import IngestionSettings
+from pipelines.engine.systems import BUILTIN, limited_ingestion_agent, prepare_for
 from srag_core.agent import AgentConfig
 from srag_core.corpus import Corpus
+from srag_core.discovery import inline_map
 from srag_core.llm import LLMClient, LLMConfig
 from tests.corpora import hearings_corpus
 from tests.test_agent import answer, call
@@ -20,9 +21,12 @@ from tests.test_agent import answer, call
 QUESTION = "Which committee held the hearing with Senator Wyden present?"
 
 
-def resources_for(corpus: Corpus, tmp_path) -> dict:
+def resources_for(corpus: Corpus, tmp_path):
+    """The limited-ingestion system's per-corpus stage, as a run prepares it (`systems.prepare_for`)."""
     ingestion = IngestionSettings(discovery_llm=False, cache_dir=str(tmp_path / "cache"))
-    return prepare_resources("limited_ingestion", corpus, RetrievalSettings(), ingestion)
+    cls = BUILTIN["limited_ingestion"]
+    system = cls(cls.Params(agent=AgentConfig(), ingestion=ingestion))
+    return prepare_for(system, corpus, LLMClient(LLMConfig(model="m")), tmp_path / "cache", inline_map).resources
 
 
 def test_resources_are_built_once_and_cached(tmp_path):
@@ -47,7 +51,7 @@ def test_the_agent_gets_the_tools_sets_and_profile(fake_llm, tmp_path):
         answer("FINANCE"),
     ])
     llm = LLMClient(LLMConfig(base_url=fake_llm.base_url, model="m", backoff_base_s=0.01))
-    agent = build_system("limited_ingestion", corpus, llm, AgentConfig(), RetrievalSettings(), resources)
+    agent = limited_ingestion_agent(corpus, llm, AgentConfig(), resources, None)
     ep = agent.run(QUESTION, "q")
     assert ep.status == "ok" and ep.tool_errors == 0, [e.get("observation") for e in ep.trace if e["type"] == "tool"]
     system = fake_llm.requests[0]["messages"][0]["content"]
@@ -93,7 +97,7 @@ def test_llm_calls_made_by_tools_are_charged_to_the_episode(fake_llm, tmp_path):
 
     fake_llm.respond_with(reply)
     llm = LLMClient(LLMConfig(base_url=fake_llm.base_url, model="m", backoff_base_s=0.01))
-    ep = build_system("limited_ingestion", corpus, llm, AgentConfig(), RetrievalSettings(), resources).run(QUESTION)
+    ep = limited_ingestion_agent(corpus, llm, AgentConfig(), resources, None).run(QUESTION)
     labelled = next(e for e in ep.trace if e["type"] == "tool")["observation"]
     assert ep.status == "ok" and labelled["labelled"] == 4
     assert ep.llm_calls == len(fake_llm.requests) == 6 and ep.usage.calls == 6

@@ -87,8 +87,8 @@ def test_a_run_of_a_dataset_with_no_data_root_is_one_line(tmp_path, capsys):
 
 
 def test_the_ingestion_caches_live_in_the_cache_folder_unless_the_config_says(user_locations, tmp_path):
-    assert ingestion_cache(IngestionSettings()) == user_locations
-    assert ingestion_cache(IngestionSettings(cache_dir=str(tmp_path / "own"))) == tmp_path / "own"
+    assert ingestion_cache(IngestionSettings().cache_dir) == user_locations
+    assert ingestion_cache(IngestionSettings(cache_dir=str(tmp_path / "own")).cache_dir) == tmp_path / "own"
 
 
 def test_discover_caches_its_index_in_the_cache_folder(user_locations, tmp_path, capsys):

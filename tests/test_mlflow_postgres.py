@@ -147,7 +147,7 @@ def test_a_run_logs_to_the_postgres_backed_server_and_reads_back(ray_local, fake
         run = client.get_run(meta.mlflow_run_id)
         assert run.info.status == "FINISHED" and run.data.tags["srag.run_id"] == out["run_id"]
         assert run.data.metrics["accuracy"] == 1.0 and run.data.metrics["episodes_finished"] == N
-        assert run.data.params["variant"] == "zero_ingestion"
+        assert run.data.params["system"] == "zero_ingestion"
         assert "summary.json" in {a.path for a in client.list_artifacts(run.info.run_id)}
 
         with pg.connect() as conn:  # the rows really are in PostgreSQL

@@ -84,7 +84,7 @@ def test_params_are_the_effective_config_of_each_variant(sweep):
     for variant in VARIANTS:
         run_dir, run = _child(sweep, variant)
         params, tags = _params(run), _tags(run)
-        assert params["variant"] == variant and tags["srag.variant"] == variant
+        assert params["system"] == variant and tags["srag.variant"] == variant
         # srag.profile: the provider profile the config names
         assert tags["srag.model"] == "scripted" and tags["srag.dataset"] == "bench" and tags["srag.profile"] == "auto"
         assert params["llm.max_tokens"] == "1024" and "llm.context_tokens" in params  # not taken for secrets

@@ -143,7 +143,7 @@ def test_sweep_logs_parent_and_children_and_compare(ray_local, mlflow_server, fa
     info = json.loads((tmp_path / "runs" / "sweeps" / out["sweep_id"] / "sweep.json").read_text())
     children = client.search_runs([client.get_run(info["mlflow_run_id"]).info.experiment_id],
                                   filter_string=f"tags.mlflow.parentRunId = '{info['mlflow_run_id']}'")
-    assert sorted(c.data.params["variant"] for c in children) == ["no_diagnostics", "zero_ingestion"]
+    assert sorted(c.data.params["system"] for c in children) == ["no_diagnostics", "zero_ingestion"]
     parent_artifacts = {a.path for a in client.list_artifacts(info["mlflow_run_id"], "plots")}
     assert {"plots/cost_vs_accuracy.png", "plots/accuracy_by_type_and_run.png"} <= parent_artifacts
 

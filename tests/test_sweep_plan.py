@@ -38,13 +38,13 @@ def test_every_shipped_config_loads(path):
 
 def test_the_paper_grids_hold_the_systems_they_name():
     table1 = load_sweep(REPO / "configs" / "scalablerag_table1.yaml")
-    assert set(table1.grid["variant"]) == {"zero_ingestion", "limited_ingestion", "vanilla_rag"}
+    assert set(table1.grid["system"]) == {"zero_ingestion", "limited_ingestion", "vanilla_rag"}
     assert set(table1.grid["dataset"]) <= set(DATASETS) and "twowiki-sample" not in table1.grid["dataset"]
     assert table1.base["llm"]["model"] == "gpt-4.1"
     ablations = load_sweep(REPO / "configs" / "scalablerag_ablations.yaml")
-    assert ablations.grid["variant"] == ["zero_ingestion", "no_diagnostics", "no_landscape", "no_redaction",
+    assert ablations.grid["system"] == ["zero_ingestion", "no_diagnostics", "no_landscape", "no_redaction",
                                          "stateless"]
-    assert set(ablations.grid["variant"]) <= set(VARIANTS) and ablations.grid["dataset"] == table1.grid["dataset"]
+    assert set(ablations.grid["system"]) <= set(VARIANTS) and ablations.grid["dataset"] == table1.grid["dataset"]
 
 
 def test_differences_name_only_the_settings_that_vary():
@@ -54,9 +54,9 @@ def test_differences_name_only_the_settings_that_vary():
                          "x"),
             validate_run({**base, "name": "s/c", "variant": "stateless", "limits": {"limit": 3}}, "x")]
     assert differences(runs) == [
-        {"variant": "zero_ingestion", "llm.temperature": 0.0, "limits.limit": None},
-        {"variant": "stateless", "llm.temperature": 0.5, "limits.limit": None},
-        {"variant": "stateless", "llm.temperature": 0.0, "limits.limit": 3}]
+        {"system": "zero_ingestion", "llm.temperature": 0.0, "limits.limit": None},
+        {"system": "stateless", "llm.temperature": 0.5, "limits.limit": None},
+        {"system": "stateless", "llm.temperature": 0.0, "limits.limit": 3}]
     plan = sweep_plan("s", runs)
     assert [r.n_questions for r in plan.runs] == [20, 20, 3] and plan.episodes == 43  # the sample: 20
     assert plan.runs[2].counted == "limits.limit of the 20 questions of twowiki-sample in the dataset registry"
@@ -88,7 +88,7 @@ def test_a_dry_run_lists_the_runs_and_starts_nothing(tmp_path, sample_dir, fake_
 
     text = dry_run()
     assert text["code"] == 0 and "4 runs, 56 episodes in all; sweep budget $5.00" in text["out"]
-    assert 'llm.model="n", variant="no_diagnostics"' in text["out"]
+    assert 'llm.model="n", system="no_diagnostics"' in text["out"]
     result = dry_run("--json", "--limit", "3")
     assert result["code"] == 0 and {"ray", "mlflow"}.isdisjoint(result["modules"])
     assert not runs.exists() and not (tmp_path / "mlruns").exists() and not (tmp_path / "mlflow.db").exists()
@@ -97,7 +97,7 @@ def test_a_dry_run_lists_the_runs_and_starts_nothing(tmp_path, sample_dir, fake_
     assert plan["dry_run"] and plan["n_runs"] == 4 and plan["episodes"] == 4 * 3 * 2
     assert [r["label"] for r in plan["runs"]] == ["variant=zero_ingestion-model=m", "variant=zero_ingestion-model=n",
                                                   "variant=no_diagnostics-model=m", "variant=no_diagnostics-model=n"]
-    assert plan["runs"][3]["differs"] == {"variant": "no_diagnostics", "llm.model": "n"}
+    assert plan["runs"][3]["differs"] == {"system": "no_diagnostics", "llm.model": "n"}
     assert all(r["n_questions"] == 3 and r["epochs"] == 2 for r in plan["runs"])
     assert plan["runs"][0]["counted"] == f"limits.limit of the 7 questions of {questions}"
 

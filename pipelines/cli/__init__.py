@@ -35,6 +35,7 @@ SUBCOMMAND_MODULES = [
     "pipelines.cli.sweep",
     "pipelines.cli.report",
     "pipelines.cli.compare",
+    "pipelines.cli.systems",
     "pipelines.cli.runs",
     "pipelines.cli.review",
     "pipelines.cli.estimate",

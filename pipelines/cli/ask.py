@@ -1,4 +1,4 @@
-"""`srag ask`: answer one question with one system variant, printing each step as it happens."""
+"""`srag ask`: answer one question with one system, printing each step as it happens."""
 
 from __future__ import annotations
 
@@ -7,27 +7,26 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from pipelines.cli import CliError, add_command, add_json, positive_int
+from pipelines.cli import CliError, Renamed, add_command, add_json, positive_int
 from pipelines.config import (
     PROFILE_HELP,
     VARIANTS,
-    IngestionSettings,
     JudgeSettings,
-    RetrievalSettings,
+    LocalModel,
+    RunConfig,
     endpoint_from,
     read_yaml,
-    section,
+    validate_run,
     with_profile,
 )
-from srag_core import AgentConfig
 
 if TYPE_CHECKING:
     from pipelines.engine.records import Judgement
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "ask", "answer one question with the agent (or another variant)", """
-        Answer one question over a corpus with one system variant, printing each step as it happens: the model's
+    p = add_command(sub, "ask", "answer one question with the agent (or another system)", """
+        Answer one question over a corpus with one system, printing each step as it happens: the model's
         thought, the tool it calls and what the tool found. With --gold, the answer is scored as a run would score
         it. Nothing is written to the runs folder or MLflow. The LLM comes from --config (its llm and local_model
         sections), --base-url and --model, or $OPENAI_BASE_URL and $OPENAI_MODEL.""", [
@@ -36,13 +35,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         'srag ask "How many filings mention a recall?" --corpus corpus/ --model gpt-4.1-mini --gold 3 --json'])
     p.add_argument("question", metavar="QUESTION", help="the question to answer (quote it)")
     p.add_argument("--corpus", required=True, metavar="PATH", help="folder of .txt files, .jsonl or HippoRAG .json")
-    p.add_argument("--config", metavar="FILE", help="YAML with llm/agent/variant sections (a run config works)")
+    p.add_argument("--config", metavar="FILE", help="YAML with llm/agent/system sections (a run config works)")
     p.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint; default: config, else "
                                                      "$OPENAI_BASE_URL")
     p.add_argument("--model", metavar="NAME", help="model name; default: config, else $OPENAI_MODEL")
     p.add_argument("--profile", metavar="PROFILE", help=PROFILE_HELP)
-    p.add_argument("--variant", choices=VARIANTS, metavar="VARIANT",
-                   help=f"the system that answers: {', '.join(VARIANTS)} (default {VARIANTS[0]})")
+    p.add_argument("--system", metavar="SYSTEM",
+                   help=f"the system that answers: a built-in ({', '.join(VARIANTS)}; default {VARIANTS[0]}), an "
+                        "installed one (srag systems lists them) or module:Class")
+    p.add_argument("--variant", dest="system", action=Renamed, new="--system")
     p.add_argument("--max-steps", type=positive_int, metavar="N", help="tool-call limit (agent.max_steps)")
     p.add_argument("--gold", metavar="ANSWER", help="score the answer against this one with the configured judge "
                    "(rules, and the LLM judge unless the config sets judge.use_llm: false)")
@@ -50,7 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def settings(args: argparse.Namespace) -> dict[str, Any]:
+def settings(args: argparse.Namespace) -> tuple[RunConfig, LocalModel]:
+    """The run config `ask` answers with (a run config's sections, or the flags alone), and its local model."""
     data = read_yaml(args.config) if args.config else {}
     source = args.config or "command line"
     llm, local = endpoint_from(data, source, args.base_url, args.model)
@@ -61,29 +63,30 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     agent_data = dict(data.get("agent") or {})
     if args.max_steps:
         agent_data["max_steps"] = args.max_steps
-    return {"llm": llm, "local": local, "agent": section(AgentConfig, agent_data, source, "agent"),
-            "retrieval": section(RetrievalSettings, data.get("retrieval"), source, "retrieval"),
-            "ingestion": section(IngestionSettings, data.get("ingestion"), source, "ingestion"),
-            "judge": section(JudgeSettings, data.get("judge"), source, "judge"),
-            "variant": args.variant or data.get("variant") or "zero_ingestion"}
+    run = {key: data[key] for key in ("retrieval", "ingestion", "judge", "params") if key in data}
+    run.update(name="ask", corpus=args.corpus, questions="(srag ask: one question)", llm=llm.model_dump(),
+               agent=agent_data, system=args.system or data.get("system") or data.get("variant") or "zero_ingestion")
+    return validate_run(run, source), local
 
 
 def run(args: argparse.Namespace) -> int:
     from pipelines.engine.endpoint import open_endpoint
-    from pipelines.engine.systems import build_system, prepare_resources  # retrievers, embeddings: not for --help
+    from pipelines.engine.systems import EpisodeLimits, answer_question, ingestion_cache, prepare_for, system_of
     from srag_core import LLMClient, load_corpus
+    from srag_core.discovery import inline_map  # `srag ask` starts no Ray: discovery's sandbox runs in process
 
-    cfg = settings(args)
+    cfg, local = settings(args)
+    system = system_of(cfg, args.config or "the command line")
     corpus = load_corpus(args.corpus)
     for w in corpus.warnings:
         print(f"srag ask: warning: {w}", file=sys.stderr)
     printer = None if args.json else StepPrinter()
-    with open_endpoint(cfg["llm"], cfg["local"]) as llm_cfg, LLMClient(llm_cfg) as llm:
-        resources = prepare_resources(cfg["variant"], corpus, cfg["retrieval"], cfg["ingestion"], llm)
-        system = build_system(cfg["variant"], corpus, llm, cfg["agent"], cfg["retrieval"], resources,
-                              on_event=printer)
-        episode = system.run(args.question, "ask")
-        judgement = judge(args.question, episode, args.gold, cfg["judge"], llm_cfg) if args.gold is not None else None
+    with open_endpoint(cfg.llm, local) as llm_cfg, LLMClient(llm_cfg) as llm:
+        prepared = prepare_for(system, corpus, llm, ingestion_cache(cfg.ingestion.cache_dir), inline_map)
+        limits = EpisodeLimits(cfg.agent.episode_timeout_s, cfg.agent.token_budget, cfg.agent.cost_budget_usd)
+        episode = answer_question(system, args.question, "ask", corpus=corpus, resources=prepared.resources,
+                                  client=llm, limits=limits, on_event=printer)
+        judgement = judge(args.question, episode, args.gold, cfg.judge, llm_cfg) if args.gold is not None else None
     if args.json:
         record = episode.model_dump()
         if judgement is not None:

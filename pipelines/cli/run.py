@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import Any
 
-from pipelines.cli import CliError, add_command, add_data_root, non_negative_usd, positive_int
+from pipelines.cli import CliError, Renamed, add_command, add_data_root, non_negative_usd, positive_int
 from pipelines.cli._results import common_options, print_run
 from pipelines.config import PROFILE_HELP, VARIANTS, RunConfig, load_run, set_dotted, validate_run
 from pipelines.engine.records import RunResult
@@ -35,8 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--corpus", metavar="PATH",
                      help="a corpus: a folder of .txt files, a .jsonl or a HippoRAG .json (with --questions)")
     src.add_argument("--questions", metavar="FILE", help="the corpus's questions.jsonl (with --corpus)")
-    src.add_argument("--variant", choices=VARIANTS, metavar="VARIANT",
-                     help=f"the system that answers: {', '.join(VARIANTS)} (default {VARIANTS[0]})")
+    src.add_argument("--system", metavar="SYSTEM",
+                     help=f"the system that answers: a built-in ({', '.join(VARIANTS)}; default {VARIANTS[0]}), an "
+                          "installed one (srag systems lists them) or module:Class")
+    src.add_argument("--variant", dest="system", action=Renamed, new="--system")
     src.add_argument("--base-url", metavar="URL",
                      help="the OpenAI-compatible endpoint, up to its /v1 (default: llm.base_url, else "
                           "$OPENAI_BASE_URL, else OpenAI's)")
@@ -57,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     if not (args.config or args.dataset or args.corpus):
         raise CliError("give a config file, or --dataset NAME, or --corpus PATH --questions FILE")
-    flags = {"dataset": args.dataset, "corpus": args.corpus, "questions": args.questions, "variant": args.variant,
+    flags = {"dataset": args.dataset, "corpus": args.corpus, "questions": args.questions, "system": args.system,
              "llm.base_url": args.base_url, "llm.model": args.model, "llm.profile": args.profile,
              "limits.limit": args.limit, "limits.epochs": args.epochs, "limits.max_cost_usd": args.max_cost,
              "data_root": str(args.data_root) if args.data_root else None}
@@ -85,7 +87,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from pipelines.engine.runner import run_one
 
         result = run_one(config_from_args(args), args.runs_dir, quiet=args.quiet,
-                         endpoint_timeout_s=ENDPOINT_TIMEOUT_S)
+                         endpoint_timeout_s=ENDPOINT_TIMEOUT_S, source=args.config or "the command line")
     return print_run(result, args)
 
 

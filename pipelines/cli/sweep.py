@@ -104,7 +104,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     sweep, runs = sweep_runs(args)
     max_cost = args.max_cost if args.max_cost is not None else sweep.max_cost_usd
     plan = sweep_plan(sweep.name, runs, pool=pool_options(args), max_cost_usd=max_cost, max_tokens=sweep.max_tokens,
-                      endpoint_timeout_s=ENDPOINT_TIMEOUT_S)
+                      endpoint_timeout_s=ENDPOINT_TIMEOUT_S, source=str(args.sweep))
     if args.dry_run:
         _print_plan(plan, args)
     for r in plan.runs:

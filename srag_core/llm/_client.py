@@ -114,9 +114,28 @@ class LLMClient:
         config for this call (a temperature is never sent where the profile forbids it). `deadline` is a
         `time.monotonic()` value that no attempt, retry or backoff may pass (an episode's time limit).
         """
-        started = time.monotonic()
         request = self.request_body(messages, json_schema=json_schema, tools=tools, tool_choice=tool_choice,
                                     max_tokens=max_tokens, temperature=temperature)
+        return self._complete(request, tools, deadline)
+
+    def chat_request(self, body: Mapping[str, Any], deadline: float | None = None) -> ChatResult:
+        """Send a chat completion request as the `openai` SDK (or any framework) built it, through the same cache,
+        limiter slot, retries, usage and cost as `chat`: the way code written against the OpenAI API reaches this
+        client. The request goes to this client's model whatever `model` it names, and unshaped by the profile (the
+        caller chose its fields); `seed` and the profile's `extra_body` are added as `chat` adds them. Streaming is
+        the caller's to emulate: the request is sent without it."""
+        request = {k: v for k, v in body.items() if k not in ("stream", "stream_options", "model")}
+        request = {"model": self.config.model, **request}
+        if not isinstance(request.get("messages"), list):
+            raise LLMError("bad_request", "a chat completion request needs a list of messages")
+        if self.config.seed is not None and self.profile.seed and "seed" not in request:
+            request["seed"] = self.config.seed
+        return self._complete(request, (), deadline)
+
+    def _complete(self, request: dict[str, Any], tools: Sequence[FunctionSpec], deadline: float | None
+                  ) -> ChatResult:
+        """One request answered from the cache, or sent with retries; its text, tool calls and usage."""
+        started = time.monotonic()
         cache_key = self._cache.key(self._cache_material(request)) if self._cache is not None else None
         completion: _Completion | None = None
         attempts = 0

@@ -1,13 +1,13 @@
-"""Ray actors: run-agnostic episode workers, and one request limiter per LLM endpoint.
+"""The run-agnostic episode worker, a Ray actor.
 
-A worker belongs to a pool, not to a run: every run of a sweep (or the one run of `srag run`) sends its episodes to
-the same workers. Each episode names its run (`RunRef`): the run's `RunSpec` (variant, LLM config, agent and
-retrieval settings, its corpus and per-corpus resources, its endpoint's limiter) is one object in Ray's object
-store, fetched by a worker the first time it meets the run and kept. Corpora are held by content hash: one object
-per corpus, mapped once per worker from its node's object store (so one replica per node, read in place) and its
-search structures warmed once, however many runs use it. A worker runs many episodes at once on threads
-(`max_concurrency`): LLM waits overlap while tool work uses the actor's CPU. When a worker dies, Ray restarts it
-(`max_restarts`) and it fetches what it needs again; the driver re-queues the episodes it was running.
+A worker belongs to a pool, not to a run: every run of a sweep (or the one run of `srag run`) sends its episodes to the
+same workers. Each episode names its run (`RunRef`): the run's `RunSpec` (its system with its params, LLM config, time
+limit, its corpus and per-corpus resources, its endpoint's limiter) is one object in Ray's object store, fetched by a
+worker the first time it meets the run and kept. Corpora are held by content hash: one object per corpus, mapped once
+per worker from its node's object store (so one replica per node, read in place) and its search structures warmed once,
+however many runs use it. A worker runs many episodes at once on threads (`max_concurrency`): LLM waits overlap while
+tool work uses the actor's CPU. When a worker dies, Ray restarts it (`max_restarts`) and it fetches what it needs again;
+the driver re-queues the episodes it was running.
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pipelines.config import RetrievalSettings
 from pipelines.datasets import Question
 from pipelines.engine.cluster._limiter import RayLimiterSlot
 from pipelines.engine.records import EpisodeRecord, Evidence
-from pipelines.engine.systems import build_system
-from srag_core import AgentConfig, LLMClient, LLMConfig, Usage, documents_seen
+from pipelines.engine.systems import EpisodeLimits, System, answer_question
+from srag_core import LLMClient, LLMConfig, Usage, documents_seen
 
 
 @dataclass(frozen=True)
@@ -35,14 +34,13 @@ class RunSpec:
     by every run on that corpus: a worker fetches each once."""
 
     run_id: str
-    variant: str
+    system: System  # made with its params (a class loaded from a path travels by value: `systems.ship`)
     llm: LLMConfig
-    agent: AgentConfig
-    retrieval: RetrievalSettings
+    limits: EpisodeLimits  # the episode's time limit and budget
     corpus_hash: str
     corpus: list  # [ObjectRef of the Corpus]
     resources_key: str
-    resources: list  # [ObjectRef of the VariantResources]
+    resources: list  # [ObjectRef of what the system's `prepare` made]
     limiter: Any = None  # the endpoint's RequestLimiter actor, or None
     epoch_seed_base: int | None = None  # with several epochs, epoch e's requests carry the seed base + e
 
@@ -114,9 +112,9 @@ class EpisodeWorker:
                 self.held[key] = value
             return value
 
-    def system_for(self, run: RunRef, epoch: int):
-        """The system that runs the run's `epoch` episodes: one per run and epoch seed, built once (a client and an
-        agent are cheap next to the replica they share)."""
+    def system_for(self, run: RunRef, epoch: int) -> tuple[RunSpec, Any, Any, int | None, LLMClient]:
+        """What the run's `epoch` episodes run with: its spec, corpus and per-corpus resources, the epoch's seed and
+        its client (one per run and epoch seed, made once: cheap next to the replica they share)."""
         import ray
 
         spec: RunSpec = self._once(("run", run[0]), lambda: ray.get(run[1][0]))
@@ -124,13 +122,12 @@ class EpisodeWorker:
         resources = self._once(("resources", spec.resources_key), lambda: ray.get(spec.resources[0]))
         seed = None if spec.epoch_seed_base is None else spec.epoch_seed_base + epoch
 
-        def build():
+        def client() -> LLMClient:
             llm = spec.llm if seed is None else spec.llm.model_copy(update={"seed": seed})
             limiter = RayLimiterSlot(spec.limiter, spec.run_id) if spec.limiter is not None else None
-            return build_system(spec.variant, corpus, LLMClient(llm, limiter=limiter), spec.agent, spec.retrieval,
-                                resources)
+            return LLMClient(llm, limiter=limiter)
 
-        return self._once(("system", spec.run_id, seed), build)
+        return spec, corpus, resources, seed, self._once(("system", spec.run_id, seed), client)
 
     def run_episode(self, run: RunRef, question: Question, attempt: int, epoch: int = 1) -> EpisodeRecord:
         """The episode's record, with `trace_json`: the whole episode as the JSON text of its trace file, serialised
@@ -143,8 +140,10 @@ class EpisodeWorker:
             self.running[key] = usage  # each call's usage is a new object: kept as it is, read only when asked
 
         try:
-            episode = self.system_for(run, epoch).run(question.question, question.id, on_usage=spent,
-                                                      watch=question.gold_docs or ())
+            spec, corpus, resources, seed, client = self.system_for(run, epoch)
+            episode = answer_question(spec.system, question.question, question.id, corpus=corpus,
+                                      resources=resources, client=client, limits=spec.limits,
+                                      seed=seed, watch=question.gold_docs or (), on_usage=spent)
         finally:
             self.running.pop(key, None)
         # read once, here, where the trace is at hand: the record's evidence, and the trace file's copy for the export

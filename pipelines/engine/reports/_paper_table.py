@@ -36,9 +36,9 @@ class DuplicateCell(UserError):
 
 def system_of(label: str, variant: str = "") -> str:
     """A run's system: its label in the sweep (`key=value` parts joined by `-`, as `SweepConfig.expand` writes them)
-    without the parts that choose the data; a grid that varies the data alone leaves the run's variant."""
+    without the parts that choose the data; a grid that varies the data alone leaves the run's system."""
     parts = [p for p in _label_parts(label) if p.split("=", 1)[0] not in DATA_KEYS]
-    return "-".join(parts) or f"variant={variant}"
+    return "-".join(parts) or f"system={variant}"
 
 
 def _label_parts(label: str) -> list[str]:

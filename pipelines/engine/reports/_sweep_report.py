@@ -83,7 +83,8 @@ def unfinished_runs(runs_dir: Path, info: SweepInfo, alive: bool) -> list[Unfini
     for label, run_id, state, config in entries:
         if run_id is None:
             out.append(UnfinishedRun(label=label, state="planned", why="not started", dataset=_dataset_of(config),
-                                     variant=config.get("variant") or RunConfig.model_fields["variant"].default))
+                                     variant=config.get("system") or config.get("variant") or
+                                     RunConfig.model_fields["system"].default))
             continue
         meta = RunDir.open(runs_dir, run_id).read_meta()
         if meta.status == "failed":

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from pipelines.config import Execution, PoolOverrides, RunConfig
 from pipelines.engine.endpoint import endpoint_problem, judge_warning, run_endpoint
+from pipelines.engine.systems import system_of
 from pipelines.errors import UserError
 
 # A resolved config's settings by dotted key (`llm.model`, ...): config values, free-form.
@@ -128,12 +129,15 @@ class SweepPlan(BaseModel):
 
 def sweep_plan(name: str, runs: list[RunConfig], *, pool: PoolOverrides | None = None,
                max_cost_usd: float | None = None, max_tokens: int | None = None,
-               endpoint_timeout_s: float | None = None) -> SweepPlan:
+               endpoint_timeout_s: float | None = None, source: str | None = None) -> SweepPlan:
     """The dry run's report, and what `srag sweep` starts from: one entry per run (label, fingerprint, the settings
     that differ, questions, epochs, episodes, why it cannot run), the totals, the sweep's budget if it has one, and
     the pool's settings (`pool_settings`: runs that cannot share one pool are refused here, with a SweepConflict).
     With `endpoint_timeout_s`, each endpoint is asked once whether it answers, waiting that long at most; None: none
-    is asked."""
+    is asked. Every run's system is loaded and its params validated: one that cannot be is a SystemLoadError naming
+    `source` (the sweep file) and the run."""
+    for cfg in runs:
+        system_of(cfg, f"{source or name} [{cfg.name.split('/', 1)[-1]}]")
     execution = pool_settings(runs, [cfg.name.split("/", 1)[-1] for cfg in runs], pool or PoolOverrides())
     built: dict[tuple[str, str | None], int | str] = {}
     answers: dict[str, str | None] = {}

@@ -36,6 +36,7 @@ from pipelines.engine.runner._lifecycle import (
 from pipelines.engine.runner._plan import SweepResumeError, changed_settings, invocation, planned_runs
 from pipelines.engine.runner._progress import SweepProgress
 from pipelines.engine.store import Heartbeat, RunDir, SweepFolder, driver_state, git_revision, new_run_id
+from pipelines.engine.systems import system_of
 from pipelines.engine.tracking import Tracker, source_tags
 from pipelines.errors import UserError
 from srag_core import utc_now
@@ -54,11 +55,13 @@ class StillRunning(UserError):
 # One run
 
 
-def run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, endpoint_timeout_s: float | None = None) -> RunResult:
+def run_one(cfg: RunConfig, runs_dir: Path, *, quiet: bool, endpoint_timeout_s: float | None = None,
+            source: str | None = None) -> RunResult:
     """A new run of `cfg`, start to finish, on a pool of its own; returns its summary. With `endpoint_timeout_s`, an
     endpoint that does not answer within it (`endpoint_problem`; a local model is not asked) stops the run before it
-    starts."""
+    starts. `source`: the run file, which a system that cannot be used is said in."""
     with sigterm_recorded():
+        system_of(cfg, source)  # a system that does not load or whose params do not validate: before anything
         inputs = load_inputs(cfg)  # bad input fails here, before MLflow's store or Ray is started
         check_transport()  # so does an HTTP stack that cannot hold a request to its deadline
         answers: dict[str, str | None] = {}

@@ -158,6 +158,7 @@ def pilot_plan(runs: list[RunConfig], runs_dir: Path, *, pilot: int) -> PilotPla
 def episode_max_usd(cfg: RunConfig) -> float | None:
     """The most one episode of `cfg` can spend with its LLM judge; None without prices, 0 on a local model."""
     from pipelines.engine.scoring import judge_llm_config
+    from pipelines.engine.systems import system_of
 
     if cfg.local_model.enabled:
         return 0.0
@@ -166,7 +167,8 @@ def episode_max_usd(cfg: RunConfig) -> float | None:
     llm, agent = cfg.llm, cfg.agent
     dearest = max(llm.price_per_million.prompt, llm.price_per_million.completion)
     capped = min(agent.cost_budget_usd, agent.token_budget * dearest / 1e6)
-    system = call_max_usd(llm) if cfg.variant == "vanilla_rag" else capped + call_max_usd(llm)  # vanilla: one call
+    one_call = system_of(cfg).calls_per_answer() == 1  # vanilla RAG: one call, no agent budget to bound it
+    system = call_max_usd(llm) if one_call else capped + call_max_usd(llm)
     judge = judge_llm_config(cfg.judge, llm)
     return system + (2 * call_max_usd(judge) if judge is not None else 0.0)
 

@@ -45,6 +45,7 @@ from pipelines.engine.runner._lifecycle import (
 from pipelines.engine.runner._progress import ConsoleProgress
 from pipelines.engine.scoring import JudgeStage
 from pipelines.engine.store import Heartbeat, RunDir, RunFolderSink, SweepFolder
+from pipelines.engine.systems import EpisodeLimits, ship, system_of
 from pipelines.engine.tracking import ExportPool, ExportReport, MlflowSink, TraceExportSink, Tracker
 from srag_core import utc_now
 
@@ -146,7 +147,8 @@ def open_run(job: Job, pool: Pool, tracker: Tracker | None, ctx: Context, order:
             print(f"run {run_dir.run_id}: {len(todo)} episodes to run, {len(unjudged)} to judge", file=sys.stderr)
         pool_ref = PoolRef(sweep_id=ctx.sweep.sweep_id, invocation=ctx.invocation) if ctx.sweep else None
         meta = run_dir.update_meta(status="running", last_started=utc_now(), stop=None, pool=pool_ref)
-        run.budget = budget = spend_limit(cfg)
+        system = system_of(cfg)
+        run.budget = budget = spend_limit(cfg, system)
         stats = stats_so_far(run_dir, states, {(q.id, epoch) for q, epoch, _ in todo})
         run.done_before = stats.done
         if todo and (spent := budget.check(stats, [])) is not None:  # nothing left to spend: start nothing at all
@@ -157,8 +159,8 @@ def open_run(job: Job, pool: Pool, tracker: Tracker | None, ctx: Context, order:
             return run
         corpus = corpus_for(Path(str(meta.corpus)))
         llm_cfg = pool.llm_for(cfg, ctx.sweep.path if ctx.sweep else run_dir.path)
-        ctx.say(run_dir.run_id, f"preparing the {cfg.variant} variant's resources")
-        resources = run_resources(run_dir, cfg, corpus, llm_cfg)
+        ctx.say(run_dir.run_id, f"preparing {cfg.system}'s per-corpus stage")
+        resources = run_resources(run_dir, cfg, system, corpus, llm_cfg)
         stats.ingestion_cost = ingestion_paid(run_dir)
         run.endpoint = run_endpoint(cfg)
         run.limiter = pool.limiter(run.endpoint)
@@ -176,10 +178,12 @@ def open_run(job: Job, pool: Pool, tracker: Tracker | None, ctx: Context, order:
         if ctx.alone and not ctx.quiet:
             sinks.append(ConsoleProgress(run_dir.run_id))
         resources_key, resources_ref = pool.resources(resources)
-        spec = RunSpec(run_id=run_dir.run_id, variant=cfg.variant, llm=llm_cfg, agent=cfg.agent,
-                       retrieval=cfg.retrieval, corpus_hash=corpus.content_hash, corpus=pool.corpus(corpus),
-                       resources_key=resources_key, resources=resources_ref, limiter=run.limiter,
-                       epoch_seed_base=cfg.epoch_seed_base())
+        ship(system)
+        limits = EpisodeLimits(cfg.agent.episode_timeout_s, cfg.agent.token_budget, cfg.agent.cost_budget_usd)
+        spec = RunSpec(run_id=run_dir.run_id, system=system, llm=llm_cfg, limits=limits,
+                       corpus_hash=corpus.content_hash,
+                       corpus=pool.corpus(corpus), resources_key=resources_key, resources=resources_ref,
+                       limiter=run.limiter, epoch_seed_base=cfg.epoch_seed_base())
         ex = cfg.execution
         guard = EndpointGuard(ex.stop_after_failures, llm_cfg.base_url or "the SDK's default endpoint") \
             if ex.stop_after_failures else None

@@ -12,7 +12,6 @@ import re
 import signal
 import sys
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -33,7 +32,14 @@ from pipelines.engine.records import (
 from pipelines.engine.reports import attempt_rows, incomplete_reason, plot_accuracy_by_type, run_summary
 from pipelines.engine.scoring import needs_verdict
 from pipelines.engine.store import QuestionState, RunDir, Unit, git_revision, new_run_id, package_versions
-from pipelines.engine.systems import VariantResources, effective_config, prepare_resources
+from pipelines.engine.systems import (
+    System,
+    VariantResources,
+    effective_config,
+    ingestion_cache,
+    prepare_for,
+    system_of,
+)
 from pipelines.engine.tracking import TraceContext, Tracker, run_name, source_tags, tracking_uri, write_table
 from srag_core import FINISHED, Corpus, LLMClient, LLMConfig, load_corpus, utc_now
 
@@ -123,7 +129,7 @@ def mlflow_run(cfg: RunConfig, run_dir: RunDir, tracker: Tracker, meta: RunMeta,
         tags["srag.sweep_id"] = meta.sweep_id
     label = cfg.name.split("/", 1)[1] if "/" in cfg.name else ""
     extra = "-".join(p for p in re.split(r"-(?=\w+=)", label)  # a sweep's label: what its grid varies
-                     if p and not p.startswith(("variant=", "model=", "dataset=")))
+                     if p and not p.startswith(("system=", "variant=", "model=", "dataset=")))
     run_id = tracker.create_run(run_name(cfg.variant, dataset, cfg.llm.model, extra), effective_config(cfg), tags,
                                 parent_mlflow_id)
     tracker.log_input(run_id, question_set(run_dir, dataset, str(meta.questions_file)), {"mlflow.data.context": "eval"})
@@ -184,18 +190,21 @@ def pending_work(run_dir: RunDir, statuses: Iterable[str] | None, states: dict[U
 _PAID_FOR: set[int] = set()  # the pattern indexes this process built, whose cost a run has already been charged
 
 
-def run_resources(run_dir: RunDir, cfg: RunConfig, corpus: Corpus, llm_cfg: LLMConfig) -> VariantResources:
-    """The per-corpus stage (chunk embeddings, pattern discovery on Ray), recorded in the run's metadata with what
-    its LLM calls cost and whether this run paid it: the run that built the index did; a run that reused it (from
-    the cache, or built earlier in this process for another run of a sweep) shows it as shared."""
-    llm = LLMClient(llm_cfg) if cfg.variant == "limited_ingestion" and cfg.ingestion.discovery_llm else None
-    started = time.monotonic()
-    resources = prepare_resources(cfg.variant, corpus, cfg.retrieval, cfg.ingestion, llm,
-                                  RayMapFn(cfg.ingestion.task_timeout_s))
+def run_resources(run_dir: RunDir, cfg: RunConfig, system: System, corpus: Corpus, llm_cfg: LLMConfig) -> Any:
+    """The system's per-corpus stage (`System.prepare`: the built-ins' chunk embeddings and pattern discovery on
+    Ray), recorded in the run's metadata with what its LLM calls cost and whether this run paid it: the run that
+    built it did; a run that reused it (from the cache, or built earlier in this process for another run of a sweep)
+    shows it as shared."""
+    prepared = prepare_for(system, corpus, LLMClient(llm_cfg), ingestion_cache(cfg.ingestion.cache_dir),
+                           RayMapFn(cfg.ingestion.task_timeout_s))
+    resources = prepared.resources
     before = run_dir.read_meta().ingestion
-    info = IngestionInfo(variant_resources=resources.names(), prepare_s=round(time.monotonic() - started, 3),
-                         built=bool(before and before.built), cost_usd=0.0)
-    if (index := resources.pattern_index) is not None:
+    builtin = isinstance(resources, VariantResources)  # paid for when a pattern index is built (below)
+    info = IngestionInfo(variant_resources=resources.names() if builtin else
+                         [type(resources).__name__] if resources is not None else [], prepare_s=prepared.prepare_s,
+                         built=bool(before and before.built) or (prepared.built and not builtin),
+                         cost_usd=prepared.cost_usd)
+    if isinstance(resources, VariantResources) and (index := resources.pattern_index) is not None:
         manifest = index.manifest
         info.pattern_index = {k: manifest.get(k) for k in ("n_patterns", "llm_calls", "stages", "notes")
                               if k in manifest}
@@ -249,11 +258,11 @@ def trace_context(run_dir: RunDir, cfg: RunConfig) -> TraceContext:
     return TraceContext(cfg.llm.model, tags, {q.id: q for q in run_dir.read_questions()})
 
 
-def spend_limit(cfg: RunConfig) -> SpendLimit:
+def spend_limit(cfg: RunConfig, system: System | None = None) -> SpendLimit:
     """The run's budget, with what one episode and its judgement can spend at most standing in for the mean until an
-    episode has finished (every call filling the context window: the step limit and the final answer, and the LLM
+    episode has finished (every call filling the context window: the system's most calls per answer, and the LLM
     judge's two calls)."""
-    calls = 1 if cfg.variant == "vanilla_rag" else cfg.agent.max_steps + 1
+    calls = (system or system_of(cfg)).calls_per_answer()
     calls += 2 if cfg.judge.use_llm else 0
     price = cfg.llm.price_per_million
     cost, tokens = prior_spend(calls, cfg.llm.context_tokens, price.prompt, price.completion)

@@ -460,7 +460,11 @@ def _set_tags(client, trace_id: str, tags: dict[str, str]) -> None:
         client.set_trace_tag(trace_id, key, value)
 
 
-SPAN_TYPES = {"llm": "CHAT_MODEL", "tool": "TOOL", "retrieval": "RETRIEVER", "branch": "CHAIN"}
+# Trace events that become spans, by kind: the agent's (llm, tool, retrieval, branch), a system's own steps (span,
+# `AnswerContext.step`), and a system's failure with its traceback (crash).
+SPAN_TYPES = {"llm": "CHAT_MODEL", "tool": "TOOL", "retrieval": "RETRIEVER", "branch": "CHAIN", "span": "CHAIN",
+              "crash": "UNKNOWN"}
+SPAN_KINDS = ("TOOL", "RETRIEVER", "CHAIN", "AGENT", "CHAT_MODEL", "LLM", "EMBEDDING", "PARSER", "RERANKER")
 
 
 def span_content(ev: TraceEvent, model: str) -> SpanContent:
@@ -481,6 +485,14 @@ def span_content(ev: TraceEvent, model: str) -> SpanContent:
             span["attributes"] = {**span["attributes"], "srag.observation": _without_documents(obs),
                                   "srag.shown": shown}
         return span
+    if kind == "span":  # a system's own step, as it recorded it
+        span_type = str(ev.get("span_type") or "CHAIN").upper()
+        return SpanContent(name=str(ev.get("name") or "step"), span_type=span_type if span_type in SPAN_KINDS
+                           else "CHAIN", inputs=ev.get("inputs"), outputs=ev.get("outputs"), attributes={},
+                           status="OK")
+    if kind == "crash":
+        return SpanContent(name="crash", inputs={}, outputs={"traceback": ev.get("traceback")}, attributes={},
+                           status=_error(str(ev.get("traceback") or "the system raised").strip().splitlines()[-1]))
     if kind == "retrieval":
         passages = ev.get("passages", [])
         return SpanContent(name="retrieve", inputs={"query": ev.get("query"), "top_k": ev.get("top_k")},
