@@ -5,7 +5,9 @@
 - `reference/config.md` from the pydantic models of a run config and a sweep file (`pipelines.config`) and of a
   provider profile: every key's dotted path, type, default and description (the field docstrings);
 - `reference/tools.md` from the agent's tool registry (`srag_core.tools.REGISTRY`): each tool's family, summary,
-  the modules it needs and its arguments.
+  the modules it needs and its arguments;
+- `reference/systems.md` from the system registry (`pipelines.engine.systems.installed_systems`, what `srag systems`
+  lists): the project's own systems (the built-ins and those `pipelines.contrib` installs), with their params.
 
     .venv/bin/python docs/gen_reference.py            # rewrite the pages (`make docs` runs this, then mkdocs)
     .venv/bin/python docs/gen_reference.py --check    # exit 1, naming the stale pages, when one would change
@@ -410,12 +412,39 @@ def tools_page() -> str:
     return "\n".join(out)
 
 
+def systems_page() -> str:
+    from pipelines.engine.systems import installed_systems
+
+    own = [s for s in installed_systems() if s.cls.__module__.startswith("pipelines.")]  # not a user's installs
+    out = [HEADER.format(source="the system registry (`srag systems`)").rstrip("\n") + "\n",
+           "# Systems\n\n"
+           "The systems this project ships, as a run or sweep file names them in `system:`. The built-ins take their "
+           "settings from the run config's own sections; the others from `params:` (a sweep grids over them as "
+           "`params.NAME`). [Bring your own system](../systems.md) shows how to add one; `srag systems` lists what "
+           "is installed on a machine, a package's systems included.\n"]
+    for s in own:
+        out.append(f"## `{s.name}`\n")
+        if s.reads:
+            sections = " and ".join(code(r.strip(), table=False) for r in s.reads.split(","))
+            out.append(f"{md(s.summary)} Built in; its settings are the run config's {sections} "
+                       f"{'sections' if ',' in s.reads else 'section'} (no params).\n")
+            continue
+        where = s.source.removeprefix("entry point ")
+        out.append(f"{md(s.summary)} Installed by the entry point {code(s.name, table=False)} "
+                   f"({code(where, table=False)}), version {s.version}.\n")
+        rows = [[code(f"params.{name}"), code(kind), code(default), md(desc, table=True)]
+                for name, kind, default, desc in s.params()]
+        out.append(table(["param", "type", "default", "meaning"], rows) if rows else "No params.\n")
+    return "\n".join(out)
+
+
 # -- the pages -------------------------------------------------------------------------------------------------------
 
 PAGES: dict[str, Callable[[], str]] = {
     "reference/cli.md": cli_page,
     "reference/config.md": config_page,
     "reference/tools.md": tools_page,
+    "reference/systems.md": systems_page,
 }
 
 

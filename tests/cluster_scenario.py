@@ -99,11 +99,11 @@ def sweep_scenario(cluster: Cluster, workdir: Path, sample_corpus: Path, n: int)
                           **{"execution.actors": 4, "execution.episodes_per_actor": 3, "execution.max_runs": 2,
                              "execution.cpus_per_actor": 0.5, "tracking.traces": False})
         variants = ["zero_ingestion", "no_diagnostics"]
-        runs = [validate_run({**base, "variant": v, "name": f"node/variant={v}"}, "scenario") for v in variants]
+        runs = [validate_run({**base, "system": v, "name": f"node/system={v}"}, "scenario") for v in variants]
         out: list = []
         plan = sweep_plan("node", runs)
         thread = threading.Thread(target=lambda: out.append(run_sweep(
-            plan, workdir / "sweep.yaml", {"variant": variants}, runs, workdir / "runs", quiet=True)))
+            plan, workdir / "sweep.yaml", {"system": variants}, runs, workdir / "runs", quiet=True)))
         thread.start()
 
         def recorded() -> list:

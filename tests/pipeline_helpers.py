@@ -92,6 +92,8 @@ class ScriptedAgent:
         """A-RAG's turns (a keyword_search call, then the answer) and a one-call system's answer, as plain text."""
         if protocol == "arag" and turn == 0:
             return tool_call_reply(request, "keyword_search", {"keywords": [f"Q{n}"]})
+        if protocol == "agents_sdk" and turn == 0:
+            return tool_call_reply(request, "find_documents", {"words": [f"Q{n}", "item"]})
         return "" if n in self.empty else str(n + 1000) if n in self.wrong else str(n)
 
     def _reply(self, n: int, turn: int, first_call: bool) -> Any:
@@ -116,12 +118,17 @@ class ScriptedAgent:
 
 
 def _protocol(request: dict[str, Any]) -> str:
-    """Which system sent a request: A-RAG (it offers keyword_search), a one-call test system (its prompt), else the
-    agent (or vanilla RAG, which the agent's script answers too)."""
-    if any(t.get("function", {}).get("name") == "keyword_search" for t in request.get("tools") or ()):
+    """Which system sent a request: A-RAG (it offers keyword_search), the Agents SDK system (find_documents), a
+    one-call system (its prompt: the test systems', the docs' example), else the agent (or vanilla RAG, which the
+    agent's script answers too)."""
+    tools = {t.get("function", {}).get("name") for t in request.get("tools") or ()}
+    if "keyword_search" in tools:
         return "arag"
-    if str(request["messages"][0].get("content", "")).startswith("Answer with the item code alone"):
-        return "oneshot"
+    if "find_documents" in tools:
+        return "agents_sdk"
+    if str(request["messages"][0].get("content", "")).startswith(("Answer with the item code alone",
+                                                                   "Answer the question from the documents")):
+        return "oneshot"  # the test systems' and docs/examples/word_overlap.py's prompts
     return "agent"
 
 

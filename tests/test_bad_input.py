@@ -87,7 +87,12 @@ CASES: dict[str, tuple[Case, int, str]] = {
         2, "p.jsonl:1: not valid JSON (Expecting property name enclosed in double quotes at column 2): each line"),
     "replay: an unknown tool": (
         lambda i: ["replay", i.program("p.jsonl", '{"tool": "grep", "args": {}}'), "--corpus", str(i.corpus)],
-        2, "p.jsonl:1: unknown tool 'grep': use one of aggregate, apply_filter"),
+        2, "p.jsonl:1: unknown tool 'grep': (`srag replay` runs the ScalableRAG agent's tools only"),
+    "replay: another system's tool": (
+        lambda i: ["replay", i.program("p.jsonl", '{"tool": "keyword_search", "args": {}}'), "--corpus",
+                   str(i.corpus)],
+        2, "unknown tool 'keyword_search': did you mean pattern_search? (`srag replay` runs the ScalableRAG agent's "
+           "tools only, docs/reference/tools.md, not another system's)"),
     "replay: an uncompilable regex": (
         lambda i: ["replay", i.program("p.jsonl", '{"tool": "apply_filter", "args": {"pattern": "(", '
                                                   '"output_prefix": "x"}}'), "--corpus", str(i.corpus)],

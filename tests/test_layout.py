@@ -272,3 +272,14 @@ def test_importing_the_engine_imports_neither_ray_nor_mlflow():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=REPO,
                           check=True)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr[-2000:]
+
+
+def test_the_shipped_systems_use_only_the_public_system_interface():
+    # pipelines.contrib holds systems written as a researcher would write theirs: if one of them needs a private
+    # name of the engine, the interface is missing something a user's system would miss too
+    for name, targets in _graph().items():
+        if name.startswith("pipelines.contrib"):
+            engine = {t for t in targets if t.startswith("pipelines") and not t.startswith("pipelines.contrib")}
+            assert engine <= {"pipelines.engine.systems"}, f"{name} imports {sorted(engine)}"
+            inner = {t for t in targets if t.startswith("srag_core")} - SRAG_CORE_PUBLIC
+            assert not inner, f"{name} imports {sorted(inner)}"

@@ -33,7 +33,8 @@ def test_replay_json_runs_every_step_and_reports_failing_ones(tmp_path, sample_d
 @pytest.mark.parametrize("line, message", [
     ("{not json", "p.jsonl:2: not valid JSON"),
     (json.dumps(["not", "an", "object"]), 'p.jsonl:2: expected an object with "tool" and "args" only'),
-    (json.dumps({"tool": "grep", "args": {}}), "p.jsonl:2: unknown tool 'grep': use one of"),
+    (json.dumps({"tool": "grep", "args": {}}), "p.jsonl:2: unknown tool 'grep': (`srag replay` runs the ScalableRAG"),
+    (json.dumps({"tool": "count_sets", "args": {}}), "p.jsonl:2: unknown tool 'count_sets': did you mean count_set?"),
     (json.dumps({"tool": "count_set", "args": {"set": "x"}}),
      "count_set argument set_name: Field required (count_set takes: set_name)"),
 ])

@@ -19,7 +19,7 @@ from pipelines.engine.systems import (
     load_system,
 )
 from srag_core import LLMClient, LLMConfig, load_corpus
-from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
+from tests.pipeline_helpers import ScriptedAgent, _protocol, run_config, write_benchmark
 
 FIXTURES = Path(__file__).parent / "fixtures" / "user_systems"
 ONESHOT = f"{FIXTURES / 'oneshot.py'}"
@@ -68,6 +68,9 @@ def test_a_system_is_named_by_path_module_or_entry_point():
     ("arag", {"max_steps": 0}, "(params of arag): max_steps: Input should be greater than or equal to 1"),
     ("arag", {"max_stepz": 3}, "max_stepz: unknown key (did you mean max_steps?)"),
     ("zero_ingestion", {"x": 1}, "params: zero_ingestion takes its settings from the agent"),
+    # a Params model that would ignore an unknown key: refused all the same (a typo would run the defaults)
+    (f"{Path(__file__).resolve().parents[1] / 'docs/examples/word_overlap.py'}:WordOverlap", {"documentz": 2},
+     "documentz: unknown key (did you mean documents?)"),
 ])
 def test_a_system_that_cannot_be_used_is_one_line_and_exit_2_before_anything_starts(
         system, params, said, tmp_path, sample_dir, capsys):
@@ -194,11 +197,10 @@ def _nonzero(counts: dict[str, int]) -> dict[str, int]:
 
 
 def _kind(request: dict) -> str:
-    if any(t.get("function", {}).get("name") == "keyword_search" for t in request.get("tools") or ()):
-        return "arag"
-    system = str(request["messages"][0].get("content", ""))
-    if system.startswith("Answer with the item code alone"):
-        return "oneshot"
+    """The system a request came from (what the scripted endpoint tells apart), the agent's and vanilla RAG's apart."""
+    protocol = _protocol(request)
+    if protocol != "agent":
+        return protocol
     user = next(m["content"] for m in request["messages"] if m["role"] == "user")
     return "vanilla_rag" if user.startswith("Passages:") else "zero_ingestion"
 
@@ -341,3 +343,52 @@ def test_a_system_of_ones_own_stops_at_its_budget_and_a_killed_sweep_resumes_wit
     (run,) = out["runs"]
     assert code == Exit.BUDGET and run["stopped"]["kind"] == "budget" and 0 < run["scored"] < 30
     assert run["total_cost_usd"] <= 0.0002 + 1e-9
+
+
+@pytest.mark.slow
+def test_an_agents_sdk_system_is_counted_limited_and_cached_like_any_other(
+        ray_local, fake_llm, tmp_path, sample_dir, capsys):
+    """The OpenAI Agents SDK drives its own turns; its client is the project's transport (the SDK door)."""
+    pytest.importorskip("agents", reason="the extra `agents` (the dev extra installs it)")
+    fake_llm.respond_with(ScriptedAgent(delay=0.05))
+    sweep = _sweep(tmp_path, sample_dir, fake_llm.base_url, ["openai_agents"], 6,
+                   **{"tracking.traces": False, "llm.cache_dir": str(tmp_path / "llm-cache"),
+                      "execution.max_concurrent_requests": 1, "execution.adaptive_concurrency": False})
+    code, out = cli_json(capsys, "sweep", str(sweep), "--runs-dir", str(tmp_path / "runs"))
+    (run,) = out["runs"]
+    assert code == Exit.COMPLETE and run["accuracy"] == 1.0, out
+    served = [r for r, _ in fake_llm.answered]
+    assert {_kind(r) for r in served} == {"agents_sdk"} and len(served) == 12  # a search, then the answer
+    assert run["tokens"] == served_tokens(fake_llm) and fake_llm.peak_in_flight == 1  # counted, and limited
+    lines = (tmp_path / "runs" / run["run_id"] / "results.jsonl").read_text().splitlines()
+    assert sum(json.loads(line).get("llm_calls", 0) for line in lines) == 12
+
+    again = tmp_path / "again.yaml"
+    again.write_text(sweep.read_text().replace("name: systems", "name: again"))
+    code, second = cli_json(capsys, "sweep", str(again), "--runs-dir", str(tmp_path / "runs"))
+    assert code == Exit.COMPLETE and second["runs"][0]["accuracy"] == 1.0
+    assert len(fake_llm.requests) == 12  # every call of the second run answered from the cache
+    assert second["runs"][0]["cached_calls"] == 12
+
+
+# -- the documentation's example -------------------------------------------------------------------------------------
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "word_overlap.py"
+
+
+def test_the_docs_minimal_system_runs_as_written_and_is_the_page_s_own(fake_llm, sample_dir):
+    page = (EXAMPLE.parents[1] / "systems.md").read_text()
+    assert '--8<-- "docs/examples/word_overlap.py"' in page  # the page shows the file itself, not a copy
+    assert len(EXAMPLE.read_text().splitlines()) < 40
+    fake_llm.respond_with(ScriptedAgent())
+    cls = load_system(f"{EXAMPLE}:WordOverlap")
+    system = cls(cls.Params.model_validate({"documents": 2}))
+    corpus = load_corpus(sample_dir / "corpus")
+    episode = answer_question(system, "What is the code of item Q3?", "q3", corpus=corpus, resources=None,
+                              client=client(fake_llm), limits=LIMITS)
+    assert episode.status == "ok" and episode.answer == "3" and episode.llm_calls == 1
+    kinds = [e["type"] for e in episode.trace]
+    assert kinds.count("span") == 1  # its "rank" step, a span in MLflow
+    shown = next(e for e in episode.trace if e["type"] == "retrieval")["passages"]
+    assert len(shown) == 2  # the documents it answered from: evidence recall reads them

@@ -2,14 +2,17 @@
 
 Each line of the program is `{"tool": NAME, "args": {...}}`. The whole program is checked before any call runs: a
 line that is not such an object, names no known tool or gives arguments the tool does not take, or an empty
-program, is bad input (one line on stderr, exit status 2). A call that fails when it runs (an uncompilable regex, an
-unknown set) is reported in that step's observation and the replay goes on, which makes this the way to debug a
-trace and to test the tools; the replay then exits with status 1 and says on stderr which step failed first.
+program, is bad input (one line on stderr, exit status 2); the tools are the ScalableRAG agent's, so a trace of
+another system (A-RAG, a system of one's own) cannot be replayed, and a tool of one is refused saying so. A call that
+fails when it runs (an uncompilable regex, an unknown set) is reported in that step's observation and the replay
+goes on, which makes this the way to debug a trace and to test the tools; the replay then exits with status 1 and
+says on stderr which step failed first.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from pathlib import Path
@@ -63,7 +66,10 @@ def check_line(line: str, where: str) -> tuple[str, dict[str, Any]]:
                        '{"tool": "list_sets", "args": {}}')
     tool, args = call.get("tool"), call.get("args") or {}
     if tool not in REGISTRY:
-        raise CliError(f"{where}: unknown tool {tool!r}: use one of {', '.join(sorted(REGISTRY))}")
+        near = difflib.get_close_matches(str(tool), sorted(REGISTRY), n=1, cutoff=0.6)
+        hint = (f"did you mean {near[0]}? " if near else "") + "(`srag replay` runs the ScalableRAG agent's tools " \
+            "only, docs/reference/tools.md, not another system's)"
+        raise CliError(f"{where}: unknown tool {tool!r}: {hint}")
     if not isinstance(args, dict):
         raise CliError(f'{where}: "args" of {tool} must be a JSON object, got {type(args).__name__}')
     try:

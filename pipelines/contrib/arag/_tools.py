@@ -56,7 +56,7 @@ def keyword_search(index: ARAGIndex, keywords: list[str], top_k: int) -> tuple[d
         evidence = [s for s in split_sentences(chunk.text) if any(p.search(s) for p in patterns)]
         results.append({"chunk_id": chunk.id, "doc": chunk.doc, "keywords_matched": matched, "matches": count,
                         "snippets": evidence[:SNIPPETS_PER_CHUNK]})
-    return {"results": results, "chunks_matched": len(scored)}, [r["doc"] for r in results]
+    return {"results": results, "chunks_matched": len(scored)}, [chunk.doc for _, _, chunk in scored[:top_k]]
 
 
 def semantic_search(index: ARAGIndex, query: str, top_k: int) -> tuple[dict[str, Any], list[str]]:
@@ -71,7 +71,7 @@ def semantic_search(index: ARAGIndex, query: str, top_k: int) -> tuple[dict[str,
     ranked = sorted(best.items(), key=lambda item: -item[1][0][0])[:top_k]
     results = [{"chunk_id": chunk_id, "doc": index.chunks[chunk_id].doc, "score": round(hits[0][0], 4),
                 "snippets": [index.sentences[i] for _, i in hits[:SNIPPETS_PER_CHUNK]]} for chunk_id, hits in ranked]
-    return {"results": results}, [r["doc"] for r in results]
+    return {"results": results}, [index.chunks[chunk_id].doc for chunk_id, _ in ranked]
 
 
 def chunk_read(index: ARAGIndex, chunk_ids: list[str], neighbors: int, max_chars: int

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, create_model
 
 from pipelines.config import RunConfig, describe
 from pipelines.engine.systems._builtin import BUILTIN
@@ -145,10 +145,22 @@ def system_of(cfg: RunConfig, source: str | None = None) -> System:
         raise SystemLoadError(f"{where}: params: {cfg.system} takes its settings from the agent, retrieval and "
                               "ingestion sections, not from params")
     try:
-        params = cls.from_run(cfg)
+        params = _params_of(cls, cfg)
     except ValidationError as e:
         raise SystemLoadError(describe(e, f"{where} (params of {cfg.system})", cls.Params)) from None
     return cls(params)
+
+
+def _params_of(cls: type[System], cfg: RunConfig) -> BaseModel:
+    """The system's params; a key its Params does not know is refused even when the model would ignore it (a typo in a
+    sweep's grid would otherwise run the defaults under a misleading name)."""
+    own_reader = getattr(cls.from_run, "__func__", None) is not getattr(System.from_run, "__func__", None)
+    if cls.Params.model_config.get("extra") != "allow" and not own_reader:
+        strict: type[BaseModel] = create_model(cls.Params.__name__, __base__=cls.Params)
+        strict.model_config["extra"] = "forbid"
+        strict.model_rebuild(force=True)
+        strict.model_validate(cfg.params)
+    return cls.from_run(cfg)
 
 
 def installed_systems() -> list[SystemInfo]:
