@@ -102,7 +102,8 @@ def _lookup(ctx: Context, i: int, fam: FamilySpec) -> Iterator[Candidate]:
     names = defaultdict(list)
     for r in ctx.records:
         names[ctx.doc_name(r)].append(r)
-    for r in ctx.records:
+    subset = [r for _, docs in ctx.subsets(i, fam) for r in docs]
+    for r in subset:
         name = ctx.doc_name(r)
         if name is None or (fam.facet is not None and fam.facet not in r.values):
             continue
