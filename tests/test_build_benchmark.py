@@ -239,3 +239,39 @@ def test_an_interrupted_build_leaves_nothing_that_looks_like_a_dataset(tmp_path,
     assert _build(tmp_path / "out") == 130
     assert list(tmp_path.iterdir()) == []
     capsys.readouterr()
+
+
+def _page(name: str, date: str, sections: list[str], since: int = 0) -> str:
+    body = "".join(f".SH {s}\ntext\n" for s in sections) + "".join(f"Added in this form since Linux 2.6.{k}.\n"
+                                                                   for k in range(since))
+    return f'.\\" SPDX-License-Identifier: Linux-man-pages-copyleft\n.TH {name} 2 {date} "Linux man-pages 6.03"\n{body}'
+
+
+def test_man_pages_are_staged_as_text_and_the_shipped_spec_builds_from_them(tmp_path, capsys):
+    import gzip
+
+    from pipelines.builder import stage_manpages
+
+    man2, man5 = tmp_path / "man2", tmp_path / "man5"
+    man2.mkdir()
+    man5.mkdir()
+    pages = {man2 / "open.2.gz": _page("open", "2023-02-05", ["NAME", "ERRORS", "STANDARDS", "BUGS"], since=3),
+             man2 / "read.2.gz": _page("read", "2022-12-04", ["NAME", "ERRORS", "STANDARDS"]),
+             man2 / "stat.2.gz": _page("stat", "2023-02-05", ["NAME", "ERRORS", "EXAMPLES", "VERSIONS"], since=1),
+             man5 / "hosts.5.gz": _page("hosts", "2022-10-30", ["NAME", "EXAMPLES", "BUGS"])}
+    for path, text in pages.items():
+        path.write_bytes(gzip.compress(text.encode()))
+    (man2 / "creat.2.gz").write_bytes(gzip.compress(b".so man2/open.2\n"))  # an alias, not a page
+    corpus = tmp_path / "corpus"
+    assert stage_manpages([man2, man5], corpus) == 4
+    assert (corpus / "open.2.txt").read_text() == pages[man2 / "open.2.gz"]
+    assert _build(tmp_path / "out", REPO / "configs" / "benchmarks" / "manpages.yaml", corpus) == 0
+    rows = {q.question: q.answer for q in load_questions(tmp_path / "out" / "questions.jsonl")}
+    assert rows["How many manual pages describe system calls?"] == "3"
+    assert rows["In which month and year was the manual page open.2 last revised?"] == "February 2023"
+    assert rows["On how many lines does the manual page open.2 say which Linux version introduced something?"] == "3"
+    assert rows["How many manual pages were last revised in 2023?" if "How many manual pages were last revised in "
+                "2023?" in rows else "How many manual pages were last revised in 2022?"] == "2"
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["license"].startswith("Linux-man-pages-copyleft") and report["source_version"].startswith("man-p")
+    capsys.readouterr()
