@@ -229,6 +229,17 @@ def test_a_gold_the_oracle_cannot_reproduce_is_not_written_and_both_answers_are_
     assert [(q.question, q.answer) for q in rows] == [("How many documents are of kind z?", "2")]
 
 
+def test_a_lookup_restricted_by_where_may_name_the_subset_in_its_template(tmp_path, capsys):
+    spec = _spec(tmp_path, families=[{"kind": "lookup", "facet": "committee", "n": 8, "where": {"facet": "chamber"},
+                                      "template": "Which committee of the {where_value} held {doc}?"}])
+    assert _build(tmp_path / "out", spec) == 0
+    rows = load_questions(tmp_path / "out" / "questions.jsonl")
+    # every document with a committee, each asked about in its own chamber's words
+    expected = {f"Which committee of the {row[0]} held {doc}?": row[1] for doc, row in HAND.items() if row[1]}
+    assert {q.question: q.answer for q in rows} == expected
+    capsys.readouterr()
+
+
 def test_an_interrupted_build_leaves_nothing_that_looks_like_a_dataset(tmp_path, monkeypatch, capsys):
     import pipelines.builder._build as build
 

@@ -102,18 +102,18 @@ def _lookup(ctx: Context, i: int, fam: FamilySpec) -> Iterator[Candidate]:
     names = defaultdict(list)
     for r in ctx.records:
         names[ctx.doc_name(r)].append(r)
-    subset = [r for _, docs in ctx.subsets(i, fam) for r in docs]
-    for r in subset:
-        name = ctx.doc_name(r)
-        if name is None or (fam.facet is not None and fam.facet not in r.values):
-            continue
-        if len(names[name]) > 1:
-            continue  # two documents share the name: a question about it could not say which
-        maker = _concept_lookup if fam.concept is not None else _field_lookup
-        yield Candidate((r.filename,), lambda r=r, name=name, maker=maker: maker(ctx, i, fam, r, name))
+    maker = _concept_lookup if fam.concept is not None else _field_lookup
+    for where_value, docs in ctx.subsets(i, fam):  # the where value too: a template may name it
+        for r in docs:
+            name = ctx.doc_name(r)
+            if name is None or (fam.facet is not None and fam.facet not in r.values):
+                continue
+            if len(names[name]) > 1:
+                continue  # two documents share the name: a question about it could not say which
+            yield Candidate((r.filename,), lambda r=r, name=name, w=where_value: maker(ctx, i, fam, r, name, w))
 
 
-def _field_lookup(ctx: Context, i: int, fam: FamilySpec, r: Record, name: str) -> Draft:
+def _field_lookup(ctx: Context, i: int, fam: FamilySpec, r: Record, name: str, where_value: str | None) -> Draft:
     assert fam.facet is not None
     prog = Program(ctx.spec)
     doc = prog.document(r.filename)
@@ -128,7 +128,7 @@ def _field_lookup(ctx: Context, i: int, fam: FamilySpec, r: Record, name: str) -
     step = prog.call("aggregate", value_set=values, operation="flatten")
     answer = answer_text(ctx.spec, fam.facet, r.values[fam.facet])
     aliases = [r.values[fam.facet]] if f.type == "date" else []
-    return Draft(i, fill(fam, None, doc=name), answer, "text", [r.filename], prog.steps,
+    return Draft(i, fill(fam, where_value, doc=name), answer, "text", [r.filename], prog.steps,
                  {"kind": "value", "step": step, "field": fam.facet}, aliases, cluster=r.filename)
 
 
@@ -136,17 +136,17 @@ def _head(ctx: Context, field: str) -> str:
     return head_pattern(ctx.spec.fields[field], ctx.spec.head_lines)
 
 
-def _concept_lookup(ctx: Context, i: int, fam: FamilySpec, r: Record, name: str) -> Draft:
+def _concept_lookup(ctx: Context, i: int, fam: FamilySpec, r: Record, name: str, where_value: str | None) -> Draft:
     assert fam.concept is not None
     prog = Program(ctx.spec)
     doc = prog.document(r.filename)
     n = r.concepts[fam.concept]
     if ctx.spec.concepts[fam.concept].counted:
         step = prog.concept_lines(fam.concept, doc)
-        return Draft(i, fill(fam, None, doc=name), str(n), "count", [r.filename], prog.steps,
+        return Draft(i, fill(fam, where_value, doc=name), str(n), "count", [r.filename], prog.steps,
                      {"kind": "items", "step": step}, cluster=r.filename)
     step = prog.concept_count(fam.concept, doc)
-    return Draft(i, fill(fam, None, doc=name), "yes" if n else "no", "yes_no", [r.filename], prog.steps,
+    return Draft(i, fill(fam, where_value, doc=name), "yes" if n else "no", "yes_no", [r.filename], prog.steps,
                  {"kind": "presence", "step": step}, cluster=r.filename)
 
 
