@@ -258,31 +258,61 @@ def _page(name: str, date: str, sections: list[str], since: int = 0) -> str:
     return f'.\\" SPDX-License-Identifier: Linux-man-pages-copyleft\n.TH {name} 2 {date} "Linux man-pages 6.03"\n{body}'
 
 
-def test_man_pages_are_staged_as_text_and_the_shipped_spec_builds_from_them(tmp_path, capsys):
+def _man_folder(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A /usr/share/man with four of the project's pages, an alias and two pages of other packages."""
     import gzip
 
-    from pipelines.builder import stage_manpages
+    man = tmp_path / "man"
+    pages = {"man2/open.2": _page("open", "2023-02-05", ["NAME", "ERRORS", "STANDARDS", "BUGS"], since=3),
+             "man2/read.2": _page("read", "2022-12-04", ["NAME", "ERRORS", "STANDARDS"]),
+             "man2/stat.2": _page("stat", "2023-02-05", ["NAME", "ERRORS", "EXAMPLES", "VERSIONS"], since=1),
+             "man5/hosts.5": _page("hosts", '"2022-10-30"', ["NAME", "EXAMPLES", "BUGS"]),  # a quoted date
+             "man2/creat.2": ".so man2/open.2\n",  # an alias, not a page
+             "man5/apt.conf.5": '.TH "APT\\&.CONF" "5" "02\\ \\&January\\ \\&2016" "APT 2.6.1" "APT"\n.SH BUGS\n',
+             "man5/adduser.conf.5": '.TH ADDUSER.CONF 5 "" "Debian GNU/Linux"\n.SH NAME\n'}
+    for name, text in pages.items():
+        (man / name).parent.mkdir(parents=True, exist_ok=True)
+        (man / f"{name}.gz").write_bytes(gzip.compress(text.encode()))
+    return man, pages
 
-    man2, man5 = tmp_path / "man2", tmp_path / "man5"
-    man2.mkdir()
-    man5.mkdir()
-    pages = {man2 / "open.2.gz": _page("open", "2023-02-05", ["NAME", "ERRORS", "STANDARDS", "BUGS"], since=3),
-             man2 / "read.2.gz": _page("read", "2022-12-04", ["NAME", "ERRORS", "STANDARDS"]),
-             man2 / "stat.2.gz": _page("stat", "2023-02-05", ["NAME", "ERRORS", "EXAMPLES", "VERSIONS"], since=1),
-             man5 / "hosts.5.gz": _page("hosts", "2022-10-30", ["NAME", "EXAMPLES", "BUGS"])}
-    for path, text in pages.items():
-        path.write_bytes(gzip.compress(text.encode()))
-    (man2 / "creat.2.gz").write_bytes(gzip.compress(b".so man2/open.2\n"))  # an alias, not a page
-    corpus = tmp_path / "corpus"
-    assert stage_manpages([man2, man5], corpus) == 4
-    assert (corpus / "open.2.txt").read_text() == pages[man2 / "open.2.gz"]
-    assert _build(tmp_path / "out", REPO / "configs" / "benchmarks" / "manpages.yaml", corpus) == 0
+
+def test_only_the_projects_man_pages_are_staged_and_the_shipped_spec_builds_from_them(tmp_path, capsys):
+    from pipelines.builder import stage_manpages
+    from pipelines.builder._manpages import SPEC, write_pages
+
+    man, pages = _man_folder(tmp_path)
+    staged = tmp_path / "man-pages.jsonl"
+    assert stage_manpages(man, staged) == 4  # not the alias, not the other packages' pages
+    assert write_pages(staged, tmp_path / "corpus") == 4
+    assert (tmp_path / "corpus" / "open.2.txt").read_text() == pages["man2/open.2"]
+    assert _build(tmp_path / "out", SPEC, tmp_path / "corpus") == 0
     rows = {q.question: q.answer for q in load_questions(tmp_path / "out" / "questions.jsonl")}
     assert rows["How many manual pages describe system calls?"] == "3"
     assert rows["In which month and year was the manual page open.2 last revised?"] == "February 2023"
     assert rows["On how many lines does the manual page open.2 say which Linux version introduced something?"] == "3"
-    assert rows["How many manual pages were last revised in 2023?" if "How many manual pages were last revised in "
-                "2023?" in rows else "How many manual pages were last revised in 2022?"] == "2"
     report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["field_coverage"]["revised"]["found"] == 4  # the quoted date too
     assert report["license"].startswith("Linux-man-pages-copyleft") and report["source_version"].startswith("man-p")
     capsys.readouterr()
+
+
+def test_the_registry_builds_manpages_from_the_pages_staged_under_the_data_root(tmp_path, capsys):
+    from pipelines.datasets import resolve
+
+    man, _ = _man_folder(tmp_path)
+    root = tmp_path / "data"
+    root.mkdir()
+    assert main(["data", "stage-manpages", "--man", str(man), "--data-root", str(root)]) == 0
+    assert "staged 4 man pages" in capsys.readouterr().out
+    bench = resolve("manpages", data_root=root, cache_root=tmp_path / "cache")
+    assert bench.root == tmp_path / "cache" / "manpages" and bench.manifest["n_docs"] == 4
+    rows = load_questions(bench.questions)
+    assert len(rows) == bench.manifest["n_questions"] and {"lookup", "count", "majority"} <= {q.type for q in rows}
+    assert (bench.root / "report.json").is_file() and (bench.root / rows[0].model_extra["oracle"]["program"]).is_file()
+
+
+def test_staging_without_man_pages_is_one_line_exit_2(tmp_path, capsys):
+    assert main(["data", "stage-manpages", "--man", str(tmp_path), "--out", str(tmp_path / "x.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no Linux man-pages pages under" in err
+    assert not (tmp_path / "x.jsonl").exists()

@@ -9,9 +9,9 @@ their readers), `_build` (sampling, checks, the report, the atomic write).
 """
 
 from pipelines.builder._build import BuildResult, build_benchmark, report_text
-from pipelines.builder._manpages import stage_manpages
+from pipelines.builder._manpages import convert_manpages, stage_manpages
 from pipelines.builder._oracle import read_answer, run_program
 from pipelines.builder._spec import Spec, SpecError, load_spec, parse_spec
 
-__all__ = ["BuildResult", "Spec", "SpecError", "build_benchmark", "load_spec", "parse_spec", "read_answer",
-           "report_text", "run_program", "stage_manpages"]
+__all__ = ["BuildResult", "Spec", "SpecError", "build_benchmark", "convert_manpages", "load_spec", "parse_spec",
+           "read_answer", "report_text", "run_program", "stage_manpages"]
