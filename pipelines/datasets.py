@@ -17,6 +17,8 @@ unless a source or the converter changed.
   the staged copy, so grading them as lists would be wrong.
 - financebench: number when the whole answer is one figure ("$1577.00", "65.4%", "0.66"), yes_no only for a bare
   "Yes"/"No", text for explained answers.
+- manpages: as the builder's families say (`pipelines.builder`): count for counts, yes_no for presence lookups, text
+  for dates, months and concept names.
 
 No Ray or MLflow here: this module is imported by the command line and by every worker.
 """
@@ -211,6 +213,13 @@ class DatasetSpec:
     version: int = 1  # bump when the converter's output changes, so cached builds are redone
 
 
+def _convert_manpages(staged: Path, out: Path) -> tuple[int, int]:
+    # imported when converting only: the builder is not needed by every worker that resolves a dataset
+    from pipelines.builder import convert_manpages
+
+    return convert_manpages(staged, out)
+
+
 DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
     DatasetSpec(
         "twowiki-sample", "2WikiMultiHopQA sample shipped with the package: 20 questions, 300 passages",
@@ -235,7 +244,14 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
         "patronus-ai/financebench data/ (no licence file upstream)",
         "financebench", ("financebench_open_source.jsonl", "financebench_document_information.jsonl"),
         converters.convert_financebench, version=2),  # 2: questions carry their filing as `cluster`
+    DatasetSpec(
+        "manpages", "Linux man-pages sections 2, 4, 5: 100 aggregative questions built from the pages' structure "
+        "(stands in for Transcripts)",
+        "Debian manpages and manpages-dev 6.03 (Linux-man-pages-copyleft), staged by `srag data stage-manpages`, "
+        "built by pipelines/builder/specs/manpages.yaml",
+        "manpages", ("man-pages.jsonl",), _convert_manpages),  # bump version with the spec
 ]}
+
 
 
 class DatasetError(UserError):

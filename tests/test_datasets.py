@@ -582,11 +582,11 @@ def test_srag_datasets_table(data_root, cache_root, capsys):
     table = lines[1:lines.index("")]
     states = {line.split()[0]: line.split()[1] for line in table}
     assert states == {"twowiki-sample": "built", "2wikimultihopqa": "not", "musique": "not",
-                      "complextr": "built", "financebench": "not"}
+                      "complextr": "built", "financebench": "not", "manpages": "not"}
     hint = lines[lines.index("") + 1:]
     assert hint[0] == f"data root: {data_root} · builds: {cache_root}"
     assert hint[1].startswith("to build (or rebuild) one: srag data convert NAME   (2wikimultihopqa, musique, "
-                              "financebench;")
+                              "financebench, manpages;")
 
 
 def test_srag_datasets_with_no_data_root_lists_the_sample_and_says_what_to_set(cache_root, capsys):

@@ -73,7 +73,7 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
 def test_the_wheel_holds_the_packages_and_their_shipped_files(installed):
     names = set(zipfile.ZipFile(installed["wheel"]).namelist())
     for shipped in ("pipelines/samples/twowiki/questions.jsonl", "pipelines/samples/twowiki/ATTRIBUTION.md",
-                    "pipelines/samples/twowiki/demo_program.jsonl",
+                    "pipelines/samples/twowiki/demo_program.jsonl", "pipelines/builder/specs/manpages.yaml",
                     "car_baselines/samples/legal_real_pairs_sample.json",
                     "car_baselines/data/distractors.json", "evalstats/__init__.py", "evalstats/README.md"):
         assert shipped in names, shipped

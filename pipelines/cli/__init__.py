@@ -41,6 +41,7 @@ SUBCOMMAND_MODULES = [
     "pipelines.cli.estimate",
     "pipelines.cli.car",
     "pipelines.cli.datasets",
+    "pipelines.cli.build_benchmark",
     "pipelines.cli.discover",
     "pipelines.cli.submit",
     "pipelines.cli.probe",

@@ -17,7 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, "data", "build samples and convert benchmark data", """
         Turn staged public benchmark files into the form runs read: srag data convert NAME (re)builds one registered
         benchmark into the cache folder (a run also builds its dataset the first time it is used), and srag data
-        sample-2wiki builds a 2WikiMultiHopQA sample like the shipped one.""", [
+        sample-2wiki builds a 2WikiMultiHopQA sample like the shipped one; srag data stage-manpages stages the
+        Linux man pages the manpages benchmark is built from.""", [
         "srag data convert musique --data-root /data/srag",
         "srag data sample-2wiki --out /tmp/twowiki-sample --data-root /data/srag"])
     dsub = p.add_subparsers(dest="data_command", required=True, metavar="ACTION", title="actions",
@@ -34,6 +35,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_data_root(s)
     add_json(s, "what was written")
     s.set_defaults(func=run_sample_2wiki)
+    m = add_command(dsub, "stage-manpages", "stage the Linux man pages for the manpages benchmark", """
+        Stage the Linux man-pages project's pages of sections 2, 4 and 5 (Debian's manpages and manpages-dev install
+        them under /usr/share/man) as manpages/man-pages.jsonl under the data root (or --out), where srag data
+        convert manpages builds the benchmark from them. Pages of other packages in the same folders are left
+        out.""", [
+        "srag data stage-manpages --data-root /data/srag",
+        "srag data stage-manpages --man /usr/share/man --out /tmp/man-pages.jsonl --json"])
+    m.add_argument("--man", type=Path, default=Path("/usr/share/man"), metavar="DIR",
+                   help="the folder holding man2, man4 and man5 (default: /usr/share/man)")
+    m.add_argument("--out", type=Path, metavar="FILE",
+                   help="the file to write (default: manpages/man-pages.jsonl under the data root)")
+    add_data_root(m)
+    add_json(m, "what was written")
+    m.set_defaults(func=run_stage_manpages)
     c = add_command(dsub, "convert", "(re)build one benchmark from its staged source files", """
         Convert one registered benchmark from its staged source files (under the data root) into the cache folder,
         where runs read it; an existing build is replaced. srag datasets lists the benchmarks and whether each is
@@ -57,6 +72,18 @@ def run_sample_2wiki(args: argparse.Namespace) -> int:
     n_docs, n_q = sample_2wiki(corpus, questions, args.out)
     result = {"out": str(args.out), "n_docs": n_docs, "n_questions": n_q}
     print(json.dumps(result) if args.json else f"wrote {n_docs} passages and {n_q} questions to {args.out}")
+    return 0
+
+
+def run_stage_manpages(args: argparse.Namespace) -> int:
+    from pipelines.builder import stage_manpages
+
+    spec = DATASETS["manpages"]
+    how = f"pass --data-root or set {paths.DATA_ENV}, or give the file to write with --out"
+    out = args.out or paths.require_data_root(args.data_root, "srag data stage-manpages", how) / spec.folder / \
+        spec.files[0]
+    n = stage_manpages(args.man, out)
+    print(json.dumps({"out": str(out), "n_pages": n}) if args.json else f"staged {n} man pages in {out}")
     return 0
 
 
