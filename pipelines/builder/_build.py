@@ -58,9 +58,15 @@ def _load(spec: Spec, base: Path, corpus_path: str | Path | None) -> Corpus:
         raise SpecError(f"corpus: {e}") from None
 
 
-def _questions(spec: Spec, corpus: Corpus, records: list[Record]):
+def _questions(spec: Spec, corpus: Corpus, records: list[Record]
+               ) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The written questions (rows of questions.jsonl), their oracle programs by id, the refused drafts and what
+    each family gave."""
     ctx = Context(spec, records)
-    questions, programs, refused, per_family = [], {}, [], []
+    questions: list[dict[str, Any]] = []
+    programs: dict[str, Any] = {}
+    refused: list[dict[str, Any]] = []
+    per_family: list[dict[str, Any]] = []
     for i, fam in enumerate(spec.families):
         pool = candidates(ctx, i, fam)  # before sampling: an empty population is the spec's error
         random.Random(f"{spec.seed}:{i}").shuffle(pool)

@@ -7,6 +7,7 @@ import itertools
 import random
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import PurePosixPath
 from typing import Any, Callable, Iterator
 
@@ -51,7 +52,7 @@ class Context:
         groups = self.by_value(fam.where.facet, self.records)
         if fam.where.value is not None:
             groups = {fam.where.value: groups.get(fam.where.value, [])}
-        out = [(v, docs) for v, docs in sorted(groups.items()) if docs]
+        out: list[tuple[str | None, list[Record]]] = [(v, docs) for v, docs in sorted(groups.items()) if docs]
         if not out:
             raise SpecError(f"families[{i}].where: no document has {fam.where.facet} = "
                             f"{fam.where.value!r}: the family's population is empty")
@@ -110,7 +111,7 @@ def _lookup(ctx: Context, i: int, fam: FamilySpec) -> Iterator[Candidate]:
                 continue
             if len(names[name]) > 1:
                 continue  # two documents share the name: a question about it could not say which
-            yield Candidate((r.filename,), lambda r=r, name=name, w=where_value: maker(ctx, i, fam, r, name, w))
+            yield Candidate((r.filename,), partial(maker, ctx, i, fam, r, name, where_value))
 
 
 def _field_lookup(ctx: Context, i: int, fam: FamilySpec, r: Record, name: str, where_value: str | None) -> Draft:
@@ -154,8 +155,8 @@ def _counts(ctx: Context, i: int, fam: FamilySpec) -> Iterator[Candidate]:
     assert fam.facet is not None
     for where_value, docs in ctx.subsets(i, fam):
         for value, members in sorted(ctx.by_value(fam.facet, docs).items()):
-            yield Candidate((where_value, value), lambda w=where_value, v=value, m=members: _count(ctx, i, fam, w,
-                                                                                                    v, m))
+            yield Candidate((where_value, value), partial(_count, ctx, i, fam, where_value, value,
+                                                                             members))
 
 
 def _count(ctx: Context, i: int, fam: FamilySpec, where_value: str | None, value: str,
@@ -182,8 +183,8 @@ def _differences(ctx: Context, i: int, fam: FamilySpec) -> Iterator[Candidate]:
         groups = ctx.by_value(fam.facet, docs)
         for a, b in itertools.permutations(sorted(groups), 2):
             if len(groups[a]) > len(groups[b]):  # asked as "how many more", so the first is the larger
-                yield Candidate((where_value, a, b), lambda w=where_value, a=a, b=b, g=groups: _difference(
-                    ctx, i, fam, w, (a, g[a]), (b, g[b])))
+                yield Candidate((where_value, a, b), partial(
+                    _difference, ctx, i, fam, where_value, (a, groups[a]), (b, groups[b])))
 
 
 def _difference(ctx: Context, i: int, fam: FamilySpec, where_value: str | None, a: tuple[str, list[Record]],
@@ -202,7 +203,7 @@ def _predominants(ctx: Context, i: int, fam: FamilySpec) -> Iterator[Candidate]:
     for where_value, docs in ctx.subsets(i, fam):
         groups = ctx.by_value(fam.facet, docs)
         if groups:
-            yield Candidate((where_value,), lambda w=where_value, g=groups: _predominant(ctx, i, fam, w, g))
+            yield Candidate((where_value,), partial(_predominant, ctx, i, fam, where_value, groups))
 
 
 def _predominant(ctx: Context, i: int, fam: FamilySpec, where_value: str | None,
@@ -225,8 +226,8 @@ def _intersections(ctx: Context, i: int, fam: FamilySpec) -> Iterator[Candidate]
     for where_value, docs in ctx.subsets(i, fam):
         for a, members in sorted(ctx.by_value(fam.facet, docs).items()):
             for b, both in sorted(ctx.by_value(fam.facet_b, members).items()):
-                yield Candidate((where_value, a, b), lambda w=where_value, a=a, b=b, m=members, both=both:
-                                _intersection(ctx, i, fam, w, a, b, m, both))
+                yield Candidate((where_value, a, b), partial(
+                    _intersection, ctx, i, fam, where_value, a, b, members, both))
 
 
 def _intersection(ctx: Context, i: int, fam: FamilySpec, where_value: str | None, a: str, b: str,
@@ -247,8 +248,8 @@ def _intersection(ctx: Context, i: int, fam: FamilySpec, where_value: str | None
 def _majorities(ctx: Context, i: int, fam: FamilySpec) -> Iterator[Candidate]:
     for where_value, docs in ctx.subsets(i, fam):
         for trio in itertools.combinations(sorted(set(fam.concepts)), 3):
-            yield Candidate((where_value, *trio), lambda w=where_value, t=trio, d=docs: _majority(ctx, i, fam, w, t,
-                                                                                                  d))
+            yield Candidate((where_value, *trio), partial(_majority, ctx, i, fam, where_value, trio,
+                                                                               docs))
 
 
 def _majority(ctx: Context, i: int, fam: FamilySpec, where_value: str | None, trio: tuple[str, ...],
