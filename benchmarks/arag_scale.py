@@ -2,7 +2,9 @@
 endpoint, its wall time compared with the larger of two ideals.
 
 - LLM-bound ideal: questions x calls per question x the endpoint's delay / requests in flight (the endpoint answers
-  every call after `--delay` seconds; A-RAG's script is two calls, a keyword_search then the answer).
+  every call after `--delay` seconds; A-RAG's script is two calls, a keyword_search then the answer; the run's
+  request limit, `execution.max_concurrent_requests`, is set to the concurrency, so the limiter is in every call's
+  path as in a researcher's sweep).
 - CPU-bound ideal: the CPU A-RAG's own work takes (its tool calls, what the script asks for, timed in this process
   with no model and no pipeline) over the cores the workers have.
 
@@ -57,7 +59,9 @@ def measure(base_url: str, workdir: Path, questions: int, concurrency: int, dela
     data = run_config(corpus, question_file, base_url, tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}",
                       name=f"arag-c{concurrency}", system="arag",
                       **{"execution.actors": actors, "execution.episodes_per_actor": concurrency // actors,
-                         "execution.cpus_per_actor": 0.1, "llm.timeout_s": delay * 10 + 5, "tracking.traces": False})
+                         "execution.cpus_per_actor": 0.1, "llm.timeout_s": delay * 10 + 5, "tracking.traces": False,
+                         # the endpoint's limit at the concurrency (the default, 32, would halve the calls in flight)
+                         "execution.max_concurrent_requests": concurrency})
     cfg = validate_run(data, "benchmark")
     tracker = open_tracker(cfg, workdir / "runs")
     started = time.monotonic()
