@@ -371,6 +371,18 @@ def test_an_agents_sdk_system_is_counted_limited_and_cached_like_any_other(
     assert second["runs"][0]["cached_calls"] == 12
 
 
+def test_the_estimate_projects_a_system_of_ones_own_from_its_pilot(ray_local, fake_llm, tmp_path, sample_dir, capsys):
+    # every call goes through the client, so a pilot counts a user's system as it counts the agent
+    fake_llm.respond_with(ScriptedAgent())
+    sweep = _sweep(tmp_path, sample_dir, fake_llm.base_url, [f"{ONESHOT}:OneShot"], 20)
+    code, est = cli_json(capsys, "estimate", "--yes", str(sweep), "--pilot", "4", "--runs-dir", str(tmp_path / "runs"))
+    (run,) = est["runs"]
+    assert code == 0 and run["source"] == "pilot" and run["samples"] == 4 and run["episodes"] == 20
+    per_episode = served_tokens(fake_llm) / len(fake_llm.answered)  # one call per episode
+    assert run["llm_calls"] == pytest.approx(20) and run["tokens"] == pytest.approx(20 * per_episode)
+    assert run["cost_usd"] > 0
+
+
 # -- the documentation's example -------------------------------------------------------------------------------------
 
 
