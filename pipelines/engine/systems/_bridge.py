@@ -65,7 +65,7 @@ class ModelClient:
         self.usage = Usage()
         self.calls = self.cached_calls = 0
         self.llm_s = 0.0
-        self.events: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []  # the trace's events: free-form JSON, as the agent's trace holds
         self.started = time.monotonic()
         self._lock = threading.Lock()
         self._loopback: Loopback | None = None
@@ -178,6 +178,7 @@ def respond(model: ModelClient, method: str, path: str, body: bytes) -> tuple[in
 
 
 def _completion(result: ChatResult, model: str) -> dict[str, Any]:
+    # OpenAI's chat.completion object, as JSON: the wire format the SDK and the loopback's clients parse
     message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
     if result.tool_calls:
         message["tool_calls"] = [c.wire() for c in result.tool_calls]

@@ -82,7 +82,7 @@ class AnswerContext:
     answer given later ends as `time_limit`."""
     seed: int | None = None
     """The episode's seed (its epoch's, with several epochs), for a system that samples anything of its own."""
-    _steps: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    _steps: list[dict[str, Any]] = field(default_factory=list, repr=False)  # trace events (free-form JSON)
     _started: float = field(default_factory=time.monotonic, repr=False)
     _watch: Sequence[str] = field(default=(), repr=False)  # gold documents, for the built-ins' trace only
     _on_event: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False)  # `srag ask`'s printer
