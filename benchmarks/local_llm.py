@@ -99,7 +99,7 @@ def episode_table(slots: list[int], episodes: int, agent: AgentConfig = DEMO_AGE
                 wall = time.monotonic() - started
         calls = sum(e.llm_calls for e in done)
         tools = [sum(1 for t in e.trace if t["type"] == "tool" and t["tool"]) for e in done]
-        tokens = statistics.mean(e.usage["total_tokens"] for e in done)
+        tokens = statistics.mean(e.usage.total_tokens for e in done)
         rows.append(f"| {n} | {len(done)} | {wall:.0f} | {60 * len(done) / wall:.2f} | {calls} | "
                     f"{min(tools)} to {max(tools)} | {tokens:.0f} |")
         print(f"  {n} slots: {wall:.0f} s, statuses {[e.status for e in done]}", flush=True)

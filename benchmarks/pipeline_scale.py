@@ -36,7 +36,7 @@ from pathlib import Path
 
 from pipelines.config import validate_run
 from pipelines.engine.cluster import init_ray
-from pipelines.engine.records import EpisodeRecord
+from pipelines.engine.records import EpisodeRecord, TraceExportReport
 from pipelines.engine.runner import execute, finish, open_tracker, pending_work, start_run
 from tests.fake_llm import FakeLLM
 from tests.pipeline_helpers import QUESTION, ScriptedJudge, run_config, write_benchmark
@@ -98,17 +98,18 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
     t_close = time.monotonic()
     tracker.close()
     finished_at, wall = time.time(), time.monotonic() - t0
-    tail = {"drain_s": (run_dir.read_meta().trace_export or {}).get("drain_s"),
+    drained = run_dir.read_meta().trace_export
+    tail = {"drain_s": drained.drain_s if drained else None,
             "finish_s": round(t_close - t_finish, 1), "mlflow_close_s": round(time.monotonic() - t_close, 1)}
     meta = run_dir.read_meta()
     records = [r for r in run_dir.store().records() if isinstance(r, EpisodeRecord)]
     calls = sum(r.llm_calls for r in records)
-    plan, export, workers = meta.execution, meta.trace_export or {}, meta.workers
+    plan, export, workers = meta.execution, meta.trace_export or TraceExportReport(), meta.workers
     assert plan is not None and workers is not None, "run.json of a finished run has its plan and workers"
     cores = os.cpu_count() or 1
     worker_cpu = sum(r.worker_cpu_s or 0.0 for r in records) / episodes
     tool_s = sum(r.tool_s for r in records) / episodes
-    per_episode_cpu = (cpu_exec + workers.cpu_s + export.get("cpu_s", 0.0)) / episodes
+    per_episode_cpu = (cpu_exec + workers.cpu_s + (export.cpu_s or 0.0)) / episodes
     llm_ideal = calls * delay / plan.concurrency
     cpu_ideal = per_episode_cpu * episodes / cores
     return {
@@ -121,12 +122,12 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
         "worker_process_cpu_per_episode_s": round(workers.cpu_s / episodes, 4),
         "episode_thread_cpu_s": round(worker_cpu, 4), "tool_wall_per_episode_s": round(tool_s, 4),
         "worker_cpu_outside_tools_s": round(max(0.0, worker_cpu - tool_s), 4),
-        "export_cpu_per_trace_s": round(export.get("cpu_s", 0.0) / max(1, export.get("exported", 1)), 4),
-        "export_actors": export.get("actors", 1),
+        "export_cpu_per_trace_s": round((export.cpu_s or 0.0) / max(1, (export.exported or 1)), 4),
+        "export_actors": (export.actors or 1),
         # the export actors work from the first episode until the drain ends: actor-seconds per trace
         "export_wall_per_trace_s": round(((meta.episodes_wall_s or 0.0) + (tail["drain_s"] or 0.0))
-                                         * export.get("actors", 1)
-                                         / max(1, export.get("exported", 1)), 4),
+                                         * (export.actors or 1)
+                                         / max(1, (export.exported or 1)), 4),
         "last_episode_to_finished_s": round(finished_at - (meta.episodes_ended_at or finished_at), 1), "tail": tail,
         "traces_in_mlflow": len(exported(run_dir)), "worker_startup_s": meta.worker_startup_s,
         "driver_max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
