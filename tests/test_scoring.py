@@ -58,8 +58,8 @@ def test_every_question_counts_in_the_summary_the_report_and_mlflow(accounting):
     for source in (summary, accounting["report"], accounting["result"], metrics):
         assert {k: source[k] for k in expected} == expected
     assert summary["scored"] == 77 and summary["failed"] == 5 and summary["pending"] == 0
-    # NEVER: answered its JSON at the step limit
-    assert summary["episodes_no_answer"] == 5 and summary["episodes_by_status"]["max_steps"] == 5
+    # EMPTY and NEVER: no answer (NEVER's last reply at the step limit is a tool call, not an answer)
+    assert summary["episodes_no_answer"] == 10 and summary["episodes_by_status"]["max_steps"] == 5
     assert not summary["complete"] and tags["srag.complete"] == "false" and metrics["complete"] == 0.0
     assert metrics["scored"] == 77 and metrics["failed"] == 5
     for figure in expected:
@@ -74,6 +74,8 @@ def test_an_empty_answer_is_scored_zero_with_its_reason(accounting):
             ("scored", 0.0, "no_answer", "no answer")
     for n in FAILING:
         assert rows[f"q{n:03d}"]["outcome"] == "failed" and rows[f"q{n:03d}"]["score"] is None
+    for n in NEVER:  # the step limit without an answer: no answer, never the JSON of its last tool call
+        assert (rows[f"q{n:03d}"]["answer"], rows[f"q{n:03d}"]["score_source"]) == (None, "no_answer")
     for n in WRONG | NEVER:
         assert rows[f"q{n:03d}"]["outcome"] == "scored" and rows[f"q{n:03d}"]["score"] == 0.0
 
