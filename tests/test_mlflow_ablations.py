@@ -13,6 +13,7 @@ import yaml
 
 from pipelines.cli import Exit, main
 from pipelines.engine.store import RunDir
+from pipelines.engine.tracking import VERDICT_FEEDBACK
 from tests.pipeline_helpers import CliCapture, ScriptedAgent, run_config, write_benchmark
 
 N = 6
@@ -77,3 +78,75 @@ def test_the_blind_review_of_two_systems_shows_their_answers_in_one_form(ablatio
     err = capsys.readouterr().err.strip()
     assert "drawn already" in err and len(err.splitlines()) == 1
     assert Path(drawn["csv"]).is_file()
+
+
+def _traces(ablation: dict, variant: str) -> list:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=ablation["uri"])
+    run_dir = RunDir.open(ablation["runs"], ablation["run_ids"][variant])
+    run = client.get_run(run_dir.read_meta().mlflow_run_id)
+    return client.search_traces(locations=[run.info.experiment_id], run_id=run.info.run_id)
+
+
+def test_the_judges_verdict_is_a_number_under_a_name_no_mlflow_scorer_has(ablation):
+    from mlflow.genai.scorers import get_all_scorers
+
+    built_in = {scorer.name for scorer in get_all_scorers()}
+    assert "correctness" in built_in  # the name the verdict had, MLflow's yes/no judge
+    for variant in VARIANTS:
+        traces = _traces(ablation, variant)
+        assert len(traces) == N
+        for trace in traces:
+            names = {a.name for a in trace.info.assessments}
+            assert not names & built_in, names
+            (verdict,) = [a for a in trace.info.assessments if a.name == VERDICT_FEEDBACK]
+            assert isinstance(verdict.value, float) and verdict.value in (0.0, 1.0)
+
+
+def test_a_step_limit_episode_without_an_answer_is_not_a_successful_trace(ablation):
+    by_question = {t.info.tags["srag.question_id"]: t for t in _traces(ablation, "zero_ingestion")}
+    for qid, trace in by_question.items():
+        tags = trace.info.tags
+        assert tags["srag.variant"] == "zero_ingestion"
+        if int(qid[1:]) in NEVER:
+            assert trace.info.state.value == "ERROR", qid  # MLflow's UI shows an OK trace as "Success"
+            assert (tags["srag.status"], tags["srag.outcome"], tags["srag.correct"]) == \
+                ("max_steps", "step_limit", "false")  # scored all the same: a wrong answer, not a failure
+            root = next(s for s in trace.data.spans if s.parent_id is None)
+            assert root.status.description.startswith("no answer (step limit)")
+        else:
+            assert (trace.info.state.value, tags["srag.outcome"]) == ("OK", "answered"), qid
+    rag = _traces(ablation, "vanilla_rag")
+    assert {(t.info.state.value, t.info.tags["srag.outcome"], t.info.tags["srag.variant"]) for t in rag} == \
+        {("OK", "answered", "vanilla_rag")}
+
+
+def test_re_judging_and_importing_labels_leave_the_runs_end_times(ablation, capsys):
+    import time
+
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=ablation["uri"])
+    run_dirs = [RunDir.open(ablation["runs"], run_id) for run_id in ablation["run_ids"].values()]
+    children = [d.read_meta().mlflow_run_id for d in run_dirs]
+    parent = client.get_run(children[0]).data.tags["mlflow.parentRunId"]
+    ended = {run_id: client.get_run(run_id).info.end_time for run_id in (*children, parent)}
+    finished = [d.read_meta().finished for d in run_dirs]
+    time.sleep(1.5)  # a moved end time would be at least this much later
+    args = ["--runs-dir", str(ablation["runs"]), "--json", "--quiet"]
+    assert main(["judge", ablation["sweep_id"], "--all", "--no-llm", *args]) == 0
+    assert main(["review", ablation["sweep_id"], "--sample", "2", "--redraw", *args]) == 0
+    drawn = json.loads(capsys.readouterr().out.splitlines()[-1])["sample"]
+    with open(drawn["csv"], encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    labelled = Path(drawn["csv"]).with_name("labelled.csv")
+    with open(labelled, "w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**row, "human_score": "1", "reviewer": "ann"} for row in rows)
+    assert main(["review", ablation["sweep_id"], "--labels", str(labelled), *args]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert sum(out["imported"]["labels"].values()) == len(rows)  # the labels are in: the runs were refreshed
+    assert {run_id: client.get_run(run_id).info.end_time for run_id in ended} == ended
+    assert [d.read_meta().finished for d in run_dirs] == finished

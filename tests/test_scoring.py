@@ -168,7 +168,7 @@ def test_srag_judge_no_llm_scores_every_pending_verdict_everywhere(unreachable_j
     assert len(traces) == N
     scores = {r["question_id"]: r["score"] for r in _rows(run_dir)}
     for trace in traces:
-        feedback = [a for a in trace.info.assessments if a.name == "correctness"]
+        feedback = [a for a in trace.info.assessments if a.name == "answer_score"]
         valid = [a for a in feedback if a.valid is not False]
         assert len(valid) == 1 and valid[0].value == scores[trace.info.tags["srag.question_id"]]
         assert any(a.valid is False for a in feedback)  # the pending verdict, overridden
@@ -272,7 +272,7 @@ def test_our_judge_as_an_mlflow_scorer_rescored_traces_and_retriever_spans(ray_l
     traces = mlflow.search_traces(locations=[meta.mlflow_experiment_id], run_id=meta.mlflow_run_id)
     assert len(traces) == 4
     evaluation = mlflow.genai.evaluate(data=traces, scorers=[mlflow_scorer()])
-    assert evaluation.metrics["srag_correctness/mean"] == pytest.approx(result["accuracy"])  # 2 of 4 right
+    assert evaluation.metrics["answer_score/mean"] == pytest.approx(result["accuracy"])  # 2 of 4 right
 
     client = MlflowClient(tracking_uri=mlflow_server)
     for info in client.search_traces(locations=[meta.mlflow_experiment_id], run_id=meta.mlflow_run_id):

@@ -230,7 +230,9 @@ def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRu
     }
     tracker.replace_tables(parent, {name: write_table(table, sweep_dir / "tables" / name)
                                     for name, table in tables.items()})
-    tracker.set_terminated(parent, "FAILED" if unfinished else "FINISHED")
+    # the sweep ended when its last run did: refreshing its figures (labels, a re-judge) does not move that
+    ended = max((r.meta.finished for r in rows if r.meta.finished), default=None)
+    tracker.set_terminated(parent, "FAILED" if unfinished else "FINISHED", ended)
 
 
 RUN_TABLE_COLUMNS = ("accuracy", "accuracy_ci95", "accuracy_judge_corrected", "accuracy_judge_corrected_ci95",

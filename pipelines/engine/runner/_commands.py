@@ -104,7 +104,7 @@ def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool,
             else:
                 if not quiet:
                     print(f"run {run_dir.run_id}: 0 episodes to run, 0 to judge", file=sys.stderr)
-                result = finish(run_dir, tracker)
+                result = finish(run_dir, tracker, refresh=True)  # nothing ran: its end stays
         return result
     finally:
         heartbeat.close()

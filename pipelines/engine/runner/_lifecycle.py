@@ -292,10 +292,11 @@ def stats_so_far(run_dir: RunDir, states: dict[Unit, QuestionState], redo: set[t
     return stats
 
 
-def finish(run_dir: RunDir, tracker: Tracker | None) -> RunResult:
+def finish(run_dir: RunDir, tracker: Tracker | None, refresh: bool = False) -> RunResult:
     """Summary, per-question table and plots, written to the run folder and logged to MLflow. Run again after a
     rerun or resume, it replaces them: the tables whole, and the summary metrics at step 0 again, where the later
-    value is the one MLflow shows (MLflow cannot delete a metric value; one step keeps its charts bar charts)."""
+    value is the one MLflow shows (MLflow cannot delete a metric value; one step keeps its charts bar charts).
+    `refresh`: no episode ran since the last finish (labels imported, a re-judge), so the run's end time stays."""
     import pandas as pd
 
     if tracker is not None:
@@ -317,7 +318,8 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> RunResult:
         tracker.submit(lambda: log_labels(run_dir, tracker.client))
     done = summary.missing == summary.not_run == 0 and traces_missing == 0
     status = "stopped" if meta.stop else "finished" if done else "incomplete"
-    meta = run_dir.update_meta(status=status, finished=utc_now(), store_problems=store.problems)
+    ended = meta.finished if refresh and meta.finished else utc_now()
+    meta = run_dir.update_meta(status=status, finished=ended, store_problems=store.problems)
     summary.write(run_dir.path / "summary.json")
     frame = pd.DataFrame(rows)
     frame.to_parquet(run_dir.path / "results.parquet", index=False)
@@ -344,7 +346,7 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> RunResult:
                                      "srag.replaced_scored": str(summary.replaced_scored),
                                      "srag.stopped": stop.kind if stop else "no",
                                      **({"srag.stop_reason": stop.reason} if stop else {})})
-        tracker.set_terminated(mlflow_id, mlflow_status(summary))
+        tracker.set_terminated(mlflow_id, mlflow_status(summary), ended)
         result = result.model_copy(update={"mlflow_errors": mlflow_synced(run_dir, tracker)})
     return result
 
@@ -420,10 +422,10 @@ def set_budget(run_dir: RunDir, max_cost_usd: float) -> None:
 
 
 def refinish(run_dir: RunDir) -> RunResult:
-    """`finish` again from what the results store holds (after `srag judge`): summary, tables, plots, the MLflow
-    run's metrics and tables, and the new verdicts on the traces."""
+    """`finish` again from what the results store holds (after `srag judge`, `srag review`): summary, tables,
+    plots, the MLflow run's metrics and tables, and the new verdicts on the traces; its end time stays."""
     tracker = open_tracker(load_run_config(run_dir), run_dir.path.parent)
     try:
-        return finish(run_dir, tracker)
+        return finish(run_dir, tracker, refresh=True)
     finally:
         tracker.close()
