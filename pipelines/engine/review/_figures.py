@@ -268,7 +268,8 @@ def _drawn(data: Labelled) -> str:
     kind = f"a sweep's shared sample ({sample.sweep_id}), " if sample.sweep_id else ""
     strata = "" if not sample.stratify else ", stratified by " + sample.stratify + ": " + ", ".join(
         f"{name} {s.drawn} of {s.questions} (weight {s.weight:.4g})" for name, s in sample.strata.items())
-    earlier = f"; {data.n_samples - 1} earlier sample(s) drawn before it" if data.n_samples > 1 else ""
+    n_earlier = data.n_samples - 1
+    earlier = f"; {n_earlier} earlier sample{'s' if n_earlier > 1 else ''} drawn before it" if n_earlier else ""
     return (f"{kind}random sample {sample.sample_id} of {sample.size} of the {len(sample.frame)} questions scored "
             f"when it was drawn ({sample.drawn_at[:16]}, seed {sample.seed}){strata}{earlier}")
 
