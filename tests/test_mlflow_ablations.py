@@ -150,3 +150,106 @@ def test_re_judging_and_importing_labels_leave_the_runs_end_times(ablation, caps
     assert sum(out["imported"]["labels"].values()) == len(rows)  # the labels are in: the runs were refreshed
     assert {run_id: client.get_run(run_id).info.end_time for run_id in ended} == ended
     assert [d.read_meta().finished for d in run_dirs] == finished
+
+
+def test_the_parent_run_states_the_ranking_and_each_pairs_difference(ablation):
+    from mlflow import MlflowClient
+
+    from pipelines.engine.records import PairwiseRow
+    from pipelines.engine.reports import NOTE_TAG, pair_name
+
+    client = MlflowClient(tracking_uri=ablation["uri"])
+    child = RunDir.open(ablation["runs"], ablation["run_ids"]["zero_ingestion"]).read_meta().mlflow_run_id
+    parent_id = client.get_run(child).data.tags["mlflow.parentRunId"]
+    parent = client.get_run(parent_id)
+    _, report = CliCapture().cli("report", ablation["sweep_id"], "--runs-dir", str(ablation["runs"]))
+    (pair,) = report["pairwise"]
+    # the description: which minus which, the difference with its interval and adjusted p-value, and the ranking
+    note = parent.data.tags[NOTE_TAG]
+    row = next(line for line in note.splitlines() if line.startswith(f"| {pair['run_b']} − {pair['run_a']} |"))
+    assert f"{pair['difference']:+.4f}" in row and f"{pair['difference_ci95_low']:+.4f}" in row
+    assert f"{pair['p_value_holm']:.4g}" in row and row.rstrip(" |").endswith(str(pair["n_paired"]))
+    assert "Ranking on " in note and (" > " in note or " = " in note)
+    # the same figures as metrics named for the pair and its direction
+    name = pair_name(PairwiseRow.model_validate(pair))
+    assert name == "variant_vanilla_rag_minus_variant_zero_ingestion"
+    metrics = parent.data.metrics
+    assert metrics[f"pair/{name}/difference"] == pair["difference"]
+    assert (metrics[f"pair/{name}/difference_ci95_low"], metrics[f"pair/{name}/difference_ci95_high"]) == \
+        (pair["difference_ci95_low"], pair["difference_ci95_high"])
+    assert metrics[f"pair/{name}/p_value_holm"] == pair["p_value_holm"]
+    # the papers' table as artifacts, the grid's keys as params
+    assert {a.path for a in client.list_artifacts(parent_id, "paper")} == {"paper/paper_table.md",
+                                                                             "paper/paper_table.tex"}
+    assert parent.data.params["grid.variant"] == "zero_ingestion, vanilla_rag"
+
+
+def test_accuracy_comes_before_any_progress_counter_in_mlflows_order(ablation):
+    from tests.pipeline_helpers import rest
+
+    # MLflow's views list a run's metrics in the order the store gives them: the order they were first logged
+    for variant, run_id in ablation["run_ids"].items():
+        mlflow_id = RunDir.open(ablation["runs"], run_id).read_meta().mlflow_run_id
+        run = rest(ablation["uri"], "runs/get", run_id=mlflow_id)["run"]
+        keys = [m["key"] for m in run["data"]["metrics"]]
+        assert keys[:3] == ["accuracy", "accuracy_ci95_low", "accuracy_ci95_high"], (variant, keys[:5])
+        accuracy = next(m["value"] for m in run["data"]["metrics"] if m["key"] == "accuracy")
+        assert accuracy == _report(ablation, run_id)["accuracy"]  # the figure, not the NaN it began as
+        parent_id = next(t["value"] for t in run["data"]["tags"] if t["key"] == "mlflow.parentRunId")
+        parent = rest(ablation["uri"], "runs/get", run_id=parent_id)["run"]
+        parent_keys = [m["key"] for m in parent["data"]["metrics"]]
+        assert parent_keys[:2] == ["accuracy/variant_zero_ingestion", "accuracy/variant_vanilla_rag"], parent_keys[:4]
+
+
+def _report(ablation: dict, run_id: str) -> dict:
+    _, report = CliCapture().cli("report", run_id, "--runs-dir", str(ablation["runs"]))
+    return report
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _ui_text(uri: str, path: str, wait_for: str, click: str | None = None) -> tuple[str, list[str]]:
+    """The page's text once `wait_for` is on it (after clicking the text `click`, when given), and its column
+    headers."""
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM.is_file(), "the MLflow UI test needs Debian's chromium (apt-get install chromium; .ci/run does)"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_context(viewport={"width": 1800, "height": 1000}).new_page()
+            page.goto(uri + path)
+            if click:
+                page.get_by_text(click).first.click(timeout=60_000)
+            page.get_by_text(wait_for).first.wait_for(timeout=60_000)
+            page.wait_for_timeout(1000)  # the last cells settle
+            return page.inner_text("body"), page.locator("[role=columnheader]").all_inner_texts()
+        finally:
+            browser.close()
+
+
+def test_the_mlflow_ui_states_the_pair_puts_accuracy_first_and_averages_the_judges_score(ablation):
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=ablation["uri"])
+    child = client.get_run(RunDir.open(ablation["runs"], ablation["run_ids"]["zero_ingestion"]).read_meta()
+                           .mlflow_run_id)
+    experiment, parent = child.info.experiment_id, child.data.tags["mlflow.parentRunId"]
+    _, report = CliCapture().cli("report", ablation["sweep_id"], "--runs-dir", str(ablation["runs"]))
+    (pair,) = report["pairwise"]
+    # the parent run's description: which minus which, the difference and its interval
+    text, _ = _ui_text(ablation["uri"], f"/#/experiments/{experiment}/runs/{parent}", "Description")
+    stated = next(line for line in text.splitlines() if line.startswith(f"{pair['run_b']} − {pair['run_a']}\t"))
+    assert stated.split("\t")[1:3] == [f"{pair['difference']:+.4f}", f"[{pair['difference_ci95_low']:+.4f}, "
+                                                                     f"{pair['difference_ci95_high']:+.4f}]"]
+    # the Evaluation runs view: accuracy and its interval are its first metric columns
+    _, headers = _ui_text(ablation["uri"], f"/#/experiments/{experiment}/evaluation-runs", "live/done")
+    metrics = headers[headers.index("Dataset") + 1:]
+    assert metrics[:3] == ["accuracy", "accuracy_ci95_low", "accuracy_ci95_high"], metrics[:6]
+    # a run's evaluation view: the judge's score averaged over its traces (4 of the agent's 6 answers are right)
+    text, _ = _ui_text(ablation["uri"], f"/#/experiments/{experiment}/evaluation-runs", "AVG",
+                       click="zero_ingestion · bench")
+    lines = [line.strip() for line in text.splitlines()]
+    at = lines.index("answer_score")
+    assert lines[at + 1:at + 3] == ["AVG", "0.67"], lines[at:at + 4]

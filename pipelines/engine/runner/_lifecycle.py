@@ -112,6 +112,9 @@ def start_run(cfg: RunConfig, runs_dir: Path, tracker: Tracker | None, *, sweep_
     return run_dir
 
 
+HEADLINE_METRICS = ("accuracy", "accuracy_ci95_low", "accuracy_ci95_high")
+
+
 def dataset_label(cfg: RunConfig, questions_path: Path) -> str:
     return cfg.dataset or questions_path.parent.name
 
@@ -132,6 +135,9 @@ def mlflow_run(cfg: RunConfig, run_dir: RunDir, tracker: Tracker, meta: RunMeta,
                      if p and not p.startswith(("system=", "variant=", "model=", "dataset=")))
     run_id = tracker.create_run(run_name(cfg.variant, dataset, cfg.llm.model, extra), effective_config(cfg), tags,
                                 parent_mlflow_id)
+    # MLflow's views (runs, Evaluation runs, the run's metrics) order a run's metrics by when each was first logged:
+    # its accuracy and interval go in first, unknown (NaN) until the run ends, before any progress counter (`live/`)
+    tracker.log_metrics(run_id, dict.fromkeys(HEADLINE_METRICS, float("nan")), 0)
     tracker.log_input(run_id, question_set(run_dir, dataset, str(meta.questions_file)), {"mlflow.data.context": "eval"})
     return {"mlflow_run_id": run_id, "mlflow_uri": tracker.uri, "mlflow_experiment_id": tracker.experiment_id}
 
