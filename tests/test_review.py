@@ -397,6 +397,10 @@ def test_a_comparison_without_shared_labels_says_it_rests_on_the_judge_alone(tmp
     sweep_dir, (run_a, run_b) = _sweep(tmp_path, {"run-alpha": JUDGED, "run-beta": JUDGED})
     assert main(["compare", "run-alpha", "run-beta", "--runs-dir", str(tmp_path)]) == 0
     assert "rests on the judge alone: neither run has human labels" in capsys.readouterr().out
+    assert main(["report", "sw1", "--runs-dir", str(tmp_path)]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "every difference above rests on the judge alone: neither run has human labels; srag review SWEEP_ID " \
+           "--sample N draws" in said and "))" not in said  # no brackets nested in brackets
     sample = drawn(run_a, size=30)  # labels of A's own sample only
     review.import_run_labels(rows_of(run_a), fill(Path(sample.csv), JUDGED, tmp_path / "f.csv"))
     from pipelines.engine.reports import compare_runs, sweep_summary

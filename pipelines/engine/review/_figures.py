@@ -290,8 +290,8 @@ def corrected_difference(rows_a: list[QuestionRow], rows_b: list[QuestionRow]) -
     alone = "the comparison rests on the judge alone: "
     has_a, has_b = (any(r.get("human_labels") for r in rows) for rows in (rows_a, rows_b))
     if not (has_a or has_b):
-        return CorrectedDifference(reason=alone + "neither run has human labels (srag review SWEEP_ID --sample N "
-                                                  "draws a sample a sweep's runs share)")
+        return CorrectedDifference(reason=alone + "neither run has human labels; srag review SWEEP_ID --sample N "
+                                                  "draws a sample a sweep's runs share")
     if not (has_a and has_b):
         return CorrectedDifference(reason=alone + f"run {'B' if has_a else 'A'} has no human labels")
     samples_a, samples_b = ({r.get("review_sample") for r in rows} - {None} for rows in (rows_a, rows_b))
