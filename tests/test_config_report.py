@@ -373,3 +373,22 @@ def test_compare_pairs_empty_answers_and_counts_what_it_leaves_out():
     assert out.n_paired == 77  # the 10 empty answers are paired as wrong answers of A
     assert out.n_left_out == 7 and out.left_out == {"failed": 5, "pending": 2, "not_run": 0, "missing": 0}
     assert out.only_b_right == 15 and out.accuracy_a == round(62 / 77, 4)
+
+
+def test_the_parent_runs_description_names_each_pair_and_stays_within_mlflows_tag_size():
+    from pipelines.engine.records import PairwiseRow, SweepSummary
+    from pipelines.engine.reports import parent_note
+
+    def pair(i: int) -> PairwiseRow:
+        return PairwiseRow.model_construct(
+            run_a="variant=base", run_b=f"variant=v{i}", dataset="bench", difference=0.05, difference_ci95_low=-0.0125,
+            difference_ci95_high=0.1, p_value_holm=0.31, test="mcnemar_exact_unconditional", n_paired=200,
+            difference_judge_corrected=None)
+
+    summary = SweepSummary.model_construct(name="abl", sweep_id="s1", n_runs=61, unfinished=[],
+                                           rankings={"bench": [["variant=v1", "variant=base"]]},
+                                           pairwise=[pair(i) for i in range(60)])
+    note = parent_note(summary)
+    assert "| variant=v0 − variant=base | +0.0500 | [-0.0125, +0.1000] | exact McNemar | 0.31 | 200 |" in note
+    assert "**Ranking on bench**: variant=v1 = variant=base" in note
+    assert "20 more pairs: the run's pairwise.json" in note and len(note) < 8000

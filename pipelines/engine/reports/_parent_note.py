@@ -12,6 +12,7 @@ from pipelines.engine.records import PairwiseRow, SweepSummary
 from pipelines.errors import UserError
 
 NOTE_TAG = "mlflow.note.content"  # the run's description in MLflow's UI
+NOTE_PAIRS = 40  # pair rows per question set in the description: MLflow keeps a tag's first 8,000 characters
 TEST_NAMES = {"mcnemar_exact_unconditional": "exact McNemar", "mcnemar_asymptotic": "McNemar",
               "paired_t": "paired t", "paired_t_cr2": "clustered paired t"}
 
@@ -46,7 +47,9 @@ def parent_note(summary: SweepSummary) -> str:
         pairs = [p for p in summary.pairwise if p.dataset == dataset]
         if pairs:
             lines += ["", "| B − A | difference | 95% interval | test | p (Holm) | paired questions |",
-                      "|---|---|---|---|---|---|", *map(_pair_row, pairs)]
+                      "|---|---|---|---|---|---|", *map(_pair_row, pairs[:NOTE_PAIRS])]
+        if len(pairs) > NOTE_PAIRS:
+            lines += ["", f"{len(pairs) - NOTE_PAIRS} more pairs: the run's pairwise.json and `srag report`."]
         lines += [_corrected_line(p) for p in pairs if p.difference_judge_corrected is not None]
     if summary.unfinished:
         lines += ["", f"{len(summary.unfinished)} run(s) of the plan have not reached their end: these figures may "
