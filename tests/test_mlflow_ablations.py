@@ -253,3 +253,14 @@ def test_the_mlflow_ui_states_the_pair_puts_accuracy_first_and_averages_the_judg
     lines = [line.strip() for line in text.splitlines()]
     at = lines.index("answer_score")
     assert lines[at + 1:at + 3] == ["AVG", "0.67"], lines[at:at + 4]
+
+
+def test_a_sweeps_run_names_its_grid_values_first_among_its_params(ablation):
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=ablation["uri"])
+    for variant, run_id in ablation["run_ids"].items():
+        params = client.get_run(RunDir.open(ablation["runs"], run_id).read_meta().mlflow_run_id).data.params
+        assert params["_grid.variant"] == variant
+        # compare-runs lists params by name: what the runs differ in comes before their 17 agent.* settings
+        assert sorted(params)[0] == "_grid.variant" and sorted(params, key=str.lower)[0] == "_grid.variant"

@@ -31,7 +31,15 @@ from pipelines.engine.records import (
 )
 from pipelines.engine.reports import attempt_rows, incomplete_reason, plot_accuracy_by_type, run_summary
 from pipelines.engine.scoring import needs_verdict
-from pipelines.engine.store import QuestionState, RunDir, Unit, git_revision, new_run_id, package_versions
+from pipelines.engine.store import (
+    QuestionState,
+    RunDir,
+    Unit,
+    git_revision,
+    new_run_id,
+    package_versions,
+    read_sweep,
+)
 from pipelines.engine.systems import (
     System,
     VariantResources,
@@ -113,6 +121,24 @@ def start_run(cfg: RunConfig, runs_dir: Path, tracker: Tracker | None, *, sweep_
 
 
 HEADLINE_METRICS = ("accuracy", "accuracy_ci95_low", "accuracy_ci95_high")
+GRID_PARAM = "_grid."  # MLflow's compare view lists params by name: "_" comes before any letter
+
+
+def grid_params(cfg: RunConfig, run_dir: RunDir, meta: RunMeta) -> dict[str, str]:
+    """A sweep's run: the values its grid gave it, as params `_grid.<key>`, so that compare-runs shows what the runs
+    differ in before the rest of their config (the same values are in that config too)."""
+    sweep_dir = run_dir.path.parent / "sweeps" / str(meta.sweep_id)
+    if not meta.sweep_id or not (sweep_dir / "sweep.json").is_file():
+        return {}
+    config = cfg.model_dump(mode="json")
+    out = {}
+    for key in read_sweep(sweep_dir).grid:
+        value: Any = config
+        for part in ("system" if key == "variant" else key).split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None:
+            out[GRID_PARAM + key] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+    return out
 
 
 def dataset_label(cfg: RunConfig, questions_path: Path) -> str:
@@ -133,8 +159,8 @@ def mlflow_run(cfg: RunConfig, run_dir: RunDir, tracker: Tracker, meta: RunMeta,
     label = cfg.name.split("/", 1)[1] if "/" in cfg.name else ""
     extra = "-".join(p for p in re.split(r"-(?=\w+=)", label)  # a sweep's label: what its grid varies
                      if p and not p.startswith(("system=", "variant=", "model=", "dataset=")))
-    run_id = tracker.create_run(run_name(cfg.variant, dataset, cfg.llm.model, extra), effective_config(cfg), tags,
-                                parent_mlflow_id)
+    params = {**grid_params(cfg, run_dir, meta), **effective_config(cfg)}
+    run_id = tracker.create_run(run_name(cfg.variant, dataset, cfg.llm.model, extra), params, tags, parent_mlflow_id)
     # MLflow's views (runs, Evaluation runs, the run's metrics) order a run's metrics by when each was first logged:
     # its accuracy and interval go in first, unknown (NaN) until the run ends, before any progress counter (`live/`)
     tracker.log_metrics(run_id, dict.fromkeys(HEADLINE_METRICS, float("nan")), 0)
