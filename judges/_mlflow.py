@@ -10,7 +10,7 @@ from ._llm_judge import LLMJudge
 from ._score import Fallback, score_answer
 
 
-def mlflow_scorer(judge: LLMJudge | None = None, *, name: str = "srag_correctness", fallback: Fallback = "none"):
+def mlflow_scorer(judge: LLMJudge | None = None, *, name: str = "answer_score", fallback: Fallback = "none"):
     """An MLflow 3 scorer (`@scorer`) that scores one trace with `score_answer`: the question from the root span's
     `inputs["question"]`, the answer from its `outputs["answer"]` (or the outputs themselves when they are text),
     the gold from the `expected_answer` expectation, and its aliases and answer kind from that expectation's

@@ -61,6 +61,10 @@ def load_encoder(name: str = DEFAULT_ENCODER, device: str = "cpu"):
     offline_for_shipped(name)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as transformers_logging
+
+    # its "Loading weights" bar (and the hub's download bars) cut into the run's progress lines on stderr
+    transformers_logging.disable_progress_bar()
 
     try:
         return SentenceTransformer(encoder_path(name), device=device)

@@ -103,6 +103,12 @@ def test_max_steps_asks_for_a_final_answer(fake_llm):
     assert "You have used all 2 tool calls" in fake_llm.requests[2]["messages"][-1]["content"]
 
 
+def test_a_tool_call_for_the_final_answer_is_no_answer(fake_llm):
+    fake_llm.script([call("count_set", set_name="all"), call("count_set", set_name="all")])
+    ep = make_agent(fake_llm, max_steps=1).run(QUESTION)
+    assert ep.status == "max_steps" and ep.answer is None and ep.llm_calls == 2
+
+
 def test_rate_limits_are_retried_within_a_step(fake_llm):
     fake_llm.script([{"status": 429, "headers": {"Retry-After": "0"}}, {"status": 500}, answer("fine")])
     ep = make_agent(fake_llm).run(QUESTION)

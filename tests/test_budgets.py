@@ -166,8 +166,14 @@ def test_an_estimate_without_prices_says_the_cost_is_unknown(ray_local, fake_llm
     _, est = cli("estimate", "--yes", cfg, "--pilot", "2", "--runs-dir", str(tmp_path / "runs"))
     assert est["runs"][0]["cost_usd"] is None and "no prices" in est["runs"][0]["cost_note"]
     assert est["total"]["cost_usd"] is None and est["runs"][0]["tokens"] > 0
-    assert main(["estimate", "--yes", cfg, "--runs-dir", str(tmp_path / "runs")]) == 0
-    assert "cost_usd unknown: the config has no prices" in capsys.readouterr().out
+    assert main(["estimate", "--yes", cfg, "--detect", "0.1", "--runs-dir", str(tmp_path / "runs")]) == 0
+    text = capsys.readouterr().out
+    assert "cost_usd unknown: the config has no prices" in " ".join(text.split())
+    # wrapped at 100 columns (a line was 291), plurals that say what they count, and a plain reason why the
+    # questions a difference needs cannot be told from a sample answered all right (was "got delta=0.1, ...")
+    assert max(map(len, text.splitlines())) <= 100, text
+    assert "x 1 epoch)" in text and "1 epochs" not in text
+    assert "were all right" in text and "delta=" not in text
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -108,6 +108,29 @@ def _questions(rows):
     return [Question.model_validate(r) for r in rows]
 
 
+def test_the_plan_line_says_one_episode_one_actor_one_node():
+    from pipelines.engine.cluster import describe_plan
+
+    def plan(n: int) -> ExecutionPlan:
+        return ExecutionPlan(actors=n, actors_setting=n, cluster_cpus=2, nodes=n, concurrency=n, episodes_per_actor=1,
+                             grows_with_cluster=False)
+
+    assert describe_plan(plan(1), limited=False) == "1 episode in flight on 1 actor (2 CPUs on 1 node)"
+    assert describe_plan(plan(2), limited=False) == "2 episodes in flight on 2 actors (2 CPUs on 2 nodes)"
+
+
+def test_the_time_left_never_grows_while_nothing_finishes_and_says_estimating_until_it_can_tell():
+    from pipelines.engine.cluster import Countdown, RunStats, time_left
+
+    countdown = Countdown()
+    assert countdown.left(0, 10.0, lambda: 99.0) is None and time_left(None) == "time left: estimating"
+    assert countdown.left(1, 20.0, lambda: 100.0) == 100.0  # the first episode done: an estimate
+    assert countdown.left(1, 50.0, lambda: 500.0) == 70.0  # nothing finished since: counted down, not re-estimated
+    assert countdown.left(1, 130.0, lambda: 500.0) is None  # run out with episodes left: estimating again
+    assert countdown.left(2, 140.0, lambda: 60.0) == 60.0
+    assert RunStats(total=4).line().endswith("· time left: estimating")  # was "~--:-- left"
+
+
 def test_failed_episodes_are_not_scored_as_wrong():
     questions = _questions({"id": f"q{i}", "question": "?", "answer": "a", "type": t} for i, t in enumerate("xxyy"))
     states = {("q0", 1): _state("q0", "ok", 1.0), ("q1", 1): _state("q1", "llm_error"),
@@ -142,6 +165,23 @@ def test_the_accuracy_interval_describes_the_mean_score_with_partial_scores(tmp_
     assert path.stat().st_size > 5_000
 
 
+def test_the_plots_count_label_is_readable_on_a_bar_of_accuracy_zero(tmp_path, monkeypatch):
+    from matplotlib.colors import to_rgb
+
+    from pipelines.engine.reports import _run_report
+
+    questions = _questions({"id": f"q{i}", "question": "?", "answer": "a", "type": "x"} for i in range(4))
+    wrong = summarize(question_rows(questions, {(q.id, 1): _state(q.id, "ok", 0.0) for q in questions}))
+    figures = []
+    save = _run_report._save
+    monkeypatch.setattr(_run_report, "_save", lambda fig, path: figures.append(fig) or save(fig, path))
+    plot_accuracy_intervals([LabelledRun("wrong", RunMeta(run_id="wrong", name="wrong"), wrong)], tmp_path / "i.png")
+    (label,) = [t for t in figures[0].axes[0].texts if t.get_text() == "n=4/4"]
+    # no bar under it: white text on the white background was invisible; dark text on its own light box is not
+    assert sum(to_rgb(label.get_color())) < 1.0
+    assert label.get_bbox_patch() is not None and sum(label.get_bbox_patch().get_facecolor()[:3]) > 2.5
+
+
 def test_the_text_report_shows_spent_and_final_answer_tokens_and_cost():
     from pipelines.cli._results import summary_table
 
@@ -162,6 +202,18 @@ def test_the_text_report_shows_spent_and_final_answer_tokens_and_cost():
     assert cells["spent_tokens"] == "17" and cells["spent_cost_usd"] == "0.75"  # both attempts
     assert cells["final_tokens"] == "7" and cells["final_cost_usd"] == "0.25"  # the answer that counts
     assert "tokens" not in cells and "cost_usd" not in cells
+
+
+def test_the_text_report_says_its_mappings_in_words_not_as_raw_dicts():
+    questions = _questions([{"id": f"q{i}", "question": "?", "answer": "a", "type": "x"} for i in range(3)])
+    states = {(f"q{i}", 1): _state(f"q{i}", "ok", float(i % 2)) for i in range(3)}
+    lines = summarize(question_rows(questions, states)).text_lines()
+    text = "\n".join(lines)
+    assert "{" not in text and "}" not in text, text  # was ci_method {accuracy: wilson, ...}
+    assert lines[0].startswith("figures: accuracy 0.3333 [")  # was "accuracy: accuracy 0.3333"
+    assert "ci_method wilson for accuracy, accuracy_all, coverage;" in " ".join(text.split())
+    assert "outcome_counts scored 3, failed 0, pending 0" in " ".join(text.split())
+    assert max(map(len, lines)) <= 100
 
 
 def test_an_interval_is_chosen_for_its_data_and_says_when_there_is_none():
@@ -321,3 +373,22 @@ def test_compare_pairs_empty_answers_and_counts_what_it_leaves_out():
     assert out.n_paired == 77  # the 10 empty answers are paired as wrong answers of A
     assert out.n_left_out == 7 and out.left_out == {"failed": 5, "pending": 2, "not_run": 0, "missing": 0}
     assert out.only_b_right == 15 and out.accuracy_a == round(62 / 77, 4)
+
+
+def test_the_parent_runs_description_names_each_pair_and_stays_within_mlflows_tag_size():
+    from pipelines.engine.records import PairwiseRow, SweepSummary
+    from pipelines.engine.reports import parent_note
+
+    def pair(i: int) -> PairwiseRow:
+        return PairwiseRow.model_construct(
+            run_a="variant=base", run_b=f"variant=v{i}", dataset="bench", difference=0.05, difference_ci95_low=-0.0125,
+            difference_ci95_high=0.1, p_value_holm=0.31, test="mcnemar_exact_unconditional", n_paired=200,
+            difference_judge_corrected=None)
+
+    summary = SweepSummary.model_construct(name="abl", sweep_id="s1", n_runs=61, unfinished=[],
+                                           rankings={"bench": [["variant=v1", "variant=base"]]},
+                                           pairwise=[pair(i) for i in range(60)])
+    note = parent_note(summary)
+    assert "| variant=v0 − variant=base | +0.0500 | [-0.0125, +0.1000] | exact McNemar | 0.31 | 200 |" in note
+    assert "**Ranking on bench**: variant=v1 = variant=base" in note
+    assert "20 more pairs: the run's pairwise.json" in note and len(note) < 8000

@@ -120,6 +120,12 @@ def labelled_workspace(corpus, index, max_docs=20) -> tuple[Workspace, dict]:
 # Chunking as coarsely as the encoder allows
 
 
+def test_loading_the_encoder_draws_no_progress_bar_between_the_runs_lines(capfd):
+    load_encoder.cache_clear()  # loaded again, as a worker does
+    load_encoder()
+    assert "Loading weights" not in capfd.readouterr().err
+
+
 def test_coarse_chunk_size_comes_from_the_encoder_window():
     model = load_encoder()
     assert model.max_seq_length == 256

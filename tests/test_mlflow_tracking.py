@@ -213,7 +213,7 @@ def test_traces_carry_correctness_and_standard_span_content(sweep):
             kinds = {type(a).__name__ for a in trace.info.assessments}
             assert "Expectation" in kinds
             if judgement is not None:
-                feedback = next(a for a in trace.info.assessments if a.name == "correctness")
+                feedback = next(a for a in trace.info.assessments if a.name == "answer_score")
                 assert feedback.value == judgement.score and feedback.rationale
                 method = judgement.score_source  # the rule decides here: the LLM judge is off
                 assert method == "rule" and feedback.metadata["method"] == method
@@ -321,7 +321,7 @@ def _table(page) -> tuple[list[dict[str, str]], bool]:
         if cells.count() != len(headers):
             continue
         if not rows:
-            on_top = cells.nth(headers.index("correctness")).evaluate(
+            on_top = cells.nth(headers.index("answer_score")).evaluate(
                 "c => { const r = c.getBoundingClientRect();"
                 " return c.contains(document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2)); }")
         rows.append(dict(zip(headers, cells.all_inner_texts(), strict=True)))
@@ -350,7 +350,7 @@ def test_the_mlflow_ui_shows_token_counts_and_assessments(sweep):
             n = re.search(r"What is the code of item Q(\d+)", " ".join(row.values())).group(1)
             assert row["expected_answer"] in (n, "" if n == "0" else n), row  # the UI leaves a gold "0" blank
             if f'"answer": "{n}"' in row.get("output", row.get("response")):
-                assert row["correctness"] == "1", row
+                assert row["answer_score"] == "1", row
                 right += 1
         assert right >= N // 2, (shot, rows)
         assert (SHOTS / shot).stat().st_size > 10_000

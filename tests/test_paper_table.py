@@ -92,6 +92,11 @@ def cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip()[1:-1].split("|")]
 
 
+def unwrapped(out: str) -> str:
+    """The Markdown table's text with each paragraph under it on one line again (it is wrapped at 100 columns)."""
+    return "\n\n".join(p if p.startswith("|") else " ".join(p.splitlines()) for p in out.split("\n\n"))
+
+
 def table_of(runs: Path, fmt: str, *figures: str, capsys) -> tuple[str, str]:
     args = ["report", SWEEP, "--runs-dir", str(runs), "--table", fmt] + (["--figures", ",".join(figures)]
                                                                          if figures else [])
@@ -110,7 +115,7 @@ def test_the_markdown_table_marks_the_best_its_tie_group_and_every_incomplete_ce
     assert rows["zero_ingestion"][0] == "**83.3** [71.9, 90.7] n=60"
     assert rows["limited_ingestion"][0] == "*80.0* [68.2, 88.2] n=60"
     assert rows["vanilla_rag"][0] == "33.3 [22.7, 46.0] n=60"
-    notes = dict(re.findall(r"^†(\w) (.*)$", out, re.M))
+    notes = dict(re.findall(r"^†(\w) (.*)$", unwrapped(out), re.M))
     # fin&bench_10%: 12 partial scores back no interval; the notes say why, each text once
     no_ci = "no 95% interval: 12 partial scores, fewer than 30 for a bootstrap"
     assert rows["zero_ingestion"][1] == "**78.3** [no CI] n=12 †a" and notes["a"] == no_ci
@@ -125,10 +130,13 @@ def test_the_markdown_table_marks_the_best_its_tie_group_and_every_incomplete_ce
     # a run with no result: a dash, n=0, and what is missing
     vanilla = rows["vanilla_rag"][1]
     assert vanilla.startswith("– n=0 †") and notes[vanilla[-1]] == "incomplete: 12 missing of 12 questions"
-    assert "with its 95% interval (Wilson's score interval (0/1 scores)); n: the scored questions it is over" in out
-    assert "**Bold**: the column's best" in out
-    assert "*italic*: its tie group, the runs the Holm-adjusted paired tests (α = 0.05" in out
+    caption = unwrapped(out)
+    assert "with its 95% interval (Wilson's score interval (0/1 scores)); n: the scored questions it is over" in caption
+    assert "**Bold**: the column's best" in caption
+    assert "*italic*: its tie group, the runs the Holm-adjusted paired tests (α = 0.05" in caption
     assert "2 of the table's 6 cells are not complete" in err
+    # the caption and notes wrapped at 100 columns (a caption was one line of 370 characters)
+    assert all(len(line) <= 100 for line in out.splitlines() if not line.startswith("|"))
 
 
 def test_em_f1_and_steps_and_tokens_go_below_each_systems_accuracy(sweep_runs, capsys):
@@ -140,7 +148,7 @@ def test_em_f1_and_steps_and_tokens_go_below_each_systems_accuracy(sweep_runs, c
     assert rows[1][2:] == ["83.3 / 83.3", "50.0 / 78.3"]  # EM and F1 over the scored questions, in %
     assert rows[2][2:] == ["4.0 / 2,000", "6.0 / 5,000"]
     assert rows[8][2:] == ["1.0 / 900", "–"]  # vanilla_rag on fin&bench_10%: no episode ran
-    assert "EM / F1 (%): SQuAD exact match and token F1" in out and "per episode that ran" in out
+    assert "EM / F1 (%): SQuAD exact match and token F1" in unwrapped(out) and "per episode that ran" in unwrapped(out)
 
 
 def test_the_csv_has_one_machine_readable_row_per_system_and_dataset(sweep_runs, capsys):
@@ -209,7 +217,7 @@ def test_a_planned_run_without_results_is_a_marked_empty_cell(sweep_runs):
     assert table.cell("variant=zero_ingestion", "gamma").state == "missing"
     assert table.cell("variant=vanilla_rag", "gamma").state == "absent"
     out = render(table, "markdown")
-    notes = dict(re.findall(r"^†(\w) (.*)$", out, re.M))
+    notes = dict(re.findall(r"^†(\w) (.*)$", unwrapped(out), re.M))
     row = out.splitlines()[2]
     assert row.rstrip(" |").endswith("– †" + next(k for k, v in notes.items()
                                                     if v == "no results: interrupted before its first result"))
@@ -320,7 +328,7 @@ def test_the_corrected_accuracy_goes_beside_the_judges_when_a_run_carries_labels
     out = render(table, "markdown")
     rows = [cells(line) for line in out.splitlines() if line.startswith("|")]
     assert any(r[1] == "Corrected" and "75.1 [60.2, 87.4] n=30" in r for r in rows)
-    assert "no corrected accuracy: 8 labelled question(s)" in out
+    assert "no corrected accuracy: 8 labelled question(s)" in unwrapped(out)
     csv_rows = list(csv.DictReader(io.StringIO(render(table, "csv"))))
     first = next(r for r in csv_rows if r["run_id"] == labelled.run_id)
     assert (first["accuracy_judge_corrected"], first["corrected_ci_low"], first["human_labels_in_sample"]) == \

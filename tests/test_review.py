@@ -379,10 +379,28 @@ def test_a_sweeps_sample_is_shared_shuffled_and_blind_and_pairs_the_corrected_di
                                  redraw=True)
 
 
+def test_a_second_sample_is_refused_for_a_sweep_and_where_one_of_its_runs_has_its_own(tmp_path):
+    sweep_dir, (run_a, run_b) = _sweep(tmp_path, {"run-alpha": JUDGED, "run-beta": JUDGED})
+    files = {"run-alpha": "x/bench/questions.jsonl", "run-beta": "x/bench/questions.jsonl"}
+    runs = [rows_of(run_a), rows_of(run_b)]
+    drawn(run_a, size=10)
+    with pytest.raises(review.ReviewError, match="drawn already"):
+        review.draw_sweep_sample(sweep_dir, "sw1", runs, files, size=10, seed=1, stratify=None)
+    assert review.sweep_samples(sweep_dir) == [] and review.samples(run_b) == []  # nothing written
+    shared = review.draw_sweep_sample(sweep_dir, "sw1", runs, files, size=10, seed=1, stratify=None, redraw=True)
+    assert review.current_sample(run_b).sample_id == shared.sample_id
+    with pytest.raises(review.ReviewError, match="drawn already"):
+        review.draw_sweep_sample(sweep_dir, "sw1", runs, files, size=10, seed=2, stratify=None)
+
+
 def test_a_comparison_without_shared_labels_says_it_rests_on_the_judge_alone(tmp_path, capsys):
     sweep_dir, (run_a, run_b) = _sweep(tmp_path, {"run-alpha": JUDGED, "run-beta": JUDGED})
     assert main(["compare", "run-alpha", "run-beta", "--runs-dir", str(tmp_path)]) == 0
     assert "rests on the judge alone: neither run has human labels" in capsys.readouterr().out
+    assert main(["report", "sw1", "--runs-dir", str(tmp_path)]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "every difference above rests on the judge alone: neither run has human labels; srag review SWEEP_ID " \
+           "--sample N draws" in said and "))" not in said  # no brackets nested in brackets
     sample = drawn(run_a, size=30)  # labels of A's own sample only
     review.import_run_labels(rows_of(run_a), fill(Path(sample.csv), JUDGED, tmp_path / "f.csv"))
     from pipelines.engine.reports import compare_runs, sweep_summary

@@ -133,7 +133,7 @@ def test_labels_by_file_are_kept_apart_and_go_on_the_traces_as_human_feedback(re
                 human.setdefault(info["tags"]["srag.question_id"], set()).add(
                     (a["source"]["source_type"], a["source"]["source_id"], a["feedback"]["value"]))
         if info["tags"]["srag.question_id"] in reviewed["sampled"]:  # beside the judge's verdict
-            assert any(a["assessment_name"] == "correctness" for a in info["assessments"])
+            assert any(a["assessment_name"] == "answer_score" for a in info["assessments"])
     for q in reviewed["sampled"]:
         assert ("HUMAN", "ann", truth(q)) in human[q]
 

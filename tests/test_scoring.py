@@ -58,8 +58,8 @@ def test_every_question_counts_in_the_summary_the_report_and_mlflow(accounting):
     for source in (summary, accounting["report"], accounting["result"], metrics):
         assert {k: source[k] for k in expected} == expected
     assert summary["scored"] == 77 and summary["failed"] == 5 and summary["pending"] == 0
-    # NEVER: answered its JSON at the step limit
-    assert summary["episodes_no_answer"] == 5 and summary["episodes_by_status"]["max_steps"] == 5
+    # EMPTY and NEVER: no answer (NEVER's last reply at the step limit is a tool call, not an answer)
+    assert summary["episodes_no_answer"] == 10 and summary["episodes_by_status"]["max_steps"] == 5
     assert not summary["complete"] and tags["srag.complete"] == "false" and metrics["complete"] == 0.0
     assert metrics["scored"] == 77 and metrics["failed"] == 5
     for figure in expected:
@@ -74,6 +74,8 @@ def test_an_empty_answer_is_scored_zero_with_its_reason(accounting):
             ("scored", 0.0, "no_answer", "no answer")
     for n in FAILING:
         assert rows[f"q{n:03d}"]["outcome"] == "failed" and rows[f"q{n:03d}"]["score"] is None
+    for n in NEVER:  # the step limit without an answer: no answer, never the JSON of its last tool call
+        assert (rows[f"q{n:03d}"]["answer"], rows[f"q{n:03d}"]["score_source"]) == (None, "no_answer")
     for n in WRONG | NEVER:
         assert rows[f"q{n:03d}"]["outcome"] == "scored" and rows[f"q{n:03d}"]["score"] == 0.0
 
@@ -166,7 +168,7 @@ def test_srag_judge_no_llm_scores_every_pending_verdict_everywhere(unreachable_j
     assert len(traces) == N
     scores = {r["question_id"]: r["score"] for r in _rows(run_dir)}
     for trace in traces:
-        feedback = [a for a in trace.info.assessments if a.name == "correctness"]
+        feedback = [a for a in trace.info.assessments if a.name == "answer_score"]
         valid = [a for a in feedback if a.valid is not False]
         assert len(valid) == 1 and valid[0].value == scores[trace.info.tags["srag.question_id"]]
         assert any(a.valid is False for a in feedback)  # the pending verdict, overridden
@@ -270,7 +272,7 @@ def test_our_judge_as_an_mlflow_scorer_rescored_traces_and_retriever_spans(ray_l
     traces = mlflow.search_traces(locations=[meta.mlflow_experiment_id], run_id=meta.mlflow_run_id)
     assert len(traces) == 4
     evaluation = mlflow.genai.evaluate(data=traces, scorers=[mlflow_scorer()])
-    assert evaluation.metrics["srag_correctness/mean"] == pytest.approx(result["accuracy"])  # 2 of 4 right
+    assert evaluation.metrics["answer_score/mean"] == pytest.approx(result["accuracy"])  # 2 of 4 right
 
     client = MlflowClient(tracking_uri=mlflow_server)
     for info in client.search_traces(locations=[meta.mlflow_experiment_id], run_id=meta.mlflow_run_id):

@@ -219,11 +219,11 @@ def test_a_verdict_known_at_export_is_written_with_its_trace_and_a_later_one_ove
     (mark,) = [json.loads(line) for line in (run_dir.path / VERDICT_MARKERS).read_text().splitlines()]
     trace = tracker.client.get_trace(mark["trace_id"])
     by_name = {a.name: a for a in trace.info.assessments}
-    assert sorted(by_name) == ["correctness", "evidence_recall", "expected_answer", "failure_class"]
-    assert (by_name["correctness"].value, by_name["correctness"].metadata["method"]) == (0.0, "rule")
+    assert sorted(by_name) == ["answer_score", "evidence_recall", "expected_answer", "failure_class"]
+    assert (by_name["answer_score"].value, by_name["answer_score"].metadata["method"]) == (0.0, "rule")
     assert by_name["failure_class"].value == "wrong_evidence_missed" and by_name["evidence_recall"].value == 0.0
     assert (mark["judgement_id"], mark["assessment_id"], mark["failure_assessment_id"]) == \
-        ("j1", by_name["correctness"].assessment_id, by_name["failure_class"].assessment_id)
+        ("j1", by_name["answer_score"].assessment_id, by_name["failure_class"].assessment_id)
     tags = trace.info.tags
     assert (tags["srag.correct"], tags["srag.judge_method"], tags["srag.failure_class"],
             tags["srag.evidence_recall"], tags["srag.variant"]) == ("false", "rule", "wrong_evidence_missed", "0", "v")
@@ -234,7 +234,7 @@ def test_a_verdict_known_at_export_is_written_with_its_trace_and_a_later_one_ove
     assert again.attach_verdicts([verdict("q0", 1.0, "j2")]) == []
     trace = tracker.client.get_trace(mark["trace_id"])
     valid = {a.name: a for a in trace.info.assessments if a.valid is not False}
-    assert (valid["correctness"].value, valid["failure_class"].value) == (1.0, "right")
+    assert (valid["answer_score"].value, valid["failure_class"].value) == (1.0, "right")
     assert {a.assessment_id for a in trace.info.assessments if a.valid is False} == \
         {mark["assessment_id"], mark["failure_assessment_id"]}  # overridden, kept by MLflow
     assert (trace.info.tags["srag.correct"], trace.info.tags["srag.failure_class"]) == ("true", "right")
@@ -249,9 +249,9 @@ def test_a_pending_verdict_goes_with_its_trace_and_two_judgements_of_one_attempt
     assert exporter.attach_verdicts([verdict("q1", 0.0, "k1"), verdict("q1", 1.0, "k2")]) == []
     traces = {t.info.tags["srag.question_id"]: tracker.client.get_trace(t.info.trace_id)
               for t in tracker.client.search_traces(locations=[tracker.experiment_id], run_id=mlflow_run)}
-    (pending,) = [a for a in traces["q0"].info.assessments if a.name == "correctness"]
+    (pending,) = [a for a in traces["q0"].info.assessments if a.name == "answer_score"]
     assert pending.error.error_code == "PENDING" and traces["q0"].info.tags["srag.correct"] == "pending"
-    (later,) = [a for a in traces["q1"].info.assessments if a.name == "correctness"]
+    (later,) = [a for a in traces["q1"].info.assessments if a.name == "answer_score"]
     assert later.value == 1.0 and later.metadata["judgement_id"] == "k2"
     assert writes["create_assessment"] == 2  # q1's correctness and failure class, written on their own
     tracker.close()
@@ -331,7 +331,8 @@ def test_where_mlflows_in_memory_trace_is_out_of_reach_each_assessment_is_writte
     assert "each assessment of a trace is written on its own" in caplog.text
     (mark,) = [json.loads(line) for line in (run_dir.path / VERDICT_MARKERS).read_text().splitlines()]
     trace = tracker.client.get_trace(mark["trace_id"])
-    assert sorted(a.name for a in trace.info.assessments) == ["correctness", "expected_answer", "failure_class"]
-    assert mark["assessment_id"] == next(a.assessment_id for a in trace.info.assessments if a.name == "correctness")
+    assert sorted(a.name for a in trace.info.assessments) == ["answer_score", "expected_answer", "failure_class"]
+    judged = next(a for a in trace.info.assessments if a.name == "answer_score")
+    assert mark["assessment_id"] == judged.assessment_id
     assert writes["create_assessment"] == 3 and trace.info.tags["srag.failure_class"] == "right"
     tracker.close()

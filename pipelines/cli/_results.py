@@ -236,7 +236,7 @@ def print_corrected_pairs(out: SweepSummary) -> None:
     if not corrected:
         if out.pairwise:
             why = out.pairwise[0].judge_corrected_note or "no human labels"
-            print(wrapped(f"every difference above rests on the judge alone ({why.split(': ', 1)[-1]})"))
+            print(wrapped(f"every difference above rests on the judge alone: {why.split(': ', 1)[-1]}"))
         return
     for p in out.pairwise:
         if p.difference_judge_corrected is None:

@@ -54,10 +54,7 @@ def comparison_lines(result: RunComparison) -> list[str]:
     p = f"p = {result.p_value:.4g}" if result.p_value is not None else "no p-value"
     lines.append(f"B - A = {result.difference}, 95% interval {result.difference_ci95} ({test}{clustered}; the "
                  f"interval is the one the test inverts), {p}")
-    mde = f"{result.min_detectable_effect:.4f}" if result.min_detectable_effect is not None else "none"
-    lines.append(f"minimum detectable effect (80% power, alpha 0.05, this test on these {result.n_paired} paired "
-                 f"questions): {mde}; a non-significant difference smaller than that says too few questions, not no "
-                 "effect")
+    lines.append(_detectable_line(result))
     if result.unestimated_reason:
         lines.append(f"not estimated: {result.unestimated_reason}")
     if (corrected := result.judge_corrected) is not None:  # human labels on a shared review sample
@@ -77,3 +74,14 @@ def comparison_lines(result: RunComparison) -> list[str]:
                      "B were re-run after they were scored (srag rerun --replace-scored): their scores are the later "
                      "attempts', a best-of-N")
     return lines
+
+
+def _detectable_line(result: RunComparison) -> str:
+    """The smallest difference these paired questions could detect, or why it is not known (never "none": that
+    read as "no effect is detectable")."""
+    questions = f"{result.n_paired} paired question{'' if result.n_paired == 1 else 's'}"
+    if result.min_detectable_effect is None:  # the next line says why, when the test says
+        return f"minimum detectable effect: not known for these {questions}"
+    return (f"minimum detectable effect (80% power, alpha 0.05, this test on these {questions}): "
+            f"{result.min_detectable_effect:.4f}; a non-significant difference smaller than that says too few "
+            "questions, not no effect")

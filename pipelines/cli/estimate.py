@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from typing import TYPE_CHECKING
 
 from pipelines.cli import (
+    HELP_WIDTH,
     CliError,
     Exit,
     add_command,
@@ -107,26 +109,36 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         print(json.dumps(out))
         return 0
     for r in out["runs"]:
-        print(f"{r['name']}: {r['episodes']} episodes ({r['n_questions']} questions x {r['epochs']} epochs), "
-              f"from {r['samples']} episodes of {r['sample_questions']} questions of {r['source']} "
-              f"({', '.join(r['sample_runs'])})")
-        print("  " + "  ·  ".join(line(r, figure) for figure in ("tokens", "cost_usd", "llm_calls", "wall_s")))
+        _say(f"{r['name']}: {r['episodes']} episodes ({r['n_questions']} questions x {_count(r['epochs'], 'epoch')}), "
+             f"from {_count(r['samples'], 'episode')} of {_count(r['sample_questions'], 'question')} of "
+             f"{r['source']} ({', '.join(r['sample_runs'])})")
+        _say("  ·  ".join(line(r, figure) for figure in ("tokens", "cost_usd", "llm_calls", "wall_s")), "  ")
         if r["ingestion_cost_usd"]:
-            print(f"  the per-corpus stage (pattern discovery) cost ${r['ingestion_cost_usd']:,.4f}, paid once by "
-                  "whoever built the index (the pilot or an earlier run), not in cost_usd")
+            _say(f"the per-corpus stage (pattern discovery) cost ${r['ingestion_cost_usd']:,.4f}, paid once by "
+                 "whoever built the index (the pilot or an earlier run), not in cost_usd", "  ")
         if r["interval_note"]:
-            print(f"  {r['interval_note']}")
+            _say(r["interval_note"], "  ")
         if r["detect"] is not None:
             needed = r["questions_needed"]
-            print(f"  to detect a difference of {r['detect']} between two such variants (80% power, alpha 0.05): "
-                  f"{needed if needed is not None else 'unknown'} questions ({r['detect_note']})")
+            _say(f"to detect a difference of {r['detect']} between two such variants (80% power, alpha 0.05): "
+                 f"{needed if needed is not None else 'unknown'} questions ({r['detect_note']})", "  ")
         if r["label_width"] is not None:
             labels = r["labels_needed"]
-            print(f"  for a judge-corrected accuracy with a 95% interval {r['label_width']} wide: "
-                  f"{labels if labels is not None else 'no number of'} labelled questions ({r['labels_note']})")
-    print(f"total ({out['total']['runs']} runs, {out['total']['episodes']} episodes): "
-          + "  ·  ".join(line(out["total"], figure) for figure in ("tokens", "cost_usd", "llm_calls", "wall_s")))
+            _say(f"for a judge-corrected accuracy with a 95% interval {r['label_width']} wide: "
+                 f"{labels if labels is not None else 'no number of'} labelled questions ({r['labels_note']})", "  ")
+    _say(f"total ({_count(out['total']['runs'], 'run')}, {_count(out['total']['episodes'], 'episode')}): "
+         + "  ·  ".join(line(out["total"], figure) for figure in ("tokens", "cost_usd", "llm_calls", "wall_s")))
     return 0
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _say(text: str, indent: str = "") -> None:
+    """One line of the estimate, wrapped at HELP_WIDTH columns, its continuations indented under it."""
+    print(textwrap.fill(text, HELP_WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                        break_long_words=False, break_on_hyphens=False))
 
 
 def line(row: dict, figure: str) -> str:

@@ -221,7 +221,7 @@ def _refinish(run_dir: RunDir, args: argparse.Namespace, sweep: bool = True) -> 
     from pipelines.engine.runner import finish, refinish
 
     # a run without an MLflow run (tracking off, or a run folder made by hand) needs no tracking store opened
-    result = refinish(run_dir) if run_dir.read_meta().mlflow_run_id else finish(run_dir, None)
+    result = refinish(run_dir) if run_dir.read_meta().mlflow_run_id else finish(run_dir, None, refresh=True)
     if sweep:
         from pipelines.engine.runner import refresh_after
 

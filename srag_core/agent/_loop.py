@@ -60,7 +60,8 @@ class AgentConfig(BaseModel):
 
     max_steps: int = Field(25, ge=1, le=200)
     """Tool calls an episode may make (1 to 200), malformed turns included. When they run out without an answer, the
-    model is asked once more for its best one, and the episode ends as max_steps."""
+    model is asked once more for its best one, and the episode ends as max_steps (with no answer when that reply is
+    not one)."""
     landscape: bool = True
     """Send the question landscape with the question: for each of its keywords, how many documents (and which
     filenames) contain it, and how many documents pairs of them share. False: the no_landscape ablation."""
@@ -196,7 +197,6 @@ class _Run:
     usage: Usage = field(default_factory=Usage)
     started: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)  # tools may call the LLM from several threads
-    last_text: str = ""  # the text of the last reply (the answer of last resort)
     doing: str = ""  # what the episode is at, for the error of a call its deadline cuts
     on_usage: Callable[[Usage], None] | None = None  # told the running total after each LLM call
     in_sets: np.ndarray | None = None  # per document of the corpus: was it in a set the agent built yet
@@ -324,7 +324,9 @@ class Agent:
         run.messages.append({"role": "user", "content": request})
         turn = self._ask(run, self.config.max_steps + 1, final=True)
         run.episode.status = "max_steps"
-        run.episode.answer = (turn.answer if turn.is_answer else run.last_text).strip()
+        # A reply that is not an answer (a tool call, prose outside the protocol) is no answer: judging its raw text
+        # would score the agent on something no other system can give, and show it to reviewers as the agent's.
+        run.episode.answer = (turn.answer or "").strip() or None if turn.is_answer else None
 
     def _episode_modules(self, llm: ChatModel) -> Modules:
         """The modules as one episode's tools see them: `llm` (charged to the episode) for tools that call a model,
@@ -349,7 +351,6 @@ class Agent:
         if step == 1 and self.config.first_turn_tool and turn.is_answer:
             turn = replace(turn, answer=None, problem="the first reply must be a tool call, not an answer")
         run.messages.append(_assistant_message(result))
-        run.last_text = result.text
         reply = result.text or json.dumps([c.wire()["function"] for c in result.tool_calls], ensure_ascii=False)
         self._event(run, {"type": "llm", "step": step, "final": final, "reply": reply, "thought": turn.thought,
                           "tool": turn.tool, "args": turn.args, "answer": turn.answer, "problem": turn.problem,

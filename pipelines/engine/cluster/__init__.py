@@ -34,12 +34,12 @@ from pipelines.engine.cluster._ray import (
     own_local_cluster,
 )
 from pipelines.engine.cluster._scheduler import Judge, Lane, LimiterReading, RunSink, Scheduler, Work
-from pipelines.engine.cluster._stats import RunStats, clock
+from pipelines.engine.cluster._stats import Countdown, RunStats, clock, time_left
 from pipelines.engine.cluster._worker import EpisodeWorker, RunRef, RunSpec
 
-__all__ = ["DEFAULT_TASK_TIMEOUT_S", "EndpointGuard", "EpisodeWorker", "Judge", "Lane", "LimiterGauge",
+__all__ = ["Countdown", "DEFAULT_TASK_TIMEOUT_S", "EndpointGuard", "EpisodeWorker", "Judge", "Lane", "LimiterGauge",
            "LimiterReading", "Pool", "RAY_ENV", "RayLimiterSlot", "RayMapFn", "RaySetupError", "RequestLimiter",
            "RunRef", "RunSink", "RunSpec", "RunStats", "Scheduler", "SharedActors", "SpendLimit", "Stop", "Work",
            "WorkerPool", "actor", "adapts", "clock", "describe_plan", "driver_log_reason", "ensure_ray",
            "execution_plan", "hopeless", "init_ray", "limiter_can_bind", "own_local_cluster", "prior_spend",
-           "since_process_start", "start_limiter"]
+           "since_process_start", "start_limiter", "time_left"]

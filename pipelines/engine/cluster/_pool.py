@@ -303,9 +303,13 @@ def adapts(cfg: RunConfig) -> bool:
     return ex.adaptive_concurrency and ex.max_concurrent_requests is not None and not cfg.local_model.enabled
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 def describe_plan(plan: ExecutionPlan, limited: bool, adaptive: bool = False) -> str:
-    text = (f"{plan.concurrency} episodes in flight on {plan.actors} actors "
-            f"({plan.cluster_cpus:g} CPUs on {plan.nodes} node(s)"
+    text = (f"{_count(plan.concurrency, 'episode')} in flight on {_count(plan.actors, 'actor')} "
+            f"({plan.cluster_cpus:g} CPUs on {_count(plan.nodes, 'node')}"
             f"{', more actors as nodes join' if plan.grows_with_cluster else ''})")
     if limited and plan.request_cap is not None and plan.request_cap < plan.concurrency:
         text += f"; LLM requests capped at {plan.request_cap} (execution.max_concurrent_requests)"

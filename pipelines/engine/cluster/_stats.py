@@ -5,9 +5,31 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Callable
 
 from pipelines.engine.records import EpisodeRecord, Judgement
 from srag_core import FAILED
+
+
+class Countdown:
+    """The time left, estimated when an episode finishes and counted down between: an estimate from the rate so far
+    grows while nothing finishes (the time passes, the count does not), which read as a run slowing down when it
+    was waiting on one long episode. None ("estimating") until an episode has finished, and again once the
+    countdown has run out with episodes still to finish."""
+
+    def __init__(self) -> None:
+        self.estimate: float | None = None
+        self.at = 0.0
+        self.done = 0
+
+    def left(self, done: int, now: float, estimate: Callable[[], float | None]) -> float | None:
+        """Seconds left at `now`, `done` episodes done; `estimate()`: a new estimate, asked when `done` grew."""
+        if done > self.done:
+            self.estimate, self.at, self.done = estimate(), now, done
+        if self.estimate is None:
+            return None
+        left = self.estimate - (now - self.at)
+        return left if left > 0 else None
 
 
 @dataclass
@@ -31,6 +53,7 @@ class RunStats:
     ingestion_cost: float = 0.0  # the per-corpus stage's LLM calls, when this run built it
     episode_wall_s: float = 0.0  # summed wall time of the episodes done (the budget's spend per second)
     limiter: dict[str, int | None] = field(default_factory=dict)  # the request limiter's last state (`Window.state`)
+    countdown: Countdown = field(default_factory=Countdown)  # the progress line's time left
 
     def add_judge_spend(self, j: Judgement) -> None:
         self.judge_tokens += j.judge_tokens or 0
@@ -97,8 +120,9 @@ class RunStats:
         return out
 
     def line(self) -> str:
-        elapsed = time.monotonic() - self.started
-        left = elapsed / self.done * (self.total - self.done) if self.done else float("nan")
+        now = time.monotonic()
+        elapsed = now - self.started
+        left = self.countdown.left(self.done, now, lambda: elapsed / self.done * (self.total - self.done))
         m = self.metrics()
         acc = f"{m['accuracy']:.3f}" if "accuracy" in m else "-"
         pending = f" · pending {self.pending}" if self.pending else ""
@@ -109,7 +133,11 @@ class RunStats:
                    f"{m['rate_limited']} × 429" if "request_limit" in m else ""
         return (f"{self.done}/{self.total} {unit} · accuracy {acc} over {self.judged} scored · errors {m['errors']}"
                 f"{pending}{spent}{requests} · "
-                f"{self.tokens:,} tokens · {clock(elapsed)} elapsed · ~{clock(left)} left")
+                f"{self.tokens:,} tokens · {clock(elapsed)} elapsed · {time_left(left)}")
+
+
+def time_left(seconds: float | None) -> str:
+    return "time left: estimating" if seconds is None else f"~{clock(seconds)} left"
 
 
 def clock(seconds: float) -> str:

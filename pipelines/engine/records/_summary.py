@@ -88,6 +88,7 @@ class Show:
 
 
 SECTIONS = ("accuracy", "judge", "outcomes", "evidence", "episodes", "epochs", "spend", "time", "types", "run", "more")
+SECTION_LABELS = {"accuracy": "figures"}  # "accuracy: accuracy 0.6 ..." read as a typo
 _NOT_A_METRIC = Show("run", metric=None)
 
 
@@ -429,7 +430,8 @@ class RunSummary(StoredModel):
                      if not (name.endswith("_ci95") and name[:-5] in names)
                      and getattr(self, name) not in (None, {}, [])]
             if parts:
-                lines += textwrap.wrap(f"{section}: " + " · ".join(parts), width, subsequent_indent="  ",
+                label = SECTION_LABELS.get(section, section)
+                lines += textwrap.wrap(f"{label}: " + " · ".join(parts), width, subsequent_indent="  ",
                                        break_on_hyphens=False)
         return lines
 
@@ -527,6 +529,18 @@ def _part(name: str, value: Any, interval: Any = None) -> str:
     return f"{name} {_text(value)}" + (f" {_text(interval)}" if _interval(interval) else "")
 
 
+def _mapping_text(value: dict[Any, Any]) -> str:
+    """A mapping in words rather than as a raw dict: text values once each, with the keys they hold for ("wilson for
+    accuracy, coverage; none: ... for evidence_recall"); else "key value" pairs, a nested mapping in parentheses."""
+    if value and all(isinstance(v, str) for v in value.values()):
+        keys_of: dict[str, list[str]] = {}
+        for key, text in value.items():
+            keys_of.setdefault(text, []).append(str(key))
+        return "; ".join(f"{text} for {', '.join(keys)}" for text, keys in keys_of.items())
+    return ", ".join(f"{k} ({_text(v)})" if isinstance(v, (dict, BaseModel)) else f"{k} {_text(v)}"
+                     for k, v in value.items())
+
+
 def _text(value: Any) -> str:
     if isinstance(value, BaseModel):
         value = value.model_dump(exclude_none=True)
@@ -537,7 +551,7 @@ def _text(value: Any) -> str:
     if _interval(value):
         return f"[{_text(float(value[0]))}, {_text(float(value[1]))}]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_text(v)}" for k, v in value.items()) + "}"
+        return _mapping_text(value)
     if isinstance(value, list):
         return "; ".join(_text(v) for v in value)
     return "-" if value is None else str(value)

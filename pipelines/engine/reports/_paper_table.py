@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import textwrap
 from dataclasses import dataclass
 from typing import Callable, Iterable, Literal, Sequence
 
@@ -392,6 +393,9 @@ def _system_columns(systems: list[str]) -> tuple[dict[str, list[str]], list[str]
     return {s: [s] for s in systems}, ["system"]
 
 
+CAPTION_WIDTH = 100
+
+
 def _markdown(header: list[str], blocks: list[list[list[str]]], meanings: list[str],
               footnotes: list[tuple[str, str]]) -> str:
     rows = [r for block in blocks for r in block]
@@ -402,7 +406,8 @@ def _markdown(header: list[str], blocks: list[list[list[str]]], meanings: list[s
 
     out = [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)]
     for paragraph in meanings + [f"†{key} {text}" for key, text in footnotes]:  # paragraphs, not one run-on
-        out += ["", paragraph]
+        # wrapped (Markdown joins the lines of a paragraph again): a 370-character line read badly in a terminal
+        out += ["", textwrap.fill(paragraph, CAPTION_WIDTH, break_long_words=False, break_on_hyphens=False)]
     return "\n".join(out) + "\n"
 
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
-from typing import Iterable
+from typing import Any, Iterable
 
 from pipelines.datasets import Question
 from pipelines.engine import scoring
@@ -317,6 +317,13 @@ def _block(rows: Sequence[Mapping[str, object]], columns: list[str], widths: dic
     return "\n".join([line, "  ".join("-" * widths[c] for c in columns), *body])
 
 
+# A label at the foot of a bar: dark on its own light box, readable on the bar and where a short bar leaves the white
+# background (white text on a bar of accuracy 0 was invisible).
+BAR_FOOT_LABEL: dict[str, Any] = {"fontsize": 7, "color": "black",
+                                  "bbox": {"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none",
+                                           "alpha": 0.85}}
+
+
 def plot_accuracy_by_type(summary: RunSummary, title: str, path: Path) -> Path | None:
     by_type = summary.accuracy_by_type
     if not by_type:
@@ -327,7 +334,7 @@ def plot_accuracy_by_type(summary: RunSummary, title: str, path: Path) -> Path |
     bars = ax.bar(list(by_type), [_or_nan(v) for v in by_type.values()], color="#4c72b0")
     for bar, t in zip(bars, by_type, strict=True):
         ax.annotate(f"cov {coverage.get(t, 0):.0%}", (bar.get_x() + bar.get_width() / 2, 0.02), ha="center",
-                    fontsize=7, color="white")
+                    **BAR_FOOT_LABEL)
     ax.set_ylim(0, 1)
     ax.set_ylabel("accuracy (mean score, scored only)")
     ax.set_title(f"{title}\n{accuracy_label(summary)}", fontsize=9)
@@ -421,8 +428,7 @@ def plot_accuracy_intervals(runs: list[LabelledRun], path: Path, groups: dict[st
         err = [[acc - ci[0]], [ci[1] - acc]] if ci else None  # never negative: the interval holds the accuracy
         ax.bar(i, acc, color="#4c72b0", yerr=err, capsize=6, hatch=None if r.summary.complete else "//",
                edgecolor="white")
-        ax.annotate(f"n={r.summary.scored}/{r.summary.n_questions}", (i, 0.02), ha="center", fontsize=7,
-                    color="white")
+        ax.annotate(f"n={r.summary.scored}/{r.summary.n_questions}", (i, 0.02), ha="center", **BAR_FOOT_LABEL)
         if groups and r.label in groups:
             ax.annotate(f"G{groups[r.label]}", (i, min(0.97, (ci[1] if ci else acc) + 0.02)), ha="center", fontsize=8)
     ax.set_xticks(range(len(runs)), [r.plot_label for r in runs], rotation=20, fontsize=8)

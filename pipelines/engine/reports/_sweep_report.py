@@ -18,6 +18,7 @@ from pipelines.engine.records import (
     SweepSummary,
     UnfinishedRun,
 )
+from pipelines.engine.reports._parent_note import NOTE_TAG, pair_metrics, paper_tables, parent_note
 from pipelines.engine.reports._run_report import (
     LabelledRun,
     plot_accuracy_intervals,
@@ -51,18 +52,28 @@ def sweep_summary(runs_dir: Path, sweep_dir: Path, tracker=None) -> SweepSummary
     plots.append(plot_accuracy_intervals(rows, sweep_dir / "accuracy_with_intervals.png", _groups_of(rankings)))
     if (failures := plot_failure_classes(rows, sweep_dir / "failure_classes_by_run.png")) is not None:
         plots.append(failures)
-    errors: list[str] = []
+    states = {u.label: u.state for u in unfinished}
+    out = SweepSummary(sweep_id=info.sweep_id, name=info.name, n_runs=len(rows), n_planned=len(info.plan) or len(rows),
+                       n_questions=sum(r.summary.n_questions for r in rows),
+                       runs=[_result(r, states.get(r.label)) for r in rows],
+                       pairwise=pairs, incomparable=incomparable, rankings=rankings, plots=[str(p) for p in plots],
+                       mlflow_errors=[], unfinished=unfinished, running=alive,
+                       finish_command=f"srag sweep --resume {info.sweep_id}" if unfinished and not alive else None)
     if tracker is not None and info.mlflow_run_id:
         _log_parent(tracker, info, sweep_dir, rows, pairs, incomparable, rankings, plots, len(unfinished))
-        errors = tracker.flush()  # the parent's writes; `srag report SWEEP_ID` does not write, a rerun does
-    states = {u.label: u.state for u in unfinished}
-    return SweepSummary(sweep_id=info.sweep_id, name=info.name, n_runs=len(rows),
-                        n_planned=len(info.plan) or len(rows),
-                        n_questions=sum(r.summary.n_questions for r in rows),
-                        runs=[_result(r, states.get(r.label)) for r in rows],
-                        pairwise=pairs, incomparable=incomparable, rankings=rankings, plots=[str(p) for p in plots],
-                        mlflow_errors=errors, unfinished=unfinished, running=alive,
-                        finish_command=f"srag sweep --resume {info.sweep_id}" if unfinished and not alive else None)
+        _log_parent_report(tracker, info.mlflow_run_id, out, sweep_dir)
+        # the parent's writes; `srag report SWEEP_ID` does not write, a rerun does
+        out = out.model_copy(update={"mlflow_errors": tracker.flush()})
+    return out
+
+
+def _log_parent_report(tracker, parent: str, summary: SweepSummary, sweep_dir: Path) -> None:
+    """What the parent run states in MLflow's UI: its description (the ranking and each pair's difference), each
+    pair's figures as metrics, and the papers' table as artifacts (`reports._parent_note`)."""
+    tracker.log_metrics(parent, pair_metrics(summary.pairwise), 0)
+    tracker.set_tags(parent, {NOTE_TAG: parent_note(summary)})
+    for path in paper_tables(summary, sweep_dir / "tables"):
+        tracker.log_artifact(parent, path, "paper")
 
 
 def _result(run: LabelledRun, state: str | None = None) -> RunResult:
@@ -230,7 +241,9 @@ def _log_parent(tracker, info: SweepInfo, sweep_dir: Path, rows: list[LabelledRu
     }
     tracker.replace_tables(parent, {name: write_table(table, sweep_dir / "tables" / name)
                                     for name, table in tables.items()})
-    tracker.set_terminated(parent, "FAILED" if unfinished else "FINISHED")
+    # the sweep ended when its last run did: refreshing its figures (labels, a re-judge) does not move that
+    ended = max((r.meta.finished for r in rows if r.meta.finished), default=None)
+    tracker.set_terminated(parent, "FAILED" if unfinished else "FINISHED", ended)
 
 
 RUN_TABLE_COLUMNS = ("accuracy", "accuracy_ci95", "accuracy_judge_corrected", "accuracy_judge_corrected_ci95",

@@ -36,6 +36,9 @@ Stratify = Literal["type", "verdict"]
 STRATIFY: tuple[str, ...] = ("type", "verdict")
 LABEL_COLUMNS = ["human_score", "reviewer", "comment"]  # what a reviewer fills in
 SHOWN = ["question", "gold_answer", "gold_aliases", "response", "extracted_answer"]
+# The response of an episode that gave no answer (a step, time or budget limit), the same for every system: a blank
+# cell reads as a lost value, and the raw text of a last tool call would tell the reviewer which system it was.
+NO_ANSWER = "(no answer)"
 
 
 class ReviewError(UserError):
@@ -144,7 +147,8 @@ def _shown(row: EpisodeRow, question: Question | None) -> dict[str, str]:
     return {"question": row.get("question") or (question.question if question else ""),
             "gold_answer": row.get("gold") or (question.answer if question else ""),
             "gold_aliases": " | ".join(question.answer_aliases) if question else "",
-            "response": row.get("answer") or "", "extracted_answer": row.get("extracted_answer") or ""}
+            "response": (row.get("answer") or "").strip() or NO_ANSWER,
+            "extracted_answer": row.get("extracted_answer") or ""}
 
 
 def run_csv_rows(run: RunRows, items: Sequence[SampleItem], epochs: int) -> list[dict[str, object]]:
@@ -178,6 +182,8 @@ def draw_sweep_sample(sweep_dir: Path, sweep_id: str, runs: list[RunRows], quest
     the sweep's runs on it, each run's sample recorded in its own folder (so its own figures use it); one blind CSV
     of every run's answers, shuffled, under opaque item keys."""
     _check_new(next(iter(reversed(sweep_samples(sweep_dir))), None), redraw, f"srag review {sweep_id}")
+    for run in runs:  # a run's own sample counts too: one sample per run, whoever drew it
+        _check_new(current_sample(run.run_dir), redraw, f"srag review {sweep_id}")
     if stratify == "verdict":
         raise ReviewError("a sweep's shared sample can be stratified by type, not by verdict (the runs' verdicts "
                           "differ): --stratify type, or review one run with --stratify verdict")

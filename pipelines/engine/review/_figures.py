@@ -268,7 +268,8 @@ def _drawn(data: Labelled) -> str:
     kind = f"a sweep's shared sample ({sample.sweep_id}), " if sample.sweep_id else ""
     strata = "" if not sample.stratify else ", stratified by " + sample.stratify + ": " + ", ".join(
         f"{name} {s.drawn} of {s.questions} (weight {s.weight:.4g})" for name, s in sample.strata.items())
-    earlier = f"; {data.n_samples - 1} earlier sample(s) drawn before it" if data.n_samples > 1 else ""
+    n_earlier = data.n_samples - 1
+    earlier = f"; {n_earlier} earlier sample{'s' if n_earlier > 1 else ''} drawn before it" if n_earlier else ""
     return (f"{kind}random sample {sample.sample_id} of {sample.size} of the {len(sample.frame)} questions scored "
             f"when it was drawn ({sample.drawn_at[:16]}, seed {sample.seed}){strata}{earlier}")
 
@@ -289,8 +290,8 @@ def corrected_difference(rows_a: list[QuestionRow], rows_b: list[QuestionRow]) -
     alone = "the comparison rests on the judge alone: "
     has_a, has_b = (any(r.get("human_labels") for r in rows) for rows in (rows_a, rows_b))
     if not (has_a or has_b):
-        return CorrectedDifference(reason=alone + "neither run has human labels (srag review SWEEP_ID --sample N "
-                                                  "draws a sample a sweep's runs share)")
+        return CorrectedDifference(reason=alone + "neither run has human labels; srag review SWEEP_ID --sample N "
+                                                  "draws a sample a sweep's runs share")
     if not (has_a and has_b):
         return CorrectedDifference(reason=alone + f"run {'B' if has_a else 'A'} has no human labels")
     samples_a, samples_b = ({r.get("review_sample") for r in rows} - {None} for rows in (rows_a, rows_b))

@@ -2,12 +2,12 @@
 
 - the sampled episodes' traces are tagged `srag.review` (the sample's id), so reviewers who work in the MLflow UI
   find them (`srag.review = 's-...'` in the trace search); a label entered there is not blind (the trace shows the
-  judge's `correctness` beside it);
+  judge's `answer_score` beside it);
 - `human_correctness` feedback with a HUMAN source on the run's traces is read back (`srag review RUN
   --from-mlflow`): its source id is the reviewer; a label on a trace outside the sample is kept and shown, never
   used in an estimate; one that overrides a feedback read before replaces its label;
 - every label given by file goes on its trace as `human_correctness` HUMAN feedback too (once: `mlflow_labels.jsonl`
-  remembers which are there; a label read from MLflow is there already), beside the judge's `correctness`.
+  remembers which are there; a label read from MLflow is there already), beside the judge's `answer_score`.
 """
 
 from __future__ import annotations

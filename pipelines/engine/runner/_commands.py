@@ -15,7 +15,7 @@ from pipelines.datasets import Question
 from pipelines.engine.cluster import RunStats, SpendLimit, Work, init_ray
 from pipelines.engine.endpoint import endpoint_problem, judge_warning
 from pipelines.engine.records import EpisodeRecord, InvocationChanges, RunResult, SweepInfo, SweepSummary
-from pipelines.engine.reports import sweep_summary
+from pipelines.engine.reports import metric_label, sweep_summary
 from pipelines.engine.runner._checks import SweepPlan, pool_settings
 from pipelines.engine.runner._driver import run_jobs
 from pipelines.engine.runner._lanes import Context, Job
@@ -104,7 +104,7 @@ def continue_run(run_dir: RunDir, statuses: list[str] | None, quiet: bool,
             else:
                 if not quiet:
                     print(f"run {run_dir.run_id}: 0 episodes to run, 0 to judge", file=sys.stderr)
-                result = finish(run_dir, tracker)
+                result = finish(run_dir, tracker, refresh=True)  # nothing ran: its end stays
         return result
     finally:
         heartbeat.close()
@@ -178,8 +178,13 @@ def run_sweep(plan: SweepPlan, sweep_file: Path, grid: dict[str, list[Any]], run
         revision = git_revision()
         tags = {"srag.sweep_id": sweep_id, "srag.kind": "sweep", "srag.git_revision": str(revision or ""),
                 **source_tags(sys.argv[1:], revision)}  # the children's source tags (`runner.mlflow_run`)
+        # each grid key a param of its own (its values, comma-separated): what the sweep varies, readable in the UI
+        grid_params = {f"grid.{key}": ", ".join(map(str, values)) for key, values in grid.items()}
         parent = tracker.create_run(plan.sweep, {"sweep_file": str(sweep_file), "n_runs": len(runs),
-                                           "grid": json.dumps(grid)}, tags)
+                                           "grid": json.dumps(grid), **grid_params}, tags)
+        # MLflow's views list a run's metrics in the order they were first logged: each run's accuracy goes in first
+        # (unknown, NaN, until the run ends), so it comes before the progress counters the sweep logs as it runs
+        tracker.log_metrics(parent, {f"accuracy/{metric_label(label)}": float("nan") for label in labels}, 0)
         info = folder.update(lambda i: setattr(i, "mlflow_run_id", parent))
         jobs = [Job(cfg, label, inputs=inp) for cfg, label, inp in zip(runs, labels, inputs, strict=True)]
         return _drive(folder, info, jobs, tracker, plan.execution, quiet=quiet)

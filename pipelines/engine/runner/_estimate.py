@@ -260,6 +260,9 @@ def questions_to_detect(delta: float, sample_runs: list[RunDir],
         return None, f"cannot tell: {len(scores)} scored question(s) in the sample"
     binary = all(s in (0, 1) for s in scores)
     p = fmean(scores)
+    if binary and p in (0.0, 1.0):  # no disagreement to plan with: two such variants would never differ
+        return None, (f"cannot tell: the sample's {len(scores)} questions were all {'right' if p else 'wrong'}, so "
+                      "it says nothing of how often two variants would disagree; a larger or harder sample can")
     labels = [c or f"question:{i}" for i, c in enumerate(clusters or [])]
     sizes = list(Counter(labels).values())
     try:

@@ -31,7 +31,15 @@ from pipelines.engine.records import (
 )
 from pipelines.engine.reports import attempt_rows, incomplete_reason, plot_accuracy_by_type, run_summary
 from pipelines.engine.scoring import needs_verdict
-from pipelines.engine.store import QuestionState, RunDir, Unit, git_revision, new_run_id, package_versions
+from pipelines.engine.store import (
+    QuestionState,
+    RunDir,
+    Unit,
+    git_revision,
+    new_run_id,
+    package_versions,
+    read_sweep,
+)
 from pipelines.engine.systems import (
     System,
     VariantResources,
@@ -112,6 +120,27 @@ def start_run(cfg: RunConfig, runs_dir: Path, tracker: Tracker | None, *, sweep_
     return run_dir
 
 
+HEADLINE_METRICS = ("accuracy", "accuracy_ci95_low", "accuracy_ci95_high")
+GRID_PARAM = "_grid."  # MLflow's compare view lists params by name: "_" comes before any letter
+
+
+def grid_params(cfg: RunConfig, run_dir: RunDir, meta: RunMeta) -> dict[str, str]:
+    """A sweep's run: the values its grid gave it, as params `_grid.<key>`, so that compare-runs shows what the runs
+    differ in before the rest of their config (the same values are in that config too)."""
+    sweep_dir = run_dir.path.parent / "sweeps" / str(meta.sweep_id)
+    if not meta.sweep_id or not (sweep_dir / "sweep.json").is_file():
+        return {}
+    config = cfg.model_dump(mode="json")
+    out = {}
+    for key in read_sweep(sweep_dir).grid:
+        value: Any = config
+        for part in ("system" if key == "variant" else key).split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is not None:
+            out[GRID_PARAM + key] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+    return out
+
+
 def dataset_label(cfg: RunConfig, questions_path: Path) -> str:
     return cfg.dataset or questions_path.parent.name
 
@@ -130,8 +159,11 @@ def mlflow_run(cfg: RunConfig, run_dir: RunDir, tracker: Tracker, meta: RunMeta,
     label = cfg.name.split("/", 1)[1] if "/" in cfg.name else ""
     extra = "-".join(p for p in re.split(r"-(?=\w+=)", label)  # a sweep's label: what its grid varies
                      if p and not p.startswith(("system=", "variant=", "model=", "dataset=")))
-    run_id = tracker.create_run(run_name(cfg.variant, dataset, cfg.llm.model, extra), effective_config(cfg), tags,
-                                parent_mlflow_id)
+    params = {**grid_params(cfg, run_dir, meta), **effective_config(cfg)}
+    run_id = tracker.create_run(run_name(cfg.variant, dataset, cfg.llm.model, extra), params, tags, parent_mlflow_id)
+    # MLflow's views (runs, Evaluation runs, the run's metrics) order a run's metrics by when each was first logged:
+    # its accuracy and interval go in first, unknown (NaN) until the run ends, before any progress counter (`live/`)
+    tracker.log_metrics(run_id, dict.fromkeys(HEADLINE_METRICS, float("nan")), 0)
     tracker.log_input(run_id, question_set(run_dir, dataset, str(meta.questions_file)), {"mlflow.data.context": "eval"})
     return {"mlflow_run_id": run_id, "mlflow_uri": tracker.uri, "mlflow_experiment_id": tracker.experiment_id}
 
@@ -292,10 +324,11 @@ def stats_so_far(run_dir: RunDir, states: dict[Unit, QuestionState], redo: set[t
     return stats
 
 
-def finish(run_dir: RunDir, tracker: Tracker | None) -> RunResult:
+def finish(run_dir: RunDir, tracker: Tracker | None, refresh: bool = False) -> RunResult:
     """Summary, per-question table and plots, written to the run folder and logged to MLflow. Run again after a
     rerun or resume, it replaces them: the tables whole, and the summary metrics at step 0 again, where the later
-    value is the one MLflow shows (MLflow cannot delete a metric value; one step keeps its charts bar charts)."""
+    value is the one MLflow shows (MLflow cannot delete a metric value; one step keeps its charts bar charts).
+    `refresh`: no episode ran since the last finish (labels imported, a re-judge), so the run's end time stays."""
     import pandas as pd
 
     if tracker is not None:
@@ -317,7 +350,8 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> RunResult:
         tracker.submit(lambda: log_labels(run_dir, tracker.client))
     done = summary.missing == summary.not_run == 0 and traces_missing == 0
     status = "stopped" if meta.stop else "finished" if done else "incomplete"
-    meta = run_dir.update_meta(status=status, finished=utc_now(), store_problems=store.problems)
+    ended = meta.finished if refresh and meta.finished else utc_now()
+    meta = run_dir.update_meta(status=status, finished=ended, store_problems=store.problems)
     summary.write(run_dir.path / "summary.json")
     frame = pd.DataFrame(rows)
     frame.to_parquet(run_dir.path / "results.parquet", index=False)
@@ -344,7 +378,7 @@ def finish(run_dir: RunDir, tracker: Tracker | None) -> RunResult:
                                      "srag.replaced_scored": str(summary.replaced_scored),
                                      "srag.stopped": stop.kind if stop else "no",
                                      **({"srag.stop_reason": stop.reason} if stop else {})})
-        tracker.set_terminated(mlflow_id, mlflow_status(summary))
+        tracker.set_terminated(mlflow_id, mlflow_status(summary), ended)
         result = result.model_copy(update={"mlflow_errors": mlflow_synced(run_dir, tracker)})
     return result
 
@@ -420,10 +454,10 @@ def set_budget(run_dir: RunDir, max_cost_usd: float) -> None:
 
 
 def refinish(run_dir: RunDir) -> RunResult:
-    """`finish` again from what the results store holds (after `srag judge`): summary, tables, plots, the MLflow
-    run's metrics and tables, and the new verdicts on the traces."""
+    """`finish` again from what the results store holds (after `srag judge`, `srag review`): summary, tables,
+    plots, the MLflow run's metrics and tables, and the new verdicts on the traces; its end time stays."""
     tracker = open_tracker(load_run_config(run_dir), run_dir.path.parent)
     try:
-        return finish(run_dir, tracker)
+        return finish(run_dir, tracker, refresh=True)
     finally:
         tracker.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import time
 
-from pipelines.engine.cluster import RunStats, Scheduler, clock
+from pipelines.engine.cluster import Countdown, RunStats, Scheduler, time_left
 from pipelines.engine.records import EpisodeRecord, Judgement
 from pipelines.engine.tracking import Tracker
 
@@ -21,6 +21,7 @@ class SweepProgress:
         self.finished_before, self.done_before = finished_before, done_before
         self.tracker, self.parent, self.quiet = tracker, parent, quiet
         self.first: tuple[float, int] | None = None  # (monotonic time, episodes done) at the first tick with work
+        self.countdown = Countdown()
 
     def figures(self, scheduler: Scheduler, closed: set[str], done_unscheduled: int) -> dict[str, float]:
         """`closed`: the runs (by run id) that reached their end in this invocation; `done_unscheduled`: the episodes
@@ -38,18 +39,23 @@ class SweepProgress:
         now = time.monotonic()
         if self.first is None and scheduler.first_dispatch is not None:
             self.first = (now, done)
-        if self.first is not None and done > self.first[1]:
-            rate = (done - self.first[1]) / max(1e-6, now - self.first[0])
-            out["seconds_left"] = round(max(0, self.episodes - done) / rate, 1)
+        first = self.first
+
+        def estimate() -> float | None:  # at the rate since this invocation's first episode started
+            if first is None or done <= first[1]:
+                return None
+            return max(0, self.episodes - done) / ((done - first[1]) / max(1e-6, now - first[0]))
+
+        if (left := self.countdown.left(done, now, estimate)) is not None:
+            out["seconds_left"] = round(left, 1)
         return out
 
     def tick(self, scheduler: Scheduler, closed: set[str], done_unscheduled: int) -> None:
         m = self.figures(scheduler, closed, done_unscheduled)
         if not self.quiet:
-            left = clock(m["seconds_left"]) if "seconds_left" in m else "--:--"
             print(f"[sweep {self.sweep_id}] runs {m['runs_finished']} finished · {m['runs_in_flight']} in flight · "
                   f"{m['runs_planned']} planned · episodes {m['episodes_done']}/{m['episodes_total']} · "
-                  f"${m['spent_usd']:.4f} spent · ~{left} left", file=sys.stderr, flush=True)
+                  f"${m['spent_usd']:.4f} spent · {time_left(m.get('seconds_left'))}", file=sys.stderr, flush=True)
         if self.tracker is not None and self.parent:
             self.tracker.log_metrics(self.parent, {f"live/{k}": v for k, v in m.items()}, step=int(m["episodes_done"]))
 

@@ -19,6 +19,7 @@ from pipelines.engine.tracking._export import (
     whole_traces_only,
 )
 from pipelines.engine.tracking._tracker import (
+    VERDICT_FEEDBACK,
     MlflowSink,
     TraceContext,
     Tracker,
@@ -35,6 +36,7 @@ from pipelines.engine.tracking._tracker import (
 )
 
 __all__ = ["ExportPool", "ExportReport", "MARKERS", "MlflowSink", "RunExport", "TraceContext", "TraceExportSink",
-           "TraceExporter", "Tracker", "VERDICT_MARKERS", "attach_verdict", "episode_trace", "experiment_id",
+           "TraceExporter", "Tracker", "VERDICT_FEEDBACK", "VERDICT_MARKERS", "attach_verdict", "episode_trace",
+           "experiment_id",
            "export_missing", "exported", "flatten", "missing_traces", "mlflow_client", "run_name", "source_tags",
            "span_content", "start_export_actors", "tracking_uri", "whole_traces_only", "write_table"]

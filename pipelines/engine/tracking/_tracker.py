@@ -184,8 +184,11 @@ class Tracker:
 
         self.submit(lambda: self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()]))
 
-    def set_terminated(self, run_id: str, status: str = "FINISHED") -> None:
-        self.submit(lambda: self.client.set_terminated(run_id, status))
+    def set_terminated(self, run_id: str, status: str = "FINISHED", ended: str | None = None) -> None:
+        """End the run with `status`, at `ended` (ISO 8601) when given: the time its work ended, which a later
+        refresh of its figures (labels imported, a re-judge) must not move; else now."""
+        end_ms = _ns(ended) // 1_000_000 if ended else None
+        self.submit(lambda: self.client.set_terminated(run_id, status, end_time=end_ms))
 
     def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
         self.submit(lambda: self.client.log_artifact(run_id, str(path), artifact_path))
@@ -294,9 +297,10 @@ def episode_trace(client, experiment_id: str, run_id: str, record: TraceFile,
     start_ns = _ns(record.get("started_at"))
     seen = seen or documents_seen(record.get("trace", []))
     assessed = list(_question_assessments(record, question, seen)) + list(judged)
+    outcome = trace_outcome(record["status"], record.get("answer"))
     tags = {**ctx.tags, "srag.question_id": record["question_id"], "srag.attempt": str(record.get("attempt", 1)),
-            "srag.epoch": str(record.get("epoch", 1)),
-            "srag.status": record["status"], "srag.question_type": str(question.type if question else None)}
+            "srag.epoch": str(record.get("epoch", 1)), "srag.status": record["status"], "srag.outcome": outcome,
+            "srag.question_type": str(question.type if question else None)}
     for _, more in assessed:
         tags.update(more)
     root = client.start_trace(name=f"episode {record['question_id']}", span_type="AGENT",
@@ -320,10 +324,9 @@ def episode_trace(client, experiment_id: str, run_id: str, record: TraceFile,
     assessments = [assessment for assessment, _ in assessed]
     with_trace = _with_trace(trace_id, assessments)
     end_ns = start_ns + int(record.get("wall_s", 0) * 1e9)
-    finished = record["status"] in FINISHED
     client.end_trace(trace_id=trace_id, outputs={"answer": record.get("answer"), "status": record["status"],
                                                  "error": record.get("error")},
-                     status="OK" if finished else _error(record.get("error") or record["status"]),
+                     status=_trace_status(outcome, record),
                      end_time_ns=end_ns)
     if not with_trace:
         import mlflow
@@ -331,6 +334,28 @@ def episode_trace(client, experiment_id: str, run_id: str, record: TraceFile,
         for assessment in assessments:
             mlflow.log_assessment(trace_id, assessment)
     return trace_id
+
+
+def trace_outcome(status: str, answer: str | None) -> str:
+    """How an episode ended, as its trace's `srag.outcome` tag: the ending of a finished one (`scoring.ENDINGS`:
+    answered, no_answer, step_limit, time_limit, budget), else the status that failed it (llm_error, timeout,
+    crashed)."""
+    from pipelines.engine.scoring import ending
+
+    return ending(status, answer) or status
+
+
+def _trace_status(outcome: str, record: TraceFile) -> Any:
+    """OK for an episode that gave an answer (at the step limit too: its best one, when asked), else an error
+    saying why: MLflow's UI shows an OK trace as a success, and an episode that stopped without answering is none
+    (it is scored all the same, as a wrong answer)."""
+    answered = record["status"] in FINISHED and bool((record.get("answer") or "").strip())
+    if answered:
+        return "OK"
+    if record["status"] in FINISHED:
+        why = f"no answer ({outcome.replace('_', ' ')})"
+        return _error(f"{why}: {record['error']}" if record.get("error") else why)
+    return _error(record.get("error") or record["status"])
 
 
 def _question_assessments(record: TraceFile, question: Question | None, seen: DocumentsSeen) -> list[Assessed]:
@@ -423,7 +448,7 @@ def evidence_feedback(evidence: Evidence) -> Assessed | None:
     missed = [d for d in gold if d not in evidence.shown]
     # MLflow declares an assessment's metadata as strings, and stores any JSON value: the documents stay lists
     documents: dict[str, Any] = {"shown": evidence.shown, "missed": missed, "in_sets": evidence.in_sets}
-    feedback = Feedback(name="evidence_recall", value=recall, source=_code_source("srag.evidence"),
+    feedback = Feedback(name="evidence_recall", value=round(recall, 4), source=_code_source("srag.evidence"),
                         rationale=f"{len(gold) - len(missed)} of {len(gold)} gold documents shown before the answer",
                         metadata=documents)
     feedback.assessment_id = assessment_id()
@@ -570,9 +595,16 @@ def _error(description: str):
     return SpanStatus(SpanStatusCode.ERROR, description[:500])
 
 
+# The judge's verdict on a trace: a number from 0 to 1 under a name no MLflow built-in scorer has (its `correctness`
+# is a yes/no judge, and the UI showed ours as strings beside it), so its evaluation views average it per run; the
+# name `judges.mlflow_scorer` gives its scores too, and one the trace list orders before the other assessments.
+# Traces exported before kept `correctness`.
+VERDICT_FEEDBACK = "answer_score"
+
+
 def verdict_feedback(verdict: Judgement) -> Assessed:
-    """The judge's verdict as a `correctness` feedback: the score, which method decided (a rule, the LLM judge, exact
-    match, or exact match as the configured fallback) and why; a pending verdict (the judge could not decide;
+    """The judge's verdict as an `answer_score` feedback: the score, which method decided (a rule, the LLM judge,
+    exact match, or exact match as the configured fallback) and why; a pending verdict (the judge could not decide;
     `srag judge` scores it later) as one in error. Its tags make the trace list filterable by right, wrong and
     pending (`srag.correct` true only for a full score: a partial one, 0 < score < 1, is neither right nor wrong)
     and by method."""
@@ -584,11 +616,11 @@ def verdict_feedback(verdict: Judgement) -> Assessed:
     metadata = verdict.model_dump(include={"verdict", "em", "f1", "judge_error", "extracted_answer",
                                            "judge_fingerprint", "judgement_id"}, exclude_none=True)
     if score is None:
-        feedback = Feedback(name="correctness", source=source, metadata=metadata, error=AssessmentError(
+        feedback = Feedback(name=VERDICT_FEEDBACK, source=source, metadata=metadata, error=AssessmentError(
             error_code="PENDING", error_message=verdict.judge_error or "no score"))
         tags = {"srag.correct": "pending"}
     else:
-        feedback = Feedback(name="correctness", value=float(score), source=source, rationale=verdict.rationale
+        feedback = Feedback(name=VERDICT_FEEDBACK, value=float(score), source=source, rationale=verdict.rationale
                             or f"scored by {method}", metadata={**metadata, "method": method})
         tags = {"srag.correct": "true" if score >= 1.0 else "false" if score <= 0.0 else "partial",
                 "srag.judge_method": method}
