@@ -331,7 +331,8 @@ def peer_trial(base_url: str, task: Path, workdir: Path) -> tuple[Measured, dict
     logs = workdir / "logs"
     argv = [str(PEER_VENV / "bin" / "inspect"), "eval", task.name, "--model", f"openai/{PEER_MODEL}",
             "--model-base-url", base_url, "--max-connections", str(CONCURRENCY), "--log-dir", str(logs),
-            "--display", "none"]
+            "--display", "none",  # as the project's --quiet
+            "-M", "responses_api=false"]  # chat completions, as the project; it sends unknown names to /responses
     env = {**clean_env(), "OPENAI_API_KEY": "placeholder", "OPENAI_BASE_URL": base_url}
     measured = measure_command(argv, env, workdir, cwd=task.parent)  # inspect takes a task file's path relative
     if measured.returncode != 0:
