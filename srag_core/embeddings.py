@@ -15,6 +15,7 @@ Per-document vectors (the mean of a document's chunk vectors, re-normalized) fee
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -60,11 +61,16 @@ def load_encoder(name: str = DEFAULT_ENCODER, device: str = "cpu"):
     """A SentenceTransformer, loaded once per process (torch is imported only here)."""
     offline_for_shipped(name)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # transformers' "Loading weights" bar (and the hub's download bars) would cut into the run's progress lines on
+    # stderr; transformers reads this when it is first imported, which is here in every process that encodes
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from sentence_transformers import SentenceTransformer
-    from transformers.utils import logging as transformers_logging
 
-    # its "Loading weights" bar (and the hub's download bars) cut into the run's progress lines on stderr
-    transformers_logging.disable_progress_bar()
+    # a process that imported transformers before (a test session, a notebook) read the variable then: turn the
+    # bar off through the module sentence-transformers loaded (transformers is its dependency, not ours)
+    transformers_logging = sys.modules.get("transformers.utils.logging")
+    if transformers_logging is not None:
+        transformers_logging.disable_progress_bar()
 
     try:
         return SentenceTransformer(encoder_path(name), device=device)

@@ -109,7 +109,7 @@ CASES: dict[str, tuple[Case, int, str]] = {
         lambda i: ["sweep", i.sweep("s.yaml", {"dataset": ["twowiki-sample", "musiqe"]}), "--dry-run", *RUNS,
                    str(i.runs)],
         2, "1 of 2 runs cannot run, so none was started: run dataset=musiqe: unknown dataset 'musiqe'; known: "
-           "twowiki-sample, 2wikimultihopqa, musique, complextr, financebench; did you mean 'musique'?"),
+           "twowiki-sample, 2wikimultihopqa, musique, complextr, financebench, manpages; did you mean 'musique'?"),
     "sweep --dry-run: --data-root is the one the runs use": (
         lambda i: ["sweep", i.sweep("s.yaml", {}, dataset="musique"), "--dry-run", "--data-root", str(i.data_root),
                    *RUNS, str(i.runs)],

@@ -356,7 +356,7 @@ def test_evidence_on_the_shipped_sample_matches_the_program(ray_local, fake_llm,
         i = int(next(j for j, q in enumerate(questions) if q["id"] == trace.info.tags["srag.question_id"]))
         want_recall, want_class = expected[i]
         named = {a.name: a for a in trace.info.assessments}
-        assert named["evidence_recall"].value == pytest.approx(want_recall)
+        assert named["evidence_recall"].value == round(want_recall, 4)  # rounded as the summary's figures are
         assert named["failure_class"].value == want_class and trace.info.tags["srag.failure_class"] == want_class
         root, = [s for s in trace.data.spans if s.parent_id is None]
         gold = set(questions[i]["gold_docs"])
