@@ -8,9 +8,14 @@ import multiprocessing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from tests.fake_llm import FakeLLM
+
+if TYPE_CHECKING:
+    from pipelines.config import RunConfig
+    from pipelines.engine.records import RunSummary
+    from pipelines.engine.store import RunDir
 
 
 def _serve(responder: Callable[[dict], Any], conn) -> None:
@@ -31,6 +36,23 @@ def scripted_endpoint(responder: Callable[[dict], Any]) -> Iterator[str]:
     finally:
         parent.send("stop")
         server.join(timeout=10)
+
+
+def run_in_process(cfg: RunConfig, runs_dir: Path) -> tuple[RunDir, RunSummary, float]:
+    """A run of `cfg` in this process, as `srag run` drives it (start, pending work, execute, finish): its folder,
+    summary and seconds from start to finished."""
+    import time
+
+    from pipelines.engine.runner import execute, finish, open_tracker, pending_work, start_run
+
+    tracker = open_tracker(cfg, runs_dir)
+    started = time.monotonic()
+    run_dir = start_run(cfg, runs_dir, tracker)
+    todo, _ = pending_work(run_dir, None)
+    execute(run_dir, cfg, todo, tracker, quiet=True)
+    summary = finish(run_dir, tracker)
+    tracker.close()
+    return run_dir, summary, time.monotonic() - started
 
 
 def print_rows(rows: list[dict[str, Any]], json_out: Path | None) -> None:

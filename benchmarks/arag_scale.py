@@ -28,12 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks._scripted import print_rows, scripted_endpoint
+from benchmarks._scripted import print_rows, run_in_process, scripted_endpoint
 from pipelines.config import validate_run
 from pipelines.contrib.arag import ARAGIndex, ARAGParams
 from pipelines.contrib.arag._tools import run_tool
 from pipelines.engine.cluster import init_ray
-from pipelines.engine.runner import execute, finish, open_tracker, pending_work, start_run
 from srag_core import load_corpus
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
@@ -62,15 +61,7 @@ def measure(base_url: str, workdir: Path, questions: int, concurrency: int, dela
                          "execution.cpus_per_actor": 0.1, "llm.timeout_s": delay * 10 + 5, "tracking.traces": False,
                          # the endpoint's limit at the concurrency (the default, 32, would halve the calls in flight)
                          "execution.max_concurrent_requests": concurrency})
-    cfg = validate_run(data, "benchmark")
-    tracker = open_tracker(cfg, workdir / "runs")
-    started = time.monotonic()
-    run_dir = start_run(cfg, workdir / "runs", tracker)
-    todo, _ = pending_work(run_dir, None)
-    execute(run_dir, cfg, todo, tracker, quiet=True)
-    summary = finish(run_dir, tracker)
-    tracker.close()
-    total = time.monotonic() - started
+    run_dir, summary, total = run_in_process(validate_run(data, "benchmark"), workdir / "runs")
     meta = run_dir.read_meta()
     cores = os.cpu_count() or 1
     llm_ideal = questions * CALLS_PER_QUESTION * delay / concurrency

@@ -19,13 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import time
 from pathlib import Path
 
-from benchmarks._scripted import print_rows, scripted_endpoint
+from benchmarks._scripted import print_rows, run_in_process, scripted_endpoint
 from pipelines.config import validate_run
 from pipelines.engine.cluster import init_ray
-from pipelines.engine.runner import execute, finish, open_tracker, pending_work, start_run
 from tests.pipeline_helpers import ScriptedAgent, run_config, write_benchmark
 
 SAMPLE = Path(__file__).resolve().parents[1] / "pipelines" / "samples" / "twowiki" / "corpus"
@@ -41,15 +39,7 @@ def measure(base_url: str, workdir: Path, episodes: int, concurrency: int, delay
                          "execution.cpus_per_actor": 0.1,
                          "execution.max_concurrent_requests": concurrency if limiter else None,
                          "llm.timeout_s": delay * 10 + 5, "tracking.traces": False})
-    cfg = validate_run(data, "benchmark")
-    tracker = open_tracker(cfg, workdir / "runs")
-    started = time.monotonic()
-    run_dir = start_run(cfg, workdir / "runs", tracker)
-    todo, _ = pending_work(run_dir, None)
-    execute(run_dir, cfg, todo, tracker, quiet=True)
-    summary = finish(run_dir, tracker)
-    tracker.close()
-    total = time.monotonic() - started
+    run_dir, summary, total = run_in_process(validate_run(data, "benchmark"), workdir / "runs")
     meta = run_dir.read_meta()
     ideal = episodes * CALLS_PER_EPISODE * delay / concurrency
     wall = meta.episodes_wall_s or 0.0
