@@ -211,6 +211,7 @@ class DatasetSpec:
     files: tuple[str, ...] = ()  # source files, in the order `convert` takes them before the output folder
     convert: Callable[..., tuple[int, int]] | None = None  # None: shipped with the package, used in place
     version: int = 1  # bump when the converter's output changes, so cached builds are redone
+    stage: str = "docs/data.md says where they come from"  # how a user stages the source files, for the error
 
 
 def _convert_manpages(staged: Path, out: Path) -> tuple[int, int]:
@@ -249,9 +250,9 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in [
         "(stands in for Transcripts)",
         "Debian manpages and manpages-dev 6.03 (Linux-man-pages-copyleft), staged by `srag data stage-manpages`, "
         "built by pipelines/builder/specs/manpages.yaml",
-        "manpages", ("man-pages.jsonl",), _convert_manpages),  # bump version with the spec
+        "manpages", ("man-pages.jsonl",), _convert_manpages,  # bump version with the spec
+        stage="srag data stage-manpages stages them from Debian's manpages and manpages-dev"),
 ]}
-
 
 
 class DatasetError(UserError):
@@ -298,7 +299,7 @@ def resolve(name: str, *, data_root: str | Path | None = None, cache_root: Path 
     missing = next((s for s in sources if not s.is_file()), None)
     if missing is not None and (rebuild or manifest is None):
         raise FileNotFoundError(f"dataset {name!r} needs {missing}, which is missing "
-                                f"(expected the staged {spec.folder}/ files under data root {root})")
+                                f"(expected the staged {spec.folder}/ files under data root {root}; {spec.stage})")
     if missing is None and (rebuild or not _sources_match(target, manifest, sources)):
         manifest = _build(spec, sources, target.parent, rebuild=rebuild)
     assert manifest is not None

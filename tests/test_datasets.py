@@ -638,3 +638,10 @@ def test_srag_data_sample_2wiki_needs_an_output_folder_and_a_source(tmp_path, ca
     err = capsys.readouterr().err
     assert err.startswith("srag data: error: srag data sample-2wiki needs a data root") and err.count("\n") == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_a_missing_staged_source_says_how_to_stage_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="man-pages.jsonl, which is missing .*srag data stage-manpages"):
+        resolve("manpages", data_root=tmp_path, cache_root=tmp_path / "cache")
+    with pytest.raises(FileNotFoundError, match="musique/ files under data root .*; docs/data.md says where"):
+        resolve("musique", data_root=tmp_path, cache_root=tmp_path / "cache")
