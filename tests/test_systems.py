@@ -414,3 +414,29 @@ def test_the_docs_minimal_system_runs_as_written_and_is_the_page_s_own(fake_llm,
     assert kinds.count("span") == 1  # its "rank" step, a span in MLflow
     shown = next(e for e in episode.trace if e["type"] == "retrieval")["passages"]
     assert len(shown) == 2  # the documents it answered from: evidence recall reads them
+
+
+# -- A-RAG's tools against what a model may send ---------------------------------------------------------------------
+
+
+def test_arag_tools_bound_what_the_model_sends_and_what_they_return(sample_dir):
+    from pipelines.contrib.arag import ARAGIndex
+    from pipelines.contrib.arag._tools import run_tool
+
+    index = ARAGIndex.build(load_corpus(sample_dir / "corpus"), chunk_chars=1000, encoder="all-MiniLM-L6-v2")
+    some_id = next(iter(index.chunks))
+    hostile = [("keyword_search", {"keywords": ["a" * 1_000_000, *(["film"] * 10_000)], "top_k": 10**9}),
+               ("keyword_search", {"keywords": "film"}),
+               ("semantic_search", {"query": "who directed the film " * 50_000}),
+               ("chunk_read", {"chunk_ids": [some_id, *(f"nope-{i}" * 100 for i in range(10_000))],
+                               "neighbors": 10**6}),
+               ("chunk_read", {"chunk_ids": {"not": "a list"}}),
+               ("keyword_search", {"keywords": [], "top_k": "many"})]
+    for name, args in hostile:
+        started = time.monotonic()
+        observation, docs = run_tool(index, name, args, 6000)
+        size = len(json.dumps(observation))
+        assert time.monotonic() - started < 30 and size < 60_000, (name, size)
+        assert len(docs) <= 20
+    found, docs = run_tool(index, "keyword_search", {"keywords": "film"}, 6000)
+    assert found["results"] and docs  # one string is one keyword

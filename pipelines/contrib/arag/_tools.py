@@ -16,6 +16,11 @@ from srag_core.embeddings import encode_texts
 from srag_core.llm import FunctionSpec
 
 MAX_KEYWORDS = 8
+# The model writes the arguments, and an endpoint need not honour max_tokens: each is cut to a size no honest call
+# needs before it reaches a regex, the encoder or the observation
+MAX_TERM_CHARS = 200
+MAX_QUERY_CHARS = 2000
+MAX_CHUNK_IDS = 10
 SNIPPETS_PER_CHUNK = 3
 
 SPECS = [
@@ -93,19 +98,25 @@ def chunk_read(index: ARAGIndex, chunk_ids: list[str], neighbors: int, max_chars
     return {"chunks": texts, **({"unknown": unknown} if unknown else {})}, docs
 
 
+def _listed(value: Any) -> list:
+    """An argument the schema asks as a list, given as a list or as one string."""
+    if not value:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
 def run_tool(index: ARAGIndex, name: str, args: dict[str, Any], max_chars: int) -> tuple[dict[str, Any], list[str]]:
     """One tool call: its observation and the documents it showed (an error observation for a bad call)."""
     try:
         top_k = max(1, min(int(args.get("top_k") or 5), 20))
         if name == "keyword_search":
-            keywords = args.get("keywords") or []
-            return keyword_search(index, [keywords] if isinstance(keywords, str) else list(keywords), top_k)
+            keywords = _listed(args.get("keywords"))[:MAX_KEYWORDS]
+            return keyword_search(index, [str(k)[:MAX_TERM_CHARS] for k in keywords], top_k)
         if name == "semantic_search":
-            return semantic_search(index, str(args.get("query") or ""), top_k)
+            return semantic_search(index, str(args.get("query") or "")[:MAX_QUERY_CHARS], top_k)
         if name == "chunk_read":
-            ids = args.get("chunk_ids") or []
-            return chunk_read(index, [ids] if isinstance(ids, str) else list(ids), int(args.get("neighbors", 1)),
-                              max_chars)
+            ids = [str(i)[:MAX_TERM_CHARS] for i in _listed(args.get("chunk_ids"))[:MAX_CHUNK_IDS]]
+            return chunk_read(index, ids, int(args.get("neighbors", 1)), max_chars)
     except (TypeError, ValueError) as e:
         return {"error": f"bad arguments for {name}: {e}"}, []
     return {"error": f"unknown tool {name!r}: use keyword_search, semantic_search or chunk_read"}, []

@@ -57,7 +57,7 @@ class AgentsSDKSystem(System[AgentsSDKParams]):
             text = next((d.text for d in ctx.corpus.docs if d.filename == document), None)
             ctx.step("read_document", inputs={"document": document}, outputs={"found": text is not None})
             if text is None:
-                return f"no document named {document!r}"
+                return f"no document named {document[:200]!r}"
             read.append(document)
             return text[: self.params.max_read_chars]
 
@@ -70,7 +70,8 @@ class AgentsSDKSystem(System[AgentsSDKParams]):
 
 def find(ctx: AnswerContext, words: list[str], limit: int) -> list[dict[str, Any]]:
     """Documents by how many of `words` they hold (case-insensitive), each with the first line holding one."""
-    patterns = [re.compile(re.escape(w.strip()), re.IGNORECASE) for w in words if w.strip()][:8]
+    # the model writes the words: at most 8, each cut to 100 characters, before they become patterns
+    patterns = [re.compile(re.escape(w.strip()[:100]), re.IGNORECASE) for w in words if w.strip()][:8]
     scored = []
     for doc in ctx.corpus.docs:
         hits = sum(1 for p in patterns if p.search(doc.text))
