@@ -309,6 +309,23 @@ def test_a_prepare_that_fails_stops_the_run_before_any_episode_in_one_line(
     assert meta["status"] == "failed" and "prepare failed" in meta["error"]
 
 
+def test_a_prepare_that_never_returns_stops_the_run_at_its_limit_in_one_line(
+        ray_local, fake_llm, tmp_path, sample_dir, capsys):
+    corpus, questions = write_benchmark(tmp_path / "b", sample_dir / "corpus", 2)
+    run_file = tmp_path / "r.yaml"
+    run_file.write_text(yaml.safe_dump(run_config(corpus, questions, fake_llm.base_url,
+                                                  system=f"{ONESHOT}:NeverPrepared", **{"tracking.traces": False})))
+    started = time.monotonic()
+    code = main(["run", str(run_file), "--runs-dir", str(tmp_path / "runs"), "--quiet"])
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if "INFO mlflow" not in line]
+    assert code == Exit.BAD_INPUT and len(err) == 1, err
+    assert "NeverPrepared.prepare did not finish" in err[0] and "within 0.5 s (NeverPrepared.prepare_timeout_s)" \
+        in err[0]
+    assert time.monotonic() - started < 120 and fake_llm.requests == []
+    meta = json.loads(next((tmp_path / "runs").glob("*/run.json")).read_text())
+    assert meta["status"] == "failed" and "did not finish" in meta["error"]
+
+
 @pytest.mark.slow
 def test_a_system_of_ones_own_stops_at_its_budget_and_a_killed_sweep_resumes_with_nothing_redone(
         ray_local, fake_llm, tmp_path, sample_dir, capsys):

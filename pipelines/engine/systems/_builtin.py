@@ -50,6 +50,7 @@ class _BuiltIn(System):
     """A built-in: its settings come from the run config's sections, and its episode is its own full record."""
 
     cache_prepared = False  # their builders cache on disk themselves
+    prepare_timeout_s = None  # pattern discovery bounds each of its own tasks (ingestion.task_timeout_s)
     reads: ClassVar[str] = "agent"  # the run config's sections it takes its settings from
 
     @classmethod

@@ -143,6 +143,9 @@ class System(ABC, Generic[P]):
     (the client refuses none beyond it)."""
     cache_prepared: ClassVar[bool] = True
     """Whether the harness caches what `prepare` returns (pickled, by corpus hash, params and version)."""
+    prepare_timeout_s: ClassVar[float | None] = 3600.0
+    """Seconds `prepare` may take before the run stops, in one line, without starting (None: no limit). A `prepare`
+    that never returns would otherwise hold the driver for good."""
 
     def __init__(self, params: P) -> None:
         self.params = params

@@ -8,10 +8,11 @@ import hashlib
 import os
 import pickle
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pipelines.engine.systems._bridge import ModelClient
 from pipelines.engine.systems._interface import MapFn, PrepareContext, System
@@ -54,7 +55,11 @@ def prepare_for(system: System, corpus: Corpus, client: LLMClient, cache_root: P
         model = ModelClient(client)
         ctx = PrepareContext(corpus=corpus, llm=model, cache_dir=folder / "own", map_fn=map_fn)
         try:
-            resources = system.prepare(ctx)
+            resources = _within(cls.prepare_timeout_s, lambda: system.prepare(ctx))
+        except TimeoutError:
+            raise PrepareError(f"{cls.__name__}.prepare did not finish on the corpus {corpus.content_hash} within "
+                               f"{cls.prepare_timeout_s:g} s ({cls.__name__}.prepare_timeout_s): the run did not "
+                               "start") from None
         except Exception as e:  # the system's own failure: the run does not start
             raise PrepareError(f"{cls.__name__}.prepare failed on the corpus {corpus.content_hash}: "
                                f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
@@ -64,6 +69,29 @@ def prepare_for(system: System, corpus: Corpus, client: LLMClient, cache_root: P
                             prepare_s=round(time.monotonic() - started, 3))
     _PREPARED[key] = prepared
     return prepared
+
+
+def _within(timeout_s: float | None, build: Callable[[], Any]) -> Any:
+    """`build()`, or a TimeoutError after `timeout_s` (None: wait for it). It runs on a daemon thread, which Python
+    cannot stop: a `prepare` past its time is left behind, and the driver, which stops the run, exits all the same."""
+    if timeout_s is None:
+        return build()
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = build()
+        except BaseException as e:  # handed to the caller's thread, raised there
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, name="system-prepare", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TimeoutError
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def _params_hash(system: System) -> str:
