@@ -25,7 +25,7 @@ from pipelines.engine.reports import (
     paper_table,
     render,
     sweep_summary,
-    system_of,
+    system_label,
 )
 from pipelines.engine.store import RunDir
 
@@ -203,10 +203,10 @@ def test_latex_escape_leaves_no_character_for_latex_to_read_as_markup():
 
 
 def test_a_system_is_its_label_without_the_grid_values_that_choose_the_data():
-    assert system_of("dataset=musique-variant=zero_ingestion-model=gpt-4.1-mini") == \
+    assert system_label("dataset=musique-variant=zero_ingestion-model=gpt-4.1-mini") == \
         "variant=zero_ingestion-model=gpt-4.1-mini"
-    assert system_of("questions=q.jsonl-seed=1") == "seed=1"
-    assert system_of("dataset=musique", variant="vanilla_rag") == "system=vanilla_rag"
+    assert system_label("questions=q.jsonl-seed=1") == "seed=1"
+    assert system_label("dataset=musique", variant="vanilla_rag") == "system=vanilla_rag"
 
 
 def test_a_planned_run_without_results_is_a_marked_empty_cell(sweep_runs):

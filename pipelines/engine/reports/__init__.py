@@ -17,7 +17,7 @@ from pipelines.engine.reports._paper_table import (
     latex_escape,
     paper_table,
     render,
-    system_of,
+    system_label,
 )
 from pipelines.engine.reports._parent_note import NOTE_TAG, pair_name, parent_note
 from pipelines.engine.reports._run_report import (
@@ -53,5 +53,5 @@ __all__ = ["CSV_COLUMNS", "Catalog", "Cell", "DuplicateCell", "Entry", "FIGURES"
            "episode_rows", "incomplete_reason", "is_sweep", "latex_escape", "metric_label", "pair_name", "pairwise",
            "paper_table", "parent_note",
            "plot_accuracy_by_type", "plot_accuracy_intervals", "question_rows", "rank", "ranking_text", "read_run",
-           "recomputed_note", "render", "run_report", "run_summary", "summarize", "sweep_summary", "system_of", "table",
-           "unfinished_runs"]
+           "recomputed_note", "render", "run_report", "run_summary", "summarize", "sweep_summary", "system_label",
+           "table", "unfinished_runs"]

@@ -35,7 +35,7 @@ class DuplicateCell(UserError):
     """Two runs of a sweep fall in one cell of its table (same system, same dataset)."""
 
 
-def system_of(label: str, variant: str = "") -> str:
+def system_label(label: str, variant: str = "") -> str:
     """A run's system: its label in the sweep (`key=value` parts joined by `-`, as `SweepConfig.expand` writes them)
     without the parts that choose the data; a grid that varies the data alone leaves the run's system."""
     parts = [p for p in _label_parts(label) if p.split("=", 1)[0] not in DATA_KEYS]
@@ -124,7 +124,7 @@ def paper_table(summary: SweepSummary, planned: Iterable[PlannedRun] = ()) -> Pa
     error naming both (a `DuplicateCell`); a planned run in the cell of a run with results is a caller's bug."""
     runs: dict[tuple[str, str], RunResult] = {}
     for run in summary.runs:
-        key = (system_of(run.label or run.run_id, run.variant), run.dataset or "")
+        key = (system_label(run.label or run.run_id, run.variant), run.dataset or "")
         if key in runs:
             other = runs[key]
             raise DuplicateCell(
@@ -134,7 +134,7 @@ def paper_table(summary: SweepSummary, planned: Iterable[PlannedRun] = ()) -> Pa
         runs[key] = run
     waiting: dict[tuple[str, str], PlannedRun] = {}
     for plan in planned:
-        key = (system_of(plan.label, plan.variant), plan.dataset)
+        key = (system_label(plan.label, plan.variant), plan.dataset)
         if key in runs or key in waiting:
             raise ValueError(f"planned run {plan.label} on {plan.dataset} has a cell already")
         waiting[key] = plan
